@@ -1,0 +1,11 @@
+#include <stdio.h>
+
+#include "commands.h"
+
+/* Placeholder until this command is implemented; it fails loudly rather than pretending. */
+int woolly_cmd_tokenize(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "woolly %s: not implemented yet\n", argv[0]);
+    return 1;
+}

@@ -1,0 +1,201 @@
+/* The kernel contract: everything a generated kernel may include, and the only seam between the
+ * runtime and generated code.
+ *
+ * Weight block layouts (GGUF's, little-endian, byte-packed), the half-precision conversions, and the
+ * signatures of the two kernel kinds:
+ *
+ *   matmul  y[t][r] = sum_i x[t][i] * W[r][i]   for tokens t in [0, m), weight rows r in [r0, r1)
+ *           W is row-major in a weight format (each row k elements, w_row_bytes apart); x holds m
+ *           activation rows in an activation format (x_row_bytes apart); y is float (y_stride floats
+ *           apart per token). A kernel handles any m >= 1 and any r0 < r1 itself, including partial
+ *           register tiles; k is always a multiple of the weight format's block. GEMV slots are called
+ *           with m == 1 (decode), GEMM slots with m >= 1 (prompt batches). The runtime splits [0, rows)
+ *           across threads; a kernel never spawns threads or allocates.
+ *
+ *   attn    for one token and one KV head: the n_group query heads that share that KV head attend to
+ *           cache positions 0..n_kv-1 (causality is the caller's choice of n_kv). Softmax over
+ *           scale * q.k, output the weighted sum of v. K and V are in the cache format (F16 or F32).
+ *
+ * Naming grammar, written down once: <weights>_<activations>_<op>_<isa>_<tile>, e.g.
+ * q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, tile 1 token x 1 row);
+ * attention: attn_<kv type>_flash_<isa>_<variant>. The symbol is woolly_<name>, the file <name>.c.
+ * ISA tokens are dispatch levels: scalar, avx2, avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product). */
+#ifndef WOOLLY_KERNELS_H
+#define WOOLLY_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- weight blocks ---------------------------------------------------------------------------- */
+
+#define WOOLLY_QK8_0 32
+#define WOOLLY_QK_K 256
+#define WOOLLY_K_SCALE_BYTES 12
+
+typedef struct {
+    uint16_t d; /* f16 scale */
+    int8_t qs[WOOLLY_QK8_0];
+} woolly_block_q8_0;
+_Static_assert(sizeof(woolly_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+
+/* 8 sub-blocks of 32; 6-bit scale and min per sub-block packed in `scales`; value = d*sc*q - dmin*m */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[WOOLLY_K_SCALE_BYTES];
+    uint8_t qs[WOOLLY_QK_K / 2];
+} woolly_block_q4_k;
+_Static_assert(sizeof(woolly_block_q4_k) == 144, "Q4_K block is 144 bytes");
+
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[WOOLLY_K_SCALE_BYTES];
+    uint8_t qh[WOOLLY_QK_K / 8];
+    uint8_t qs[WOOLLY_QK_K / 2];
+} woolly_block_q5_k;
+_Static_assert(sizeof(woolly_block_q5_k) == 176, "Q5_K block is 176 bytes");
+
+/* 16 sub-blocks of 16; int8 scale per sub-block; value = d*sc*(q - 32) with q 6 bits */
+typedef struct {
+    uint8_t ql[WOOLLY_QK_K / 2];
+    uint8_t qh[WOOLLY_QK_K / 4];
+    int8_t scales[WOOLLY_QK_K / 16];
+    uint16_t d;
+} woolly_block_q6_k;
+_Static_assert(sizeof(woolly_block_q6_k) == 210, "Q6_K block is 210 bytes");
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void woolly_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* ---- half precision ----------------------------------------------------------------------------- */
+
+static inline float woolly_bits_to_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t woolly_f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* IEEE binary16 -> binary32, exact for every input (subnormals, inf, NaN included). */
+static inline float woolly_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1F;
+    uint32_t man = h & 0x3FF;
+    if (exp == 0x1F)
+        return woolly_bits_to_f32(sign | 0x7F800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0)
+            return woolly_bits_to_f32(sign);
+        /* subnormal: value = man * 2^-24 */
+        float f = (float)man * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    return woolly_bits_to_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+/* binary32 -> binary16, round to nearest even, overflow to inf, NaN kept NaN. */
+static inline uint16_t woolly_f32_to_f16(float f)
+{
+    uint32_t x = woolly_f32_to_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) /* inf or NaN */
+        return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0));
+    if (ax >= 0x477FF000u) /* rounds to >= 65520: overflow */
+        return (uint16_t)(sign | 0x7C00);
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        if (ax < 0x33000000u) /* below half the smallest subnormal */
+            return (uint16_t)sign;
+        uint32_t e = ax >> 23;
+        uint32_t m = (ax & 0x7FFFFF) | 0x800000;
+        uint32_t shift = 126 - e; /* 14..24 */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax + 0xFFF + ((ax >> 13) & 1); /* round to nearest even at bit 13 */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float woolly_bf16_to_f32(uint16_t h) { return woolly_bits_to_f32((uint32_t)h << 16); }
+
+/* ---- activation formats ------------------------------------------------------------------------- */
+
+enum woolly_act {
+    WOOLLY_ACT_F32 = 0, /* plain float rows */
+    WOOLLY_ACT_F16 = 1, /* binary16 rows */
+    WOOLLY_ACT_Q8 = 2,  /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+};
+
+/* One block of 32 int8 activations; `s` = d * sum(q) saves the min term of K-quants a reduction. */
+typedef struct {
+    float d;
+    float s;
+    int8_t q[32];
+} woolly_block_q8x32;
+_Static_assert(sizeof(woolly_block_q8x32) == 40, "Q8 activation block is 40 bytes");
+
+/* ---- kernel signatures ------------------------------------------------------------------------- */
+
+enum woolly_op {
+    WOOLLY_OP_GEMV = 0,
+    WOOLLY_OP_GEMM = 1,
+    WOOLLY_OP_ATTN = 2,
+};
+
+typedef struct woolly_matmul_args {
+    const void *w;      /* row r of W at (const char *)w + r * w_row_bytes */
+    size_t w_row_bytes;
+    const void *x;      /* token t's activations at (const char *)x + t * x_row_bytes */
+    size_t x_row_bytes;
+    float *y;           /* y[t * y_stride + r] */
+    size_t y_stride;
+    int64_t k;          /* row length */
+    int64_t m;          /* tokens */
+    int64_t r0, r1;     /* weight rows computed by this call */
+} woolly_matmul_args;
+
+typedef void (*woolly_matmul_fn)(const woolly_matmul_args *a);
+
+/* Attention kernels keep their accumulators on the stack; models beyond these bounds are rejected at
+ * load time. */
+#define WOOLLY_MAX_HEAD_DIM 256
+#define WOOLLY_MAX_GROUP 16
+
+typedef struct woolly_attn_args {
+    const float *q;     /* n_group query heads, head_dim floats each, q_stride floats apart */
+    size_t q_stride;
+    const void *k;      /* position p of this KV head at k + p * kv_stride elements (cache type) */
+    const void *v;
+    size_t kv_stride;
+    int64_t n_kv;       /* visible positions, >= 1 */
+    int64_t head_dim;
+    int64_t n_group;
+    float scale;        /* applied to q.k before the softmax */
+    float *out;         /* n_group rows, out_stride floats apart */
+    size_t out_stride;
+} woolly_attn_args;
+
+typedef void (*woolly_attn_fn)(const woolly_attn_args *a);
+
+#endif

@@ -1,0 +1,26 @@
+/* Reference conversions between float and every weight format the engine computes with: plain C, no
+ * SIMD, written for clarity. They are the oracle that kernels are tested against, and what the
+ * quantizer and the synthesizer use. */
+#ifndef WOOLLY_QUANT_H
+#define WOOLLY_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wtype.h"
+
+/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
+bool woolly_can_dequantize(enum woolly_type t);
+/* F32, F16, Q8_0, Q4_K, Q6_K (and Q5_K if supported). */
+bool woolly_can_quantize(enum woolly_type t);
+
+/* n elements (a multiple of the block) from `src` in format t to floats. Returns 0, or -1 if t cannot
+ * be dequantized or n is not a multiple of the block. */
+int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64_t n);
+
+/* n floats to format t; returns the bytes written (woolly_row_bytes(t, n)), 0 if unsupported. K-quants
+ * search scale and minimum by least squares, not plain min/max. */
+size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n);
+
+#endif

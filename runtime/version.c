@@ -1,0 +1,3 @@
+#include "woolly.h"
+
+const char *woolly_version(void) { return "0.1.0"; }

@@ -1,0 +1,136 @@
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *tu_data(const char *rel)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s", WOOLLY_TESTDATA, rel);
+    return path;
+}
+
+char *tu_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "cannot open %s (the shared test data must be beside the repository)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert(buf != NULL);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+    fclose(f);
+    buf[n] = 0;
+    if (size)
+        *size = (size_t)n;
+    return buf;
+}
+
+void *tu_heap_copy(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    cr_assert(q != NULL);
+    if (n)
+        memcpy(q, p, n);
+    return q;
+}
+
+const char *tu_tmp_path(const char *name)
+{
+    static char path[4096];
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tmp", WOOLLY_BUILD_DIR);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/%d-%s", dir, (int)getpid(), name);
+    return path;
+}
+
+static char *slurp_and_remove(const char *path)
+{
+    char *s = tu_read_file(path, NULL);
+    remove(path);
+    return s;
+}
+
+int tu_run_cli(const char *args, char **out, char **err)
+{
+    char o[4096], e[4096], cmd[16384];
+    snprintf(o, sizeof o, "%s", tu_tmp_path("cli.out"));
+    snprintf(e, sizeof e, "%s", tu_tmp_path("cli.err"));
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", WOOLLY_CLI, args, o, e);
+    int st = system(cmd);
+    char *so = slurp_and_remove(o), *se = slurp_and_remove(e);
+    if (out)
+        *out = so;
+    else
+        free(so);
+    if (err)
+        *err = se;
+    else
+        free(se);
+    if (st == -1 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+int tu_parse_ids(const char *s, int32_t **ids)
+{
+    int n = 0, cap = 16;
+    int32_t *v = malloc(sizeof *v * (size_t)cap);
+    cr_assert(v != NULL);
+    while (*s) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s) {
+            s++;
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            v = realloc(v, sizeof *v * (size_t)cap);
+            cr_assert(v != NULL);
+        }
+        v[n++] = (int32_t)x;
+        s = end;
+    }
+    *ids = v;
+    return n;
+}
+
+double tu_nmse(const float *x, const float *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+uint64_t tu_rand_u64(tu_rng *r)
+{
+    uint64_t x = r->s ? r->s : 0x9E3779B97F4A7C15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    r->s = x;
+    return x;
+}
+
+float tu_rand_uniform(tu_rng *r) { return (float)(tu_rand_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+float tu_rand_normal(tu_rng *r)
+{
+    float u1 = tu_rand_uniform(r), u2 = tu_rand_uniform(r);
+    if (u1 < 1e-7f)
+        u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
