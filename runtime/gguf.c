@@ -41,7 +41,10 @@ typedef struct parser {
     char ctx[160]; /* what is being parsed, for messages: "kv 3 'general.name'" */
 } parser;
 
-static size_t remaining(const parser *p) { return p->size - p->pos; }
+static size_t remaining(const parser *p)
+{
+    return p->size - p->pos;
+}
 
 static uint64_t load_le(const uint8_t *b, int n)
 {
@@ -53,8 +56,8 @@ static uint64_t load_le(const uint8_t *b, int n)
 
 static int truncated(parser *p, const char *what, uint64_t need)
 {
-    return woolly_fail(p->err, "%s: %s at offset %zu needs %" PRIu64 " bytes, but the file ends at %zu", p->ctx,
-                       what, p->pos, need, p->size);
+    return woolly_fail(p->err, "%s: %s at offset %zu needs %" PRIu64 " bytes, but the file ends at %zu",
+                       p->ctx, what, p->pos, need, p->size);
 }
 
 static int read_uint(parser *p, int nbytes, uint64_t *out, const char *what)
@@ -97,15 +100,30 @@ static int read_str(parser *p, gguf_str *out, const char *what)
 static int scalar_size(uint32_t t)
 {
     switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
-    default: return 0;
+    case GGUF_U8:
+    case GGUF_I8:
+    case GGUF_BOOL:
+        return 1;
+    case GGUF_U16:
+    case GGUF_I16:
+        return 2;
+    case GGUF_U32:
+    case GGUF_I32:
+    case GGUF_F32:
+        return 4;
+    case GGUF_U64:
+    case GGUF_I64:
+    case GGUF_F64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
-static bool is_signed(uint32_t t) { return t == GGUF_I8 || t == GGUF_I16 || t == GGUF_I32 || t == GGUF_I64; }
+static bool is_signed(uint32_t t)
+{
+    return t == GGUF_I8 || t == GGUF_I16 || t == GGUF_I32 || t == GGUF_I64;
+}
 
 /* Decodes a scalar of type t at b (which holds scalar_size(t) bytes). */
 static void decode_scalar(uint32_t t, const uint8_t *b, gguf_value *out)
@@ -167,9 +185,13 @@ static int parse_array(parser *p, gguf_array *arr, int depth)
     arr->type = (enum gguf_vtype)et;
     arr->n = n;
     int es = scalar_size(et);
-    uint64_t min_elem = es > 0 ? (uint64_t)es : et == GGUF_STRING ? 8 : et == GGUF_ARRAY ? GGUF_MIN_ARRAY_BYTES : 0;
+    uint64_t min_elem = es > 0              ? (uint64_t)es
+                        : et == GGUF_STRING ? 8
+                        : et == GGUF_ARRAY  ? GGUF_MIN_ARRAY_BYTES
+                                            : 0;
     if (min_elem == 0)
-        return woolly_fail(p->err, "%s: array at offset %zu has unknown element type %" PRIu32, p->ctx, at, et);
+        return woolly_fail(p->err, "%s: array at offset %zu has unknown element type %" PRIu32, p->ctx, at,
+                           et);
     if (n > remaining(p) / min_elem)
         return woolly_fail(p->err,
                            "%s: array at offset %zu of %" PRIu64 " %s elements runs past the end of the file "
@@ -180,7 +202,8 @@ static int parse_array(parser *p, gguf_array *arr, int depth)
         if (et == GGUF_BOOL)
             for (uint64_t i = 0; i < n; i++)
                 if (b[i] > 1)
-                    return woolly_fail(p->err, "%s: bad bool value %u at element %" PRIu64 " (offset %zu) of array",
+                    return woolly_fail(p->err,
+                                       "%s: bad bool value %u at element %" PRIu64 " (offset %zu) of array",
                                        p->ctx, b[i], i, p->pos + (size_t)i);
         arr->data = b;
         p->pos += (size_t)(n * (uint64_t)es);
@@ -210,14 +233,18 @@ static int parse_array(parser *p, gguf_array *arr, int depth)
     return 0;
 }
 
-static int name_len_for_msg(uint64_t len) { return len > GGUF_MSG_NAME_MAX ? GGUF_MSG_NAME_MAX : (int)len; }
+static int name_len_for_msg(uint64_t len)
+{
+    return len > GGUF_MSG_NAME_MAX ? GGUF_MSG_NAME_MAX : (int)len;
+}
 
 static int parse_kvs(parser *p, gguf_file *g)
 {
     snprintf(p->ctx, sizeof p->ctx, "header");
     if (g->n_kv > remaining(p) / GGUF_MIN_KV_BYTES)
-        return woolly_fail(p->err, "header: %" PRIu64 " key/value pairs cannot fit in the %zu bytes left (file size %zu)",
-                           g->n_kv, remaining(p), p->size);
+        return woolly_fail(
+            p->err, "header: %" PRIu64 " key/value pairs cannot fit in the %zu bytes left (file size %zu)",
+            g->n_kv, remaining(p), p->size);
     if (g->n_kv == 0)
         return 0;
     g->kv = gguf_arena_alloc(p->arena, (size_t)g->n_kv * sizeof *g->kv);
@@ -232,10 +259,12 @@ static int parse_kvs(parser *p, gguf_file *g)
         snprintf(p->ctx, sizeof p->ctx, "kv %" PRIu64, i);
         if (read_str(p, &kv->key, "key"))
             return -1;
-        snprintf(p->ctx, sizeof p->ctx, "kv %" PRIu64 " '%.*s'", i, name_len_for_msg(kv->key.len), kv->key.ptr);
+        snprintf(p->ctx, sizeof p->ctx, "kv %" PRIu64 " '%.*s'", i, name_len_for_msg(kv->key.len),
+                 kv->key.ptr);
         if (kv->key.len == 0)
             return woolly_fail(p->err, "%s: empty key", p->ctx);
-        size_t dup = gguf_index_insert(index, kv->key.ptr, kv->key.len, (size_t)i, gguf_index_key_of_kv, g->kv);
+        size_t dup =
+            gguf_index_insert(index, kv->key.ptr, kv->key.len, (size_t)i, gguf_index_key_of_kv, g->kv);
         if (dup != GGUF_INDEX_NONE)
             return woolly_fail(p->err, "%s: duplicate key (first defined as kv %zu)", p->ctx, dup);
         uint32_t type;
@@ -259,7 +288,8 @@ static int read_alignment(parser *p, gguf_file *g)
                            gguf_vtype_name(v->type));
     uint64_t a = is_signed(v->type) ? (uint64_t)v->v.i64 : v->v.u64;
     if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
-        return woolly_fail(p->err, "general.alignment is %" PRIu64 ", not a power of two between 1 and 2^30", a);
+        return woolly_fail(p->err, "general.alignment is %" PRIu64 ", not a power of two between 1 and 2^30",
+                           a);
     g->alignment = a;
     return 0;
 }
@@ -268,8 +298,9 @@ static int parse_tensor_infos(parser *p, gguf_file *g)
 {
     snprintf(p->ctx, sizeof p->ctx, "header");
     if (g->n_tensors > remaining(p) / GGUF_MIN_TENSOR_BYTES)
-        return woolly_fail(p->err, "header: %" PRIu64 " tensor infos cannot fit in the %zu bytes left (file size %zu)",
-                           g->n_tensors, remaining(p), p->size);
+        return woolly_fail(
+            p->err, "header: %" PRIu64 " tensor infos cannot fit in the %zu bytes left (file size %zu)",
+            g->n_tensors, remaining(p), p->size);
     if (g->n_tensors == 0)
         return 0;
     g->tensors = gguf_arena_alloc(p->arena, (size_t)g->n_tensors * sizeof *g->tensors);
@@ -292,9 +323,11 @@ static int parse_tensor_infos(parser *p, gguf_file *g)
         if (!t->name)
             return woolly_fail(p->err, "%s: out of memory for the name", p->ctx);
         memcpy(t->name, name.ptr, (size_t)name.len);
-        size_t dup = gguf_index_insert(index, t->name, name.len, (size_t)i, gguf_index_key_of_tensor, g->tensors);
+        size_t dup =
+            gguf_index_insert(index, t->name, name.len, (size_t)i, gguf_index_key_of_tensor, g->tensors);
         if (dup != GGUF_INDEX_NONE)
-            return woolly_fail(p->err, "%s: duplicate tensor name (tensor %" PRIu64 " and tensor %zu)", p->ctx, i, dup);
+            return woolly_fail(p->err, "%s: duplicate tensor name (tensor %" PRIu64 " and tensor %zu)",
+                               p->ctx, i, dup);
 
         if (read_u32(p, &t->n_dims, "n_dims"))
             return -1;
@@ -322,12 +355,13 @@ static int parse_tensor_infos(parser *p, gguf_file *g)
             return woolly_fail(p->err, "%s: unknown tensor type %" PRIu32, p->ctx, type);
         t->type = (enum woolly_type)type;
         if (t->ne[0] % ti->block_elems != 0)
-            return woolly_fail(p->err, "%s: row length %" PRIu64 " is not a multiple of the %s block size %" PRIu32,
+            return woolly_fail(p->err,
+                               "%s: row length %" PRIu64 " is not a multiple of the %s block size %" PRIu32,
                                p->ctx, t->ne[0], ti->name, ti->block_elems);
         uint64_t n_blocks = n_elems / ti->block_elems;
         if (__builtin_mul_overflow(n_blocks, (uint64_t)ti->block_bytes, &t->nbytes))
-            return woolly_fail(p->err, "%s: size of %" PRIu64 " %s blocks overflows 64 bits", p->ctx, n_blocks,
-                               ti->name);
+            return woolly_fail(p->err, "%s: size of %" PRIu64 " %s blocks overflows 64 bits", p->ctx,
+                               n_blocks, ti->name);
         if (read_uint(p, 8, &t->offset, "data offset"))
             return -1;
     }
@@ -341,8 +375,9 @@ static int check_tensor_data(parser *p, gguf_file *g)
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment != 0)
-            return woolly_fail(p->err, "tensor '%s': data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
-                               t->name, t->offset, g->alignment);
+            return woolly_fail(
+                p->err, "tensor '%s': data offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
+                t->name, t->offset, g->alignment);
         if (t->offset > data_size || t->nbytes > data_size - t->offset)
             return woolly_fail(p->err,
                                "tensor '%s': data at offset %" PRIu64 " (file offset %" PRIu64 ") of %" PRIu64
@@ -359,8 +394,8 @@ static int parse_all(parser *p, gguf_file *g)
     if (p->size < 4)
         return woolly_fail(p->err, "file of %zu bytes is too small to be GGUF", p->size);
     if (memcmp(p->buf, GGUF_MAGIC, 4) != 0)
-        return woolly_fail(p->err, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file", p->buf[0],
-                           p->buf[1], p->buf[2], p->buf[3]);
+        return woolly_fail(p->err, "bad magic %02x %02x %02x %02x (expected \"GGUF\"): not a GGUF file",
+                           p->buf[0], p->buf[1], p->buf[2], p->buf[3]);
     p->pos = 4;
     if (read_u32(p, &g->version, "version"))
         return -1;
@@ -376,8 +411,9 @@ static int parse_all(parser *p, gguf_file *g)
         return -1;
     uint64_t data_offset = ((uint64_t)p->pos + g->alignment - 1) / g->alignment * g->alignment;
     if (g->n_tensors > 0 && data_offset > p->size)
-        return woolly_fail(p->err, "the data section would start at offset %" PRIu64 ", past the end of the file (size %zu)",
-                           data_offset, p->size);
+        return woolly_fail(
+            p->err, "the data section would start at offset %" PRIu64 ", past the end of the file (size %zu)",
+            data_offset, p->size);
     /* A file without tensors (a vocabulary) may end right after its header, without padding. */
     g->data_offset = data_offset <= p->size ? data_offset : p->size;
     return check_tensor_data(p, g);
@@ -560,8 +596,8 @@ bool gguf_get_arr(const gguf_file *g, const char *key, enum gguf_vtype elem, con
     if (!kv)
         return false;
     if (kv->value.type != GGUF_ARRAY) {
-        woolly_fail(err, "gguf: key '%s' has type %s, expected an array of %s", key, gguf_vtype_name(kv->value.type),
-                    gguf_vtype_name(elem));
+        woolly_fail(err, "gguf: key '%s' has type %s, expected an array of %s", key,
+                    gguf_vtype_name(kv->value.type), gguf_vtype_name(elem));
         return false;
     }
     if (kv->value.v.arr.type != elem) {
@@ -616,7 +652,7 @@ bool gguf_str_eq(gguf_str s, const char *z)
 
 const char *gguf_vtype_name(enum gguf_vtype t)
 {
-    static const char *const NAMES[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+    static const char *const NAMES[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                         "bool", "string", "array", "u64", "i64", "f64"};
     if ((unsigned)t < sizeof NAMES / sizeof NAMES[0])
         return NAMES[t];

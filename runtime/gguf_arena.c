@@ -15,7 +15,10 @@ struct gguf_index {
     size_t *slots; /* entry number + 1; 0 = empty */
 };
 
-gguf_arena *gguf_arena_new(void) { return calloc(1, sizeof(gguf_arena)); }
+gguf_arena *gguf_arena_new(void)
+{
+    return calloc(1, sizeof(gguf_arena));
+}
 
 void *gguf_arena_alloc(gguf_arena *a, size_t n)
 {
