@@ -21,36 +21,51 @@
 
 /* ---- presets and validation --------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    woolly_synth_config c;
-} PRESETS[] = {
-    {"tiny", {.arch = "llama", .n_embd = 256, .n_ff = 768, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
-              .n_ctx = 512, .n_vocab = 4096, .rope_base = 10000.0f}},
-    {"tiny-granite", {.arch = "granite", .n_embd = 256, .n_ff = 768, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
-                      .n_ctx = 512, .n_vocab = 4096, .rope_base = 1e7f, .tied_embd = true}},
-    {"llama-1b", {.arch = "llama", .n_embd = 2048, .n_ff = 8192, .n_layer = 16, .n_head = 32, .n_head_kv = 8,
-                  .n_ctx = 4096, .n_vocab = 32000, .rope_base = 10000.0f}},
-    {"granite-8b", {.arch = "granite", .n_embd = 4096, .n_ff = 12800, .n_layer = 40, .n_head = 32,
-                    .n_head_kv = 8, .n_ctx = 4096, .n_vocab = 49152, .rope_base = 1e7f, .tied_embd = true}},
+typedef struct {
+    const char *name, *arch;
+    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab;
+    float rope_base;
+    bool tied_embd;
+} preset;
+
+static const preset PRESETS[] = {
+    /* name, arch, n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab, rope base, tied embeddings */
+    {"tiny", "llama", 256, 768, 2, 4, 2, 512, 4096, 10000.0f, false},
+    {"tiny-granite", "granite", 256, 768, 2, 4, 2, 512, 4096, 1e7f, true},
+    {"llama-1b", "llama", 2048, 8192, 16, 32, 8, 4096, 32000, 10000.0f, false},
+    {"granite-8b", "granite", 4096, 12800, 40, 32, 8, 4096, 49152, 1e7f, true},
 };
 
-const char *woolly_synth_preset_names(void) { return "tiny, tiny-granite, llama-1b, granite-8b"; }
+const char *woolly_synth_preset_names(void)
+{
+    return "tiny, tiny-granite, llama-1b, granite-8b";
+}
 
 int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err)
 {
-    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
-        if (strcmp(PRESETS[i].name, name) == 0) {
-            *c = PRESETS[i].c;
-            c->norm_eps = 1e-5f;
-            /* Granite 3.x's scales (granite-3.3-8b-instruct); unused by llama */
-            c->embedding_scale = 12.0f;
-            c->residual_scale = 0.22f;
-            c->attention_scale = 0.0078125f;
-            c->logit_scale = 16.0f;
-            c->ftype = WOOLLY_FTYPE_Q4_K_M;
-            return 0;
-        }
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        *c = (woolly_synth_config){.n_embd = p->n_embd,
+                                   .n_ff = p->n_ff,
+                                   .n_layer = p->n_layer,
+                                   .n_head = p->n_head,
+                                   .n_head_kv = p->n_head_kv,
+                                   .n_ctx = p->n_ctx,
+                                   .n_vocab = p->n_vocab,
+                                   .rope_base = p->rope_base,
+                                   .tied_embd = p->tied_embd};
+        snprintf(c->arch, sizeof c->arch, "%s", p->arch);
+        c->norm_eps = 1e-5f;
+        /* Granite 3.x's scales (granite-3.3-8b-instruct); unused by llama */
+        c->embedding_scale = 12.0f;
+        c->residual_scale = 0.22f;
+        c->attention_scale = 0.0078125f;
+        c->logit_scale = 16.0f;
+        c->ftype = WOOLLY_FTYPE_Q4_K_M;
+        return 0;
+    }
     return woolly_fail(err, "unknown preset '%s' (presets: %s)", name, woolly_synth_preset_names());
 }
 
@@ -89,11 +104,10 @@ int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err)
                            (long long)c->n_head);
     if (check_positive("rope base", c->rope_base, err) || check_positive("norm epsilon", c->norm_eps, err))
         return -1;
-    if (strcmp(c->arch, "granite") == 0 &&
-        (check_positive("embedding scale", c->embedding_scale, err) ||
-         check_positive("residual scale", c->residual_scale, err) ||
-         check_positive("attention scale", c->attention_scale, err) ||
-         check_positive("logit scale", c->logit_scale, err)))
+    if (strcmp(c->arch, "granite") == 0 && (check_positive("embedding scale", c->embedding_scale, err) ||
+                                            check_positive("residual scale", c->residual_scale, err) ||
+                                            check_positive("attention scale", c->attention_scale, err) ||
+                                            check_positive("logit scale", c->logit_scale, err)))
         return -1;
     const woolly_chat_family *family = NULL;
     if (c->chat_template && !(family = woolly_chat_family_get(c->chat_template)))
@@ -138,7 +152,7 @@ static int random_row(void *ctx, int64_t row, float *dst, woolly_error *err)
     for (int64_t i = 0; i < t->k; i += 2) {
         const uint64_t z = splitmix64(&s);
         const float u1 = ((float)(z >> 40) + 0.5f) * (1.0f / 16777216.0f); /* (0, 1) */
-        const float u2 = (float)(z & 0xFFFFFF) * (1.0f / 16777216.0f);    /* [0, 1) */
+        const float u2 = (float)(z & 0xFFFFFF) * (1.0f / 16777216.0f);     /* [0, 1) */
         const float r = sqrtf(-2.0f * logf(u1)), a = 6.28318530718f * u2;
         dst[i] = t->mean + t->std * r * cosf(a);
         if (i + 1 < t->k)
@@ -212,8 +226,8 @@ static int write_tokenizer(gguf_writer *w, const woolly_synth_config *c, int64_t
         if (c->n_vocab != 0 && (uint64_t)c->n_vocab != tokens->n) {
             const uint64_t have = tokens->n;
             gguf_close(g);
-            return woolly_fail(err, "n_vocab %lld does not match the %llu tokens of %s", (long long)c->n_vocab,
-                               (unsigned long long)have, c->vocab_path);
+            return woolly_fail(err, "n_vocab %lld does not match the %llu tokens of %s",
+                               (long long)c->n_vocab, (unsigned long long)have, c->vocab_path);
         }
         *n_vocab = (int64_t)tokens->n;
         for (uint64_t i = 0; i < g->n_kv; i++)
@@ -245,7 +259,8 @@ static void write_hparams(gguf_writer *w, const woolly_synth_config *c, int64_t 
 {
     char key[96], name[96];
 #define ARCH_KEY(k) (snprintf(key, sizeof key, "%s." k, c->arch), key)
-    snprintf(name, sizeof name, "synthetic-%s-%lldx%lld", c->arch, (long long)c->n_embd, (long long)c->n_layer);
+    snprintf(name, sizeof name, "synthetic-%s-%lldx%lld", c->arch, (long long)c->n_embd,
+             (long long)c->n_layer);
     gguf_writer_set_str(w, "general.name", name);
     gguf_writer_set_u32(w, ARCH_KEY("context_length"), (uint32_t)c->n_ctx);
     gguf_writer_set_u32(w, ARCH_KEY("embedding_length"), (uint32_t)c->n_embd);
@@ -291,9 +306,11 @@ static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_te
     if (t->n_dims == 1)
         snprintf(shape, sizeof shape, "%llu", (unsigned long long)t->ne[0]);
     else
-        snprintf(shape, sizeof shape, "%llu x %llu", (unsigned long long)t->ne[0], (unsigned long long)t->ne[1]);
+        snprintf(shape, sizeof shape, "%llu x %llu", (unsigned long long)t->ne[0],
+                 (unsigned long long)t->ne[1]);
     fprintf(stderr, "[%4zu/%zu] %-28s %-14s %-5s%s%s  (%.1f s)\n", i + 1, n, t->name, shape,
-            woolly_type_get(t->type)->name, p->notes[i][0] ? "  note: " : "", p->notes[i], now_seconds() - p->t0);
+            woolly_type_get(t->type)->name, p->notes[i][0] ? "  note: " : "", p->notes[i],
+            now_seconds() - p->t0);
 }
 
 int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_error *err)
@@ -329,12 +346,18 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
         const woolly_mix_model mix = {.n_layer = (int)c.n_layer, .tied_embd = c.tied_embd};
         for (size_t i = 0; i < n; i++) {
             const tensor_spec *s = &specs[i];
-            gen[i] = (random_tensor){.seed = c.seed, .index = i, .k = (int64_t)s->ne[0],
-                                     .mean = s->norm ? NORM_MEAN : 0.0f, .std = s->norm ? NORM_STD : WEIGHT_STD};
+            gen[i] = (random_tensor){.seed = c.seed,
+                                     .index = i,
+                                     .k = (int64_t)s->ne[0],
+                                     .mean = s->norm ? NORM_MEAN : 0.0f,
+                                     .std = s->norm ? NORM_STD : WEIGHT_STD};
             plan[i] = (woolly_stream_tensor){
-                .name = s->name, .n_dims = s->n_dims, .ne = {s->ne[0], s->ne[1], 1, 1},
+                .name = s->name,
+                .n_dims = s->n_dims,
+                .ne = {s->ne[0], s->ne[1], 1, 1},
                 .type = woolly_mix_type(c.ftype, s->name, s->n_dims, s->ne, &mix, notes[i], sizeof notes[i]),
-                .rows = random_row, .ctx = &gen[i]};
+                .rows = random_row,
+                .ctx = &gen[i]};
         }
         progress_ctx pc = {.t0 = t0, .notes = notes};
         status = woolly_stream_declare(w, plan, n, err);
@@ -346,7 +369,8 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
             uint64_t bytes = 0;
             for (size_t i = 0; i < n; i++)
                 bytes += woolly_stream_tensor_bytes(&plan[i]);
-            fprintf(stderr, "synthesized %s (%s, %s): %zu tensors, %.2f MiB of tensor data, %.1f s on %d threads\n",
+            fprintf(stderr,
+                    "synthesized %s (%s, %s): %zu tensors, %.2f MiB of tensor data, %.1f s on %d threads\n",
                     out, c.arch, woolly_ftype_name(c.ftype), n, (double)bytes / (1 << 20), now_seconds() - t0,
                     n_threads);
         }

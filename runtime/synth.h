@@ -12,12 +12,12 @@
 #include "quantize.h"
 
 typedef struct woolly_synth_config {
-    char arch[16];        /* "llama" or "granite" */
+    char arch[16]; /* "llama" or "granite" */
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx;
-    int64_t n_vocab;      /* with a vocab file: taken from it (0 here means "whatever it has") */
+    int64_t n_vocab; /* with a vocab file: taken from it (0 here means "whatever it has") */
     float rope_base;
     float norm_eps;
-    bool tied_embd;       /* no output.weight: token_embd.weight doubles as the output matrix */
+    bool tied_embd; /* no output.weight: token_embd.weight doubles as the output matrix */
     /* granite only */
     float embedding_scale, residual_scale, attention_scale, logit_scale;
 
@@ -25,7 +25,7 @@ typedef struct woolly_synth_config {
     const char *chat_template; /* granite|llama2|llama3|chatml, or NULL */
     enum woolly_ftype ftype;
     uint64_t seed;
-    int n_threads;             /* <= 0: the number of CPUs (does not change the output) */
+    int n_threads; /* <= 0: the number of CPUs (does not change the output) */
     bool quiet;
 } woolly_synth_config;
 

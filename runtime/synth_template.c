@@ -9,10 +9,12 @@
 /* Granite 3.x: <|start_of_role|>ROLE<|end_of_role|>CONTENT<|end_of_text|> per message. */
 static const char GRANITE_JINJA[] =
     "{%- for message in messages %}"
-    "{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + '<|end_of_text|>\\n' }}"
+    "{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + message['content'] + "
+    "'<|end_of_text|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}";
-static const char *const GRANITE_SPECIALS[] = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", NULL};
+static const char *const GRANITE_SPECIALS[] = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>",
+                                               NULL};
 
 /* Llama 2 chat: BOS [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ANSWER EOS, the system prompt
  * folded into the first user turn. */
@@ -28,7 +30,8 @@ static const char LLAMA2_JINJA[] =
     "{{- ' ' + message['content'] | trim + ' ' + eos_token }}"
     "{%- endif %}"
     "{%- endfor %}";
-static const char *const LLAMA2_SPECIALS[] = {"<s>", "</s>", "[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", NULL};
+static const char *const LLAMA2_SPECIALS[] = {"<s>",     "</s>",     "[INST]", "[/INST]",
+                                              "<<SYS>>", "<</SYS>>", NULL};
 
 /* Llama 3 instruct: BOS, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|> per message. */
 static const char LLAMA3_JINJA[] =
@@ -39,7 +42,7 @@ static const char LLAMA3_JINJA[] =
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
 static const char *const LLAMA3_SPECIALS[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-                                              "<|end_header_id|>", "<|eot_id|>", NULL};
+                                              "<|end_header_id|>", "<|eot_id|>",      NULL};
 
 /* ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n per message. */
 static const char CHATML_JINJA[] =
@@ -64,4 +67,7 @@ const woolly_chat_family *woolly_chat_family_get(const char *name)
     return NULL;
 }
 
-const char *woolly_chat_family_names(void) { return "granite, llama2, llama3, chatml"; }
+const char *woolly_chat_family_names(void)
+{
+    return "granite, llama2, llama3, chatml";
+}

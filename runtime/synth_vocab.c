@@ -100,7 +100,7 @@ static void add_merge(builder *b, const char *left, const char *right)
 typedef struct {
     int32_t *ids; /* current tokens of the word */
     int n;
-    int count;    /* occurrences in the text */
+    int count; /* occurrences in the text */
 } word;
 
 typedef struct {
@@ -108,9 +108,18 @@ typedef struct {
     int n, cap;
 } word_list;
 
-static bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+static bool is_letter(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
 
 /* Length of the pre-token at s, GPT-2 style: a contraction ('s 't 're 've 'm 'll 'd), an optional
  * space then letters, digits or other symbols, or a run of whitespace that leaves its last space to
@@ -213,8 +222,8 @@ static int best_pair(const word_list *l, pair_slot *t, int32_t *a, int32_t *b)
             if (s->a < 0)
                 *s = (pair_slot){l->w[i].ids[j], l->w[i].ids[j + 1], 0};
             s->count += l->w[i].count;
-            const bool better = s->count > best ||
-                                (s->count == best && (s->a < *a || (s->a == *a && s->b < *b)));
+            const bool better =
+                s->count > best || (s->count == best && (s->a < *a || (s->a == *a && s->b < *b)));
             if (better) {
                 best = s->count;
                 *a = s->a;
@@ -252,7 +261,10 @@ static int n_specials(const woolly_chat_family *family)
     return n;
 }
 
-int64_t woolly_synth_vocab_min(const woolly_chat_family *family) { return n_specials(family) + 256; }
+int64_t woolly_synth_vocab_min(const woolly_chat_family *family)
+{
+    return n_specials(family) + 256;
+}
 
 static int learn_merges(builder *b, int32_t first_byte_id, uint64_t budget)
 {

@@ -25,7 +25,10 @@ static gguf_file *open_path(const char *path)
     return g;
 }
 
-static gguf_file *open_data(const char *rel) { return open_path(tu_data(rel)); }
+static gguf_file *open_data(const char *rel)
+{
+    return open_path(tu_data(rel));
+}
 
 /* Runs `woolly synth ARGS -o OUT` and returns OUT (heap). `tag` names the output file. */
 static char *synth(const char *tag, const char *args)
@@ -49,17 +52,32 @@ static char *vocab_arg(const char *name)
     return buf;
 }
 
-static bool key_is(const gguf_kv *kv, const char *key) { return gguf_str_eq(kv->key, key); }
+static bool key_is(const gguf_kv *kv, const char *key)
+{
+    return gguf_str_eq(kv->key, key);
+}
 
-static bool str_equal(gguf_str a, gguf_str b) { return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0; }
+static bool str_equal(gguf_str a, gguf_str b)
+{
+    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
 
 static size_t elem_size(enum gguf_vtype t)
 {
     switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    default: return 8;
+    case GGUF_U8:
+    case GGUF_I8:
+    case GGUF_BOOL:
+        return 1;
+    case GGUF_U16:
+    case GGUF_I16:
+        return 2;
+    case GGUF_U32:
+    case GGUF_I32:
+    case GGUF_F32:
+        return 4;
+    default:
+        return 8;
     }
 }
 
@@ -80,7 +98,8 @@ static bool value_equal(const gguf_value *a, const gguf_value *b)
         if (x->type == GGUF_ARRAY && !value_equal(&x->items[i], &y->items[i]))
             return false;
     }
-    return x->type == GGUF_STRING || x->type == GGUF_ARRAY || memcmp(x->data, y->data, x->n * elem_size(x->type)) == 0;
+    return x->type == GGUF_STRING || x->type == GGUF_ARRAY ||
+           memcmp(x->data, y->data, x->n * elem_size(x->type)) == 0;
 }
 
 static uint32_t get_u32(const gguf_file *g, const char *key)
@@ -109,9 +128,10 @@ static void assert_layout_like(const gguf_file *got, const gguf_file *ref, bool 
     for (uint64_t i = 0; i < ref->n_tensors; i++) {
         const gguf_tensor *a = &got->tensors[i], *b = &ref->tensors[i];
         cr_assert_str_eq(a->name, b->name, "tensor %llu", (unsigned long long)i);
-        cr_assert(a->n_dims == b->n_dims && memcmp(a->ne, b->ne, sizeof a->ne) == 0, "%s: shape differs", a->name);
-        cr_assert_eq(a->type, b->type, "%s: %s, the reference has %s", a->name, woolly_type_get(a->type)->name,
-                     woolly_type_get(b->type)->name);
+        cr_assert(a->n_dims == b->n_dims && memcmp(a->ne, b->ne, sizeof a->ne) == 0, "%s: shape differs",
+                  a->name);
+        cr_assert_eq(a->type, b->type, "%s: %s, the reference has %s", a->name,
+                     woolly_type_get(a->type)->name, woolly_type_get(b->type)->name);
     }
 }
 
@@ -164,11 +184,12 @@ Test(synth, another_seed_gives_other_weights, .timeout = 60)
     assert_layout_like(ga, gb, true); /* the metadata does not depend on the seed */
     for (uint64_t i = 0; i < ga->n_tensors; i++) {
         const gguf_tensor *x = &ga->tensors[i], *y = &gb->tensors[i];
-        cr_assert(x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) != 0, "%s is the same for two seeds",
-                  x->name);
+        cr_assert(x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) != 0,
+                  "%s is the same for two seeds", x->name);
     }
     /* and no two tensors of one file share their values */
-    const gguf_tensor *q = gguf_find_tensor(ga, "blk.0.attn_q.weight"), *o = gguf_find_tensor(ga, "blk.0.attn_output.weight");
+    const gguf_tensor *q = gguf_find_tensor(ga, "blk.0.attn_q.weight"),
+                      *o = gguf_find_tensor(ga, "blk.0.attn_output.weight");
     cr_assert(memcmp(q->data, o->data, q->nbytes) != 0, "two tensors have the same values");
     gguf_close(ga), gguf_close(gb);
     remove(a), remove(b), free(a), free(b);
@@ -342,8 +363,10 @@ static void assert_valid_bpe(const gguf_file *g, uint64_t n)
         const char *sp = memchr(s.ptr, ' ', s.len);
         cr_assert(sp != NULL, "merge %llu has no space", (unsigned long long)m);
         const size_t ll = (size_t)(sp - s.ptr), rl = s.len - ll - 1;
-        cr_assert(find_token(tokens, s.ptr, ll) >= 0, "merge '%.*s': left part is no token", (int)s.len, s.ptr);
-        cr_assert(find_token(tokens, sp + 1, rl) >= 0, "merge '%.*s': right part is no token", (int)s.len, s.ptr);
+        cr_assert(find_token(tokens, s.ptr, ll) >= 0, "merge '%.*s': left part is no token", (int)s.len,
+                  s.ptr);
+        cr_assert(find_token(tokens, sp + 1, rl) >= 0, "merge '%.*s': right part is no token", (int)s.len,
+                  s.ptr);
         char joined[512];
         cr_assert(ll + rl < sizeof joined);
         memcpy(joined, s.ptr, ll);
@@ -357,7 +380,8 @@ static void assert_valid_bpe(const gguf_file *g, uint64_t n)
         if (reached[i])
             cr_assert_eq(type, 1, "token %llu is reachable but of type %d", (unsigned long long)i, type);
         else
-            cr_assert(type == 3 || type == 5, "token %llu '%.*s' is unreachable but of type %d (not control/unused)",
+            cr_assert(type == 3 || type == 5,
+                      "token %llu '%.*s' is unreachable but of type %d (not control/unused)",
                       (unsigned long long)i, (int)tokens->strs[i].len, tokens->strs[i].ptr, type);
     }
     free(reached);
@@ -369,7 +393,8 @@ Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe, .timeout = 60)
     gguf_file *g = open_path(out), *ref = open_data("models/tiny-llama-q4_k_m.gguf");
     assert_valid_bpe(g, 4096);
     const gguf_array *tokens = arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
-    const uint32_t bos = get_u32(g, "tokenizer.ggml.bos_token_id"), eos = get_u32(g, "tokenizer.ggml.eos_token_id");
+    const uint32_t bos = get_u32(g, "tokenizer.ggml.bos_token_id"),
+                   eos = get_u32(g, "tokenizer.ggml.eos_token_id");
     cr_assert(bos == eos && gguf_str_eq(tokens->strs[bos], "<|endoftext|>"));
     cr_assert(gguf_find_kv(g, "tokenizer.chat_template") == NULL);
     /* every key that is not the tokenizer's is as in the reference; tensors as in the reference but for
@@ -409,15 +434,17 @@ static void check_template(const char *family, const char *const *markers, const
     cr_assert(gguf_get_str(g, "tokenizer.chat_template", &tmpl, &err), "%s: no chat template", family);
     const gguf_array *tokens = arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
     const gguf_array *types = arr(g, "tokenizer.ggml.token_type", GGUF_I32);
-    cr_assert(memmem(tmpl.ptr, tmpl.len, markers[0], strlen(markers[0])) != NULL, "%s template lacks %s", family,
-              markers[0]);
-    cr_assert(memmem(tmpl.ptr, tmpl.len, "{%", 2) != NULL && memmem(tmpl.ptr, tmpl.len, "messages", 8) != NULL,
+    cr_assert(memmem(tmpl.ptr, tmpl.len, markers[0], strlen(markers[0])) != NULL, "%s template lacks %s",
+              family, markers[0]);
+    cr_assert(memmem(tmpl.ptr, tmpl.len, "{%", 2) != NULL &&
+                  memmem(tmpl.ptr, tmpl.len, "messages", 8) != NULL,
               "%s: not a Jinja chat template", family);
     for (const char *const *m = markers; *m; m++) {
         const int64_t id = find_token(tokens, *m, strlen(*m));
         cr_assert(id >= 0, "%s: no token %s", family, *m);
         cr_assert_eq(gguf_arr_i64(types, (uint64_t)id), 3, "%s: %s is not a control token", family, *m);
-        cr_assert(memmem(tmpl.ptr, tmpl.len, *m, strlen(*m)) != NULL, "%s template does not use %s", family, *m);
+        cr_assert(memmem(tmpl.ptr, tmpl.len, *m, strlen(*m)) != NULL, "%s template does not use %s", family,
+                  *m);
     }
     cr_assert(gguf_str_eq(tokens->strs[get_u32(g, "tokenizer.ggml.bos_token_id")], bos), "%s: bos", family);
     cr_assert(gguf_str_eq(tokens->strs[get_u32(g, "tokenizer.ggml.eos_token_id")], eos), "%s: eos", family);
@@ -454,10 +481,10 @@ Test(synth, bad_flags_fail_with_a_message)
 {
     char out[4200], a[16384];
     snprintf(out, sizeof out, "%s", tu_tmp_path("never.gguf"));
-#define FAILS(flags, msg)                                   \
-    do {                                                     \
-        snprintf(a, sizeof a, "%s -o %s", flags, out);       \
-        assert_fails(a, msg);                                \
+#define FAILS(flags, msg)                                                                                    \
+    do {                                                                                                     \
+        snprintf(a, sizeof a, "%s -o %s", flags, out);                                                       \
+        assert_fails(a, msg);                                                                                \
     } while (0)
     FAILS("--preset huge", "unknown preset 'huge'");
     FAILS("--n-head 3", "n_head 3 does not divide n_embd 256");

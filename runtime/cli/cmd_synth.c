@@ -84,10 +84,15 @@ typedef struct {
 static int parse_flag(const flag *f, const char *v)
 {
     switch (f->kind) {
-    case I64: return parse_i64(f->name, v, f->dst);
-    case F32: return parse_f32(f->name, v, f->dst);
-    case STR: *(const char **)f->dst = v; return 0;
-    case SEED: return parse_seed(v, f->dst);
+    case I64:
+        return parse_i64(f->name, v, f->dst);
+    case F32:
+        return parse_f32(f->name, v, f->dst);
+    case STR:
+        *(const char **)f->dst = v;
+        return 0;
+    case SEED:
+        return parse_seed(v, f->dst);
     case ARCH:
         if (strcmp(v, "llama") != 0 && strcmp(v, "granite") != 0)
             return fail("unknown architecture '%s'%s (expected llama or granite)", v, "");
@@ -138,17 +143,28 @@ int woolly_cmd_synth(int argc, char **argv)
 
     int64_t n_vocab = INT64_MIN; /* not given */
     const flag FLAGS[] = {
-        {"--preset", STR, &preset_again},  {"-o", STR, &out},
-        {"--output", STR, &out},           {"--arch", ARCH, c.arch},
-        {"--n-embd", I64, &c.n_embd},      {"--n-ff", I64, &c.n_ff},
-        {"--n-layer", I64, &c.n_layer},    {"--n-head", I64, &c.n_head},
-        {"--n-head-kv", I64, &c.n_head_kv}, {"--n-ctx", I64, &c.n_ctx},
-        {"--n-vocab", I64, &n_vocab},      {"--rope-base", F32, &c.rope_base},
-        {"--norm-eps", F32, &c.norm_eps},  {"--embedding-scale", F32, &c.embedding_scale},
-        {"--residual-scale", F32, &c.residual_scale}, {"--attention-scale", F32, &c.attention_scale},
-        {"--logit-scale", F32, &c.logit_scale}, {"--vocab", STR, &c.vocab_path},
-        {"--chat-template", STR, &c.chat_template}, {"--type", TYPE, &c.ftype},
-        {"--seed", SEED, &c.seed},         {"-t", THREADS, &c.n_threads},
+        {"--preset", STR, &preset_again},
+        {"-o", STR, &out},
+        {"--output", STR, &out},
+        {"--arch", ARCH, c.arch},
+        {"--n-embd", I64, &c.n_embd},
+        {"--n-ff", I64, &c.n_ff},
+        {"--n-layer", I64, &c.n_layer},
+        {"--n-head", I64, &c.n_head},
+        {"--n-head-kv", I64, &c.n_head_kv},
+        {"--n-ctx", I64, &c.n_ctx},
+        {"--n-vocab", I64, &n_vocab},
+        {"--rope-base", F32, &c.rope_base},
+        {"--norm-eps", F32, &c.norm_eps},
+        {"--embedding-scale", F32, &c.embedding_scale},
+        {"--residual-scale", F32, &c.residual_scale},
+        {"--attention-scale", F32, &c.attention_scale},
+        {"--logit-scale", F32, &c.logit_scale},
+        {"--vocab", STR, &c.vocab_path},
+        {"--chat-template", STR, &c.chat_template},
+        {"--type", TYPE, &c.ftype},
+        {"--seed", SEED, &c.seed},
+        {"-t", THREADS, &c.n_threads},
         {"--threads", THREADS, &c.n_threads},
     };
     for (int i = 1; i < argc; i++) {
