@@ -90,6 +90,9 @@ static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype 
     if (t.type == s->type) {
         t.raw = s->data;
     } else {
+        if (woolly_type_get(s->type)->block_elems > 1 && note[0] == '\0')
+            snprintf(note, note_size, "already %s: converting again adds to its error",
+                     woolly_type_get(s->type)->name);
         t.rows = source_row;
         t.ctx = (void *)s;
     }

@@ -10,6 +10,7 @@
 
 #include "gguf.h"
 #include "quant.h"
+#include "quantize.h"
 #include "testutil.h"
 
 #define MAX_RMS_RATIO 1.02
@@ -306,4 +307,63 @@ Test(quantize, bad_arguments_fail_with_a_message)
     assert_fails(args, "out.gguf");
     FILE *f = fopen(out, "rb");
     cr_assert(f == NULL, "a failed run left %s behind", out);
+}
+
+/* The layers whose attn_v / ffn_down get Q6_K in Q4_K_M, as docs/BENCHMARK-MODELS.md lists them. */
+static void check_more_bits_layers(int n_layer, const int *want, int n_want)
+{
+    const woolly_mix_model m = {.n_layer = n_layer, .tied_embd = false};
+    const uint64_t ne[2] = {4096, 4096};
+    int got = 0;
+    for (int i = 0; i < n_layer; i++) {
+        char v[64], d[64], q[64];
+        snprintf(v, sizeof v, "blk.%d.attn_v.weight", i);
+        snprintf(d, sizeof d, "blk.%d.ffn_down.weight", i);
+        snprintf(q, sizeof q, "blk.%d.attn_q.weight", i);
+        const enum woolly_type tv = woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, v, 2, ne, &m, NULL, 0);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, d, 2, ne, &m, NULL, 0), tv, "layer %d", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, q, 2, ne, &m, NULL, 0), WOOLLY_TYPE_Q4_K);
+        bool listed = false;
+        for (int j = 0; j < n_want; j++)
+            listed |= want[j] == i;
+        cr_assert_eq(tv, listed ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q4_K, "%d layers: layer %d got %s", n_layer,
+                     i, woolly_type_get(tv)->name);
+        got += tv == WOOLLY_TYPE_Q6_K;
+    }
+    cr_assert_eq(got, n_want);
+}
+
+Test(quantize, q4_k_m_mix_rule)
+{
+    static const int llama_1b[] = {0, 1, 4, 7, 10, 13, 14, 15};
+    check_more_bits_layers(16, llama_1b, 8);
+    static const int granite_8b[] = {0,  1,  2,  3,  4,  7,  10, 13, 16, 19,
+                                     22, 25, 28, 31, 34, 35, 36, 37, 38, 39};
+    check_more_bits_layers(40, granite_8b, 20);
+
+    const uint64_t ne[2] = {4096, 49152}, odd[2] = {4000, 10}, odder[2] = {100, 10};
+    const woolly_mix_model untied = {.n_layer = 40, .tied_embd = false},
+                           tied = {.n_layer = 40, .tied_embd = true};
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, "token_embd.weight", 2, ne, &untied, NULL, 0),
+                 WOOLLY_TYPE_Q4_K);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, "token_embd.weight", 2, ne, &tied, NULL, 0),
+                 WOOLLY_TYPE_Q6_K);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, "output.weight", 2, ne, &untied, NULL, 0),
+                 WOOLLY_TYPE_Q6_K);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, "output_norm.weight", 1, ne, &untied, NULL, 0),
+                 WOOLLY_TYPE_F32);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_F16, "blk.0.attn_norm.weight", 1, ne, &untied, NULL, 0),
+                 WOOLLY_TYPE_F32);
+    char note[160];
+    cr_assert_eq(
+        woolly_mix_type(WOOLLY_FTYPE_Q6_K, "blk.0.attn_q.weight", 2, odd, &untied, note, sizeof note),
+        WOOLLY_TYPE_Q8_0);
+    cr_assert(strstr(note, "4000") && strstr(note, "Q8_0"), "note: %s", note);
+    cr_assert_eq(
+        woolly_mix_type(WOOLLY_FTYPE_Q8_0, "blk.0.attn_q.weight", 2, odder, &untied, note, sizeof note),
+        WOOLLY_TYPE_F16);
+    cr_assert(strstr(note, "100") && strstr(note, "F16"), "note: %s", note);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q8_0, "blk.0.attn_q.weight", 2, ne, &untied, note, sizeof note),
+                 WOOLLY_TYPE_Q8_0);
+    cr_assert_str_eq(note, "");
 }
