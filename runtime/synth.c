@@ -229,10 +229,26 @@ static int write_tokenizer(gguf_writer *w, const woolly_synth_config *c, int64_t
             return woolly_fail(err, "n_vocab %lld does not match the %llu tokens of %s",
                                (long long)c->n_vocab, (unsigned long long)have, c->vocab_path);
         }
+        if (tokens->n == 0 || tokens->n > (1 << 24)) {
+            const uint64_t have = tokens->n;
+            gguf_close(g);
+            return woolly_fail(err, "%s: %llu tokens (expected 1 to %d)", c->vocab_path,
+                               (unsigned long long)have, 1 << 24);
+        }
         *n_vocab = (int64_t)tokens->n;
         for (uint64_t i = 0; i < g->n_kv; i++)
             if (g->kv[i].key.len > 10 && memcmp(g->kv[i].key.ptr, "tokenizer.", 10) == 0)
                 gguf_writer_copy_kv(w, &g->kv[i]);
+        /* a template whose markers this vocabulary cannot encode as single tokens still works as text,
+         * but say so */
+        for (const char *const *sp = family ? family->specials : NULL; sp && *sp && !c->quiet; sp++) {
+            bool found = false;
+            for (uint64_t i = 0; i < tokens->n && !found; i++)
+                found = gguf_str_eq(tokens->strs[i], *sp);
+            if (!found)
+                fprintf(stderr, "note: %s has no token %s, which the %s chat template uses\n", c->vocab_path,
+                        *sp, family->name);
+        }
         gguf_close(g);
     } else {
         woolly_synth_vocab v;

@@ -464,6 +464,30 @@ Test(synth, chat_templates_come_with_their_special_tokens, .timeout = 60)
     check_template("llama2", llama2, "<s>", "</s>");
 }
 
+Test(synth, vocab_file_with_a_chat_template, .timeout = 60)
+{
+    char args[8192];
+    snprintf(args, sizeof args, "--type Q8_0 --chat-template granite %s", vocab_arg("ggml-vocab-starcoder"));
+    char *out = synth("starcoder-granite-template.gguf", args);
+    gguf_file *g = open_path(out), *v = open_data("vocab/ggml-vocab-starcoder.gguf");
+    /* every tokenizer key of the vocab file, unchanged, plus the template */
+    for (uint64_t i = 0; i < v->n_kv; i++) {
+        const gguf_kv *kv = &v->kv[i];
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        const gguf_kv *mine = gguf_find_kv(g, key);
+        if (strncmp(key, "tokenizer.", 10) == 0)
+            cr_assert(mine && value_equal(&mine->value, &kv->value), "tokenizer key %s not copied", key);
+    }
+    woolly_error err = {{0}};
+    gguf_str tmpl;
+    cr_assert(gguf_get_str(g, "tokenizer.chat_template", &tmpl, &err));
+    cr_assert(memmem(tmpl.ptr, tmpl.len, "<|start_of_role|>", 17) != NULL);
+    cr_assert_eq(get_u32(g, "llama.vocab_size"), 49152);
+    gguf_close(g), gguf_close(v);
+    remove(out), free(out);
+}
+
 /* ---- bad flags ---------------------------------------------------------------------------------- */
 
 static void assert_fails(const char *args, const char *message_part)
