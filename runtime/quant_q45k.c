@@ -17,8 +17,9 @@
 enum { SUB = 32, NSUB = WOOLLY_QK_K / SUB, SCALE_MAX = 63 };
 
 /* Candidate inverse step sizes for step 1: (nmax + t) / range for t in [CAND_LO, CAND_LO + (CANDS-1)
- * * CAND_STEP]. t = 0 is plain min/max; t > 0 trades clipping the extremes for finer steps, which wins
- * on bell-shaped weights. */
+ * * CAND_STEP] = [-2, 1]. t = 0 is plain min/max; t > 0 clips the extremes for finer steps; t < 0 gives
+ * coarser steps, which the least-squares refit then places better. The range was chosen by measuring
+ * the error on N(0, 0.02) weights (tiny-llama-f16): wider ranges or finer steps gain < 0.1%. */
 #define CAND_LO (-2.0f)
 #define CAND_STEP 0.25f
 enum { CANDS = 13 };
