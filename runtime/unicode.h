@@ -10,14 +10,14 @@
 /* Flags of a code point: exactly one general-category class bit, plus UCD_SPACE for the regex \s
  * (Unicode White_Space: Zs, Zl, Zp and U+0009..U+000D, U+0085). */
 enum {
-    UCD_LETTER = 0x01,      /* \p{L} */
-    UCD_MARK = 0x02,        /* \p{M} */
-    UCD_NUMBER = 0x04,      /* \p{N} */
-    UCD_PUNCT = 0x08,       /* \p{P} */
-    UCD_SYMBOL = 0x10,      /* \p{S} */
-    UCD_SEPARATOR = 0x20,   /* \p{Z} */
-    UCD_OTHER = 0x40,       /* \p{C}, unassigned code points included */
-    UCD_SPACE = 0x80,       /* \s */
+    UCD_LETTER = 0x01,    /* \p{L} */
+    UCD_MARK = 0x02,      /* \p{M} */
+    UCD_NUMBER = 0x04,    /* \p{N} */
+    UCD_PUNCT = 0x08,     /* \p{P} */
+    UCD_SYMBOL = 0x10,    /* \p{S} */
+    UCD_SEPARATOR = 0x20, /* \p{Z} */
+    UCD_OTHER = 0x40,     /* \p{C}, unassigned code points included */
+    UCD_SPACE = 0x80,     /* \s */
 };
 
 /* Stands for a byte that does not start a valid UTF-8 sequence (flags: UCD_OTHER). Outside the code
