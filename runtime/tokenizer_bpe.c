@@ -259,12 +259,13 @@ static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n
     }
     for (int32_t i = 0; i >= 0; i = sym[i].next) {
         int32_t id = sym[i].id;
-        if (id < 0) { /* a byte whose character is not in the vocabulary */
-            if (t->unk < 0)
-                return woolly_fail(err,
-                                   "tokenizer: byte 0x%02X has no token in this vocabulary and there is "
-                                   "no unknown token",
-                                   p[i]);
+        if (id < 0) {
+            /* A byte whose character the vocabulary lacks (StarCoder's has none for the bytes that never
+             * occur in UTF-8): the unknown token if there is a real one, else it is dropped, as the
+             * original tokenizers do (an "unknown" id that is really a control token such as
+             * <|endoftext|> would end the text). */
+            if (t->unk < 0 || t->type[t->unk] != WOOLLY_TOKEN_UNKNOWN)
+                continue;
             id = t->unk;
         }
         if (woolly_ids_push(out, id, err))
