@@ -138,8 +138,11 @@ Test(pretok_deepseek, cjk)
 
 Test(pretok_deepseek, ideographic_space)
 {
-    /* U+3000 is both \s and in the punctuation class. */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "a\xE3\x80\x80\xE3\x80\x80" "b", "a", "\xE3\x80\x80", "\xE3\x80\x80" "b");
+    /* U+3000 is \s, in the punctuation class and in the range U+0800..U+9FA5 of the CJK split: the
+     * letter split makes "　b" a piece, which the CJK split cuts again. */
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "a\xE3\x80\x80\xE3\x80\x80" "b", "a", "\xE3\x80\x80", "\xE3\x80\x80", "b");
+    /* Curly quotes (U+2018..U+201F) are punctuation and also in that range. */
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE2\x80\x9CHi\xE2\x80\x9D", "\xE2\x80\x9C", "Hi", "\xE2\x80\x9D");
 }
 
 Test(pretok, names)
