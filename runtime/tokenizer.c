@@ -600,7 +600,7 @@ int64_t woolly_tokenize(const woolly_tokenizer *t, const char *text, size_t len,
         return -1;
     }
     int64_t n = (int64_t)out.n;
-    if (ids && cap > 0)
+    if (ids && cap > 0 && n > 0)
         memcpy(ids, out.v, (size_t)(n < cap ? n : cap) * sizeof *ids);
     free(out.v);
     return n;

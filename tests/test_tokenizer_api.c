@@ -22,7 +22,8 @@ static woolly_tokenizer *open_tok(const char *rel)
     return t;
 }
 
-static int64_t tok(const woolly_tokenizer *t, const char *text, bool bos, bool special, int32_t *ids, int64_t cap)
+static int64_t tok(const woolly_tokenizer *t, const char *text, bool bos, bool special, int32_t *ids,
+                   int64_t cap)
 {
     woolly_tokenize_opts opts = {bos, false, special};
     woolly_error err = {{0}};
@@ -45,8 +46,8 @@ Test(special, spm_control_tokens_only_when_asked)
     int32_t ids[64];
     int64_t n = tok(t, "<s>Hello</s>", false, true, ids, 64);
     const int32_t want[] = {1, 15043, 2}; /* text after a special token gets the leading space again */
-    cr_assert(n == 3 && memcmp(ids, want, sizeof want) == 0, "got %lld ids: %d %d %d", (long long)n, ids[0], ids[1],
-              ids[2]);
+    cr_assert(n == 3 && memcmp(ids, want, sizeof want) == 0, "got %lld ids: %d %d %d", (long long)n, ids[0],
+              ids[1], ids[2]);
     n = tok(t, "Hello<s>World", false, true, ids, 64);
     const int32_t want2[] = {15043, 1, 2787};
     cr_assert(n == 3 && memcmp(ids, want2, sizeof want2) == 0);
@@ -197,8 +198,8 @@ static void check_stream(const char *rel, const char *text, bool bos)
     int64_t m = woolly_detok_stream_flush(&s, chunk, cap);
     cr_assert_eq(m, 0);
     cr_assert(saw_partial_token, "%s: no token held back: the text does not exercise the stream", rel);
-    cr_assert(total == strlen(text) && memcmp(joined, text, total) == 0, "%s: streamed '%.*s'", rel, (int)total,
-              joined);
+    cr_assert(total == strlen(text) && memcmp(joined, text, total) == 0, "%s: streamed '%.*s'", rel,
+              (int)total, joined);
     cr_assert_eq(woolly_detok_stream_feed(&s, -1, chunk, cap), -1);
     free(chunk);
     woolly_tokenizer_close(t);
@@ -322,13 +323,17 @@ Test(malformed, clear_errors)
         broken b;
         const char *needle;
     } cases[] = {
-        {NO_TOKENIZER, "tokenizer.ggml.model"}, {BAD_MODEL, "'bert'"},
-        {SHORT_TYPES, "2 entries"},             {BAD_MERGE, "'a c'"},
-        {NO_MERGES, "tokenizer.ggml.merges"},   {TOKENS_NOT_STRINGS, "tokenizer.ggml.tokens"},
+        {NO_TOKENIZER, "tokenizer.ggml.model"},
+        {BAD_MODEL, "'bert'"},
+        {SHORT_TYPES, "2 entries"},
+        {BAD_MERGE, "'a c'"},
+        {NO_MERGES, "tokenizer.ggml.merges"},
+        {TOKENS_NOT_STRINGS, "tokenizer.ggml.tokens"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *msg = open_broken(cases[i].b);
-        cr_assert(strstr(msg, cases[i].needle), "case %zu: '%s' does not mention %s", i, msg, cases[i].needle);
+        cr_assert(strstr(msg, cases[i].needle), "case %zu: '%s' does not mention %s", i, msg,
+                  cases[i].needle);
         free(msg);
     }
     woolly_error err = {{0}};
@@ -359,5 +364,90 @@ Test(malformed, a_good_minimal_vocab_opens)
      * merging, so "a" and "b" still merge. */
     cr_assert_eq(tok(t, "acb", false, false, ids, 4), 1);
     cr_assert_eq(ids[0], 2);
+    woolly_tokenizer_close(t);
+}
+
+/* ---- A synthetic SentencePiece vocabulary: merge order by score, unknown characters ---- */
+
+static woolly_tokenizer *open_spm(float score_ab, float score_bc, bool byte_tokens)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("spm.gguf"));
+    /* ids: 0 <unk>, 1 <s>, 2 </s>, 3 ▁, 4 a, 5 b, 6 c, 7 ab, 8 bc, 9 ▁a, then <0x00>.. <0xFF> */
+    const char *toks[10 + 256] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b"};
+    float scores[10 + 256] = {0, 0, 0, -10, -20, -20};
+    int32_t types[10 + 256] = {2, 3, 3, 1, 1, 1};
+    const char *more[] = {"c", "ab", "bc",
+                          "\xE2\x96\x81"
+                          "a"};
+    const float more_scores[] = {-20, score_ab, score_bc, -30};
+    static char names[256][8];
+    size_t n = 6;
+    for (size_t i = 0; i < 4; i++, n++) {
+        toks[n] = more[i];
+        scores[n] = more_scores[i];
+        types[n] = 1;
+    }
+    for (int b = 0; byte_tokens && b < 256; b++, n++) {
+        snprintf(names[b], sizeof names[b], "<0x%02X>", b);
+        toks[n] = names[b];
+        scores[n] = 0;
+        types[n] = 6;
+    }
+    woolly_error err = {{0}};
+    gguf_writer *w = gguf_writer_open(path, &err);
+    cr_assert(w != NULL, "%s", err.msg);
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n);
+    gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, n);
+    gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n);
+    cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
+    cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
+    woolly_tokenizer *t = woolly_tokenizer_open_file(path, &err);
+    cr_assert(t != NULL, "%s", err.msg);
+    return t;
+}
+
+static void expect_spm(const woolly_tokenizer *t, const char *text, const int32_t *want, int64_t n_want)
+{
+    int32_t ids[32];
+    int64_t n = tok(t, text, false, false, ids, 32);
+    char got[256] = "";
+    for (int64_t i = 0, o = 0; i < n && i < 32; i++)
+        o += snprintf(got + o, sizeof got - (size_t)o, " %d", ids[i]);
+    cr_assert(n == n_want && memcmp(ids, want, (size_t)n * sizeof *ids) == 0, "'%s': got%s", text, got);
+}
+
+#define SPM_IDS(...) (const int32_t[]){__VA_ARGS__}, sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t)
+
+Test(spm_synthetic, merges_by_score_then_leftmost)
+{
+    woolly_tokenizer *t = open_spm(-1.0f, -0.5f, true);
+    cr_assert(woolly_tokenizer_adds_bos(t)); /* a llama vocabulary without the key */
+    expect_spm(t, "abc", SPM_IDS(9, 8));     /* "bc" scores higher than "ab", then "▁a" */
+    woolly_tokenizer_close(t);
+    t = open_spm(-1.0f, -1.0f, true);
+    expect_spm(t, "abc", SPM_IDS(3, 7, 6)); /* equal scores: the leftmost pair first */
+    expect_spm(t, "a", SPM_IDS(9));         /* "▁a" */
+    woolly_tokenizer_close(t);
+}
+
+Test(spm_synthetic, unknown_characters)
+{
+    /* "€" is not in the vocabulary: its three bytes with byte tokens, else the unknown token. */
+    woolly_tokenizer *t = open_spm(-1.0f, -0.5f, true);
+    int32_t e0 = woolly_tokenizer_find(t, "<0xE2>"), e1 = woolly_tokenizer_find(t, "<0x82>"),
+            e2 = woolly_tokenizer_find(t, "<0xAC>");
+    expect_spm(t,
+               "a\xE2\x82\xAC"
+               "b",
+               SPM_IDS(9, e0, e1, e2, 5));
+    woolly_tokenizer_close(t);
+    t = open_spm(-1.0f, -0.5f, false);
+    expect_spm(t,
+               "a\xE2\x82\xAC"
+               "b",
+               SPM_IDS(9, 0, 5));
+    expect_spm(t, "a\xFF", SPM_IDS(9, 0)); /* invalid UTF-8 too */
     woolly_tokenizer_close(t);
 }

@@ -39,7 +39,8 @@ Test(cli_tokenize, text_with_and_without_bos)
     cr_assert_str_eq(out, "1,15043,3186\n");
     free(out);
     free(err);
-    cr_assert_eq(cli(&out, &err, "tokenize -m %s --no-bos 'Hello world'", tu_data(SPM)), 0, "stderr: %s", err);
+    cr_assert_eq(cli(&out, &err, "tokenize -m %s --no-bos 'Hello world'", tu_data(SPM)), 0, "stderr: %s",
+                 err);
     cr_assert_str_eq(out, "15043,3186\n");
     free(out);
     free(err);

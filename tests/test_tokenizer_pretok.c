@@ -32,8 +32,8 @@ static void expect_split(enum woolly_pretok p, const char *text, const char *con
         o += (size_t)snprintf(exp + o, sizeof exp - o, "[%s]", want[n_want]);
     cr_assert_eq(b[0], 0);
     cr_assert_eq(b[n], strlen(text));
-    cr_assert_str_eq(got, exp, "%s pre-tokenizer on '%s':\n  expected %s\n  got      %s", woolly_pretok_name(p),
-                     text, exp, got);
+    cr_assert_str_eq(got, exp, "%s pre-tokenizer on '%s':\n  expected %s\n  got      %s",
+                     woolly_pretok_name(p), text, exp, got);
     cr_assert_eq(n, n_want);
     free(b);
 }
@@ -94,8 +94,8 @@ Test(pretok_deepseek, letters_and_spaces)
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "a \tb", "a", " ", "\tb");
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "ab   ", "ab", "   ");
     /* Cyrillic is in the letter class. */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xD0\x9F\xD1\x80\xD0\xB8 \xD0\xBC\xD0\xB8\xD1\x80", "\xD0\x9F\xD1\x80\xD0\xB8",
-          " \xD0\xBC\xD0\xB8\xD1\x80");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xD0\x9F\xD1\x80\xD0\xB8 \xD0\xBC\xD0\xB8\xD1\x80",
+          "\xD0\x9F\xD1\x80\xD0\xB8", " \xD0\xBC\xD0\xB8\xD1\x80");
 }
 
 Test(pretok_deepseek, digits_one_by_one)
@@ -123,24 +123,32 @@ Test(pretok_deepseek, punctuation)
 Test(pretok_deepseek, cjk)
 {
     /* 我是中国人abc */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE6\x88\x91\xE6\x98\xAF\xE4\xB8\xAD\xE5\x9B\xBD\xE4\xBA\xBA" "abc",
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM,
+          "\xE6\x88\x91\xE6\x98\xAF\xE4\xB8\xAD\xE5\x9B\xBD\xE4\xBA\xBA"
+          "abc",
           "\xE6\x88\x91\xE6\x98\xAF\xE4\xB8\xAD\xE5\x9B\xBD\xE4\xBA\xBA", "abc");
     /* 你好 世界 */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE4\xBD\xA0\xE5\xA5\xBD \xE4\xB8\x96\xE7\x95\x8C", "\xE4\xBD\xA0\xE5\xA5\xBD",
-          " ", "\xE4\xB8\x96\xE7\x95\x8C");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE4\xBD\xA0\xE5\xA5\xBD \xE4\xB8\x96\xE7\x95\x8C",
+          "\xE4\xBD\xA0\xE5\xA5\xBD", " ", "\xE4\xB8\x96\xE7\x95\x8C");
     /* 你好，世界。: full-width comma and ideographic full stop are punctuation */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82",
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM,
+          "\xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x8C\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82",
           "\xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x8C", "\xE4\xB8\x96\xE7\x95\x8C", "\xE3\x80\x82");
     /* Hangul, and an emoji that is in no class */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xEC\x95\x88\xEB\x85\x95 a\xF0\x9F\x98\x80" "b", "\xEC\x95\x88\xEB\x85\x95",
-          " a", "\xF0\x9F\x98\x80", "b");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM,
+          "\xEC\x95\x88\xEB\x85\x95 a\xF0\x9F\x98\x80"
+          "b",
+          "\xEC\x95\x88\xEB\x85\x95", " a", "\xF0\x9F\x98\x80", "b");
 }
 
 Test(pretok_deepseek, ideographic_space)
 {
     /* U+3000 is \s, in the punctuation class and in the range U+0800..U+9FA5 of the CJK split: the
      * letter split makes "　b" a piece, which the CJK split cuts again. */
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "a\xE3\x80\x80\xE3\x80\x80" "b", "a", "\xE3\x80\x80", "\xE3\x80\x80", "b");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM,
+          "a\xE3\x80\x80\xE3\x80\x80"
+          "b",
+          "a", "\xE3\x80\x80", "\xE3\x80\x80", "b");
     /* Curly quotes (U+2018..U+201F) are punctuation and also in that range. */
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE2\x80\x9CHi\xE2\x80\x9D", "\xE2\x80\x9C", "Hi", "\xE2\x80\x9D");
 }
@@ -185,16 +193,41 @@ Test(pretok, long_runs_are_linear)
 /* ---- DeepSeek LLM through a synthetic byte-level vocabulary ---- */
 
 static const char *const EXTRA_TOKENS[] = {
-    "he", "ll", "hell", "hello", "\xC4\xA0w", "or", "\xC4\xA0wor", "ld", "\xC4\xA0world", "12", "ca", "caf",
-    "\xC3\x83\xC2\xA9",                  /* é */
-    "caf\xC3\x83\xC2\xA9",               /* café */
-    "\xC3\xA4\xC2\xB8",                  /* first two bytes of 中 */
-    "\xC3\xA4\xC2\xB8\xC5\x83",          /* 中 */
-    "\xC4\x8A\xC4\x8A",                  /* "\n\n" */
+    "he",
+    "ll",
+    "hell",
+    "hello",
+    "\xC4\xA0w",
+    "or",
+    "\xC4\xA0wor",
+    "ld",
+    "\xC4\xA0world",
+    "12",
+    "ca",
+    "caf",
+    "\xC3\x83\xC2\xA9",         /* é */
+    "caf\xC3\x83\xC2\xA9",      /* café */
+    "\xC3\xA4\xC2\xB8",         /* first two bytes of 中 */
+    "\xC3\xA4\xC2\xB8\xC5\x83", /* 中 */
+    "\xC4\x8A\xC4\x8A",         /* "\n\n" */
 };
 static const char *const MERGES[] = {
-    "h e", "l l", "he ll", "hell o", "\xC4\xA0 w", "o r", "\xC4\xA0w or", "l d", "\xC4\xA0wor ld", "1 2", "c a",
-    "ca f", "\xC3\x83 \xC2\xA9", "caf \xC3\x83\xC2\xA9", "\xC3\xA4 \xC2\xB8", "\xC3\xA4\xC2\xB8 \xC5\x83",
+    "h e",
+    "l l",
+    "he ll",
+    "hell o",
+    "\xC4\xA0 w",
+    "o r",
+    "\xC4\xA0w or",
+    "l d",
+    "\xC4\xA0wor ld",
+    "1 2",
+    "c a",
+    "ca f",
+    "\xC3\x83 \xC2\xA9",
+    "caf \xC3\x83\xC2\xA9",
+    "\xC3\xA4 \xC2\xB8",
+    "\xC3\xA4\xC2\xB8 \xC5\x83",
     "\xC4\x8A \xC4\x8A",
 };
 #define N_EXTRA (sizeof EXTRA_TOKENS / sizeof EXTRA_TOKENS[0])
@@ -256,11 +289,12 @@ static void expect_ids(const woolly_tokenizer *t, const char *text, const int32_
     char gbuf[512] = "";
     for (int64_t i = 0, o = 0; i < n && i < 64; i++)
         o += snprintf(gbuf + o, sizeof gbuf - (size_t)o, " %d", got[i]);
-    cr_assert(n == (int64_t)n_want && memcmp(got, want, n_want * sizeof *want) == 0, "'%s': got%s", text, gbuf);
+    cr_assert(n == (int64_t)n_want && memcmp(got, want, n_want * sizeof *want) == 0, "'%s': got%s", text,
+              gbuf);
     char back[256];
     int64_t m = woolly_detokenize(t, got, (size_t)n, back, sizeof back, &err);
-    cr_assert(m == (int64_t)strlen(text) && memcmp(back, text, (size_t)m) == 0, "'%s' decoded as '%.*s'", text,
-              (int)m, back);
+    cr_assert(m == (int64_t)strlen(text) && memcmp(back, text, (size_t)m) == 0, "'%s' decoded as '%.*s'",
+              text, (int)m, back);
 }
 
 #define IDS(...) (const int32_t[]){__VA_ARGS__}, sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t)
@@ -396,8 +430,10 @@ Test(unicode, utf8_decode)
         {"\xED\xA0\x80", 3, WOOLLY_CP_INVALID, 1},     /* surrogate */
         {"\xF4\x90\x80\x80", 4, WOOLLY_CP_INVALID, 1}, /* above U+10FFFF */
         {"\xE4\xB8", 2, WOOLLY_CP_INVALID, 1},         /* truncated */
-        {"\xE4" "A", 2, WOOLLY_CP_INVALID, 1},         /* bad continuation */
-        {"\x80", 1, WOOLLY_CP_INVALID, 1},             /* stray continuation */
+        {"\xE4"
+         "A",
+         2, WOOLLY_CP_INVALID, 1},         /* bad continuation */
+        {"\x80", 1, WOOLLY_CP_INVALID, 1}, /* stray continuation */
         {"\xFF", 1, WOOLLY_CP_INVALID, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -424,7 +460,7 @@ Test(unicode, byte_level_mapping_is_a_bijection)
         bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         cr_assert_eq(c == (uint32_t)b, printable);
     }
-    cr_assert_eq(woolly_byte_to_char(' '), 0x120); /* Ġ */
+    cr_assert_eq(woolly_byte_to_char(' '), 0x120);  /* Ġ */
     cr_assert_eq(woolly_byte_to_char('\n'), 0x10A); /* Ċ */
     cr_assert_eq(woolly_char_to_byte(0x20), -1);
     cr_assert_eq(woolly_char_to_byte(0x144), -1);

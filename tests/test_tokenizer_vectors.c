@@ -114,7 +114,8 @@ static void check_vectors(const char *vocab)
         bool same = n_got == n_want && memcmp(want, got, (size_t)n_want * sizeof *got) == 0;
         char gbuf[2048];
         format_ids(gbuf, sizeof gbuf, got, n_got);
-        cr_expect(same, "%s string %d '%.80s':\n  expected%s\n  got     %s", vocab, i, v.str[i], v.line[i], gbuf);
+        cr_expect(same, "%s string %d '%.80s':\n  expected%s\n  got     %s", vocab, i, v.str[i], v.line[i],
+                  gbuf);
         ok += same;
         free(want);
         free(got);
@@ -196,7 +197,9 @@ static void check_random_bytes(const char *vocab)
         int mode = iter % 3; /* any byte; mostly ASCII; mostly high bytes */
         for (size_t i = 0; i < len; i++) {
             uint64_t r = tu_rand_u64(&rng);
-            buf[i] = mode == 0 ? (unsigned char)r : mode == 1 ? (unsigned char)(r % 97 + 10) : (unsigned char)(r | 0x80);
+            buf[i] = mode == 0   ? (unsigned char)r
+                     : mode == 1 ? (unsigned char)(r % 97 + 10)
+                                 : (unsigned char)(r | 0x80);
         }
         for (size_t i = 0; i < len; i++) {
             bool representable = true;
@@ -214,8 +217,8 @@ static void check_random_bytes(const char *vocab)
             cr_assert(ids[i] >= 0 && ids[i] < woolly_tokenizer_n_vocab(t));
         size_t m;
         char *back = decode(t, ids, (size_t)n, &m);
-        cr_assert(m == n_want && memcmp(back, want, m) == 0, "%s: random string %d (%zu bytes) did not come back",
-                  vocab, iter, len);
+        cr_assert(m == n_want && memcmp(back, want, m) == 0,
+                  "%s: random string %d (%zu bytes) did not come back", vocab, iter, len);
         free(back);
         free(ids);
     }
