@@ -9,13 +9,14 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: woolly tokenize -m MODEL [--no-bos] [--special] (TEXT | --file FILE)\n\n"
+            "usage: woolly tokenize -m MODEL [--no-bos] [--special] (TEXT | --file FILE | -- TEXT)\n\n"
             "Prints the token ids of TEXT (or of exactly the bytes of FILE), comma-separated on one line.\n"
             "MODEL may be a full model or a vocabulary-only GGUF file.\n\n"
             "  -m, --model MODEL  the GGUF file whose tokenizer to use\n"
             "  --no-bos           do not prepend BOS (by default it is added when the vocabulary asks)\n"
             "  --special          match special tokens (<s>, <|endoftext|>, ...) written in the text\n"
-            "  -f, --file FILE    read the text from FILE\n");
+            "  -f, --file FILE    read the text from FILE\n"
+            "  --                 what follows is the TEXT, even if it starts with '-'\n");
 }
 
 /* The whole file, exactly its bytes. */
@@ -48,10 +49,18 @@ static char *read_all(const char *path, size_t *len)
 int woolly_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
-    bool no_bos = false, special = false;
+    bool no_bos = false, special = false, options_done = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (!options_done && !strcmp(a, "--")) {
+            options_done = true; /* a TEXT that starts with '-' follows */
+        } else if (options_done) {
+            if (text) {
+                fprintf(stderr, "woolly tokenize: more than one TEXT argument ('%s'); quote the text\n", a);
+                return 2;
+            }
+            text = a;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-f") || !strcmp(a, "--file")) {
