@@ -96,8 +96,12 @@ int woolly_bpe_init(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
         return woolly_fail(err, "tokenizer: out of memory for %llu merges", (unsigned long long)merges->n);
     m->mask = cap - 1;
 
-    char *joined = malloc(t->max_dec_len * 2 + 1024);
-    size_t joined_cap = t->max_dec_len * 2 + 1024;
+    /* A merge longer than the longest token cannot make a token. */
+    size_t joined_cap = 1;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->text_off[id + 1] - t->text_off[id] > joined_cap)
+            joined_cap = (size_t)(t->text_off[id + 1] - t->text_off[id]);
+    char *joined = malloc(joined_cap);
     if (!joined)
         return woolly_fail(err, "tokenizer: out of memory");
     for (uint64_t r = 0; r < merges->n; r++) {

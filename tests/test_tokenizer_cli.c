@@ -191,8 +191,8 @@ Test(cli_tokenize, text_starting_with_a_dash)
 {
     char *out, *err;
     /* "-5 degrees" in GPT-2: "-", "5", " degrees" */
-    cr_assert_eq(cli(&out, &err, "tokenize -m %s -- '-5 degrees'", tu_data("vocab/ggml-vocab-gpt-2.gguf")), 0, "%s",
-                 err);
+    cr_assert_eq(cli(&out, &err, "tokenize -m %s -- '-5 degrees'", tu_data("vocab/ggml-vocab-gpt-2.gguf")), 0,
+                 "%s", err);
     cr_assert_str_eq(out, "12,20,7370\n");
     free(out);
     free(err);
