@@ -44,11 +44,11 @@ void *tu_heap_copy(const void *p, size_t n)
 
 const char *tu_tmp_path(const char *name)
 {
-    static char path[4096];
+    static char path[8192];
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tmp", WOOLLY_BUILD_DIR);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/%d-%s", dir, (int)getpid(), name);
+    snprintf(path, sizeof path, "%s/%d-%.3000s", dir, (int)getpid(), name);
     return path;
 }
 
@@ -61,7 +61,7 @@ static char *slurp_and_remove(const char *path)
 
 int tu_run_cli(const char *args, char **out, char **err)
 {
-    char o[4096], e[4096], cmd[16384];
+    char o[8192], e[8192], cmd[32768];
     snprintf(o, sizeof o, "%s", tu_tmp_path("cli.out"));
     snprintf(e, sizeof e, "%s", tu_tmp_path("cli.err"));
     snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", WOOLLY_CLI, args, o, e);

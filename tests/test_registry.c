@@ -1,0 +1,107 @@
+/* The kernel registry: no slot without a scalar reference kernel, names that follow the grammar, and
+ * WOOLLY_ISA forcing a level (Criterion runs each test in its own process, so each sees a fresh
+ * registry and its own environment). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "registry.h"
+
+static const char *op_token(enum woolly_op op)
+{
+    return op == WOOLLY_OP_GEMV ? "_gemv_" : op == WOOLLY_OP_GEMM ? "_gemm_" : "_flash_";
+}
+
+Test(registry, every_slot_has_a_scalar_reference_kernel)
+{
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    cr_assert_gt(n, 0);
+    for (int i = 0; i < n; i++) {
+        bool has_scalar = false;
+        for (int j = 0; j < n; j++)
+            has_scalar |= ks[j].op == ks[i].op && ks[j].wtype == ks[i].wtype && ks[j].act == ks[i].act &&
+                          ks[j].isa == WOOLLY_ISA_SCALAR;
+        cr_assert(has_scalar, "%s: its slot has no scalar reference kernel", ks[i].name);
+    }
+}
+
+Test(registry, names_say_what_a_kernel_is)
+{
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    for (int i = 0; i < n; i++) {
+        char isa[32];
+        snprintf(isa, sizeof isa, "_%s_", woolly_isa_name(ks[i].isa));
+        cr_assert(strstr(ks[i].name, isa), "%s: name lacks its ISA token %s", ks[i].name, isa);
+        cr_assert(strstr(ks[i].name, op_token(ks[i].op)), "%s: name lacks its op token", ks[i].name);
+        cr_assert_eq(woolly_kernel_by_name(ks[i].name), &ks[i], "%s: not found by name", ks[i].name);
+        cr_assert((ks[i].matmul != NULL) != (ks[i].attn != NULL), "%s: exactly one entry point", ks[i].name);
+        for (int j = 0; j < i; j++)
+            cr_assert_str_neq(ks[i].name, ks[j].name, "kernel listed twice");
+    }
+    cr_assert_null(woolly_kernel_by_name("no_such_kernel"));
+}
+
+Test(registry, forced_scalar_chooses_the_scalar_kernels)
+{
+    setenv("WOOLLY_ISA", "scalar", 1);
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    cr_assert_eq(woolly_isa_active(), WOOLLY_ISA_SCALAR);
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    for (int i = 0; i < n; i++) {
+        const woolly_kernel *k = woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act);
+        cr_assert_not_null(k);
+        cr_assert_eq(k->isa, WOOLLY_ISA_SCALAR, "%s chosen under WOOLLY_ISA=scalar", k->name);
+    }
+}
+
+Test(registry, default_level_is_built_and_supported)
+{
+    unsetenv("WOOLLY_ISA");
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    const enum woolly_isa active = woolly_isa_active();
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    bool built = false;
+    for (int i = 0; i < n; i++)
+        built |= ks[i].isa == active;
+    cr_assert(built, "active level %s has no kernels in this build", woolly_isa_name(active));
+    const woolly_cpu *cpu = woolly_cpu_get();
+    if (active == WOOLLY_ISA_AVX512)
+        cr_assert(cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512vnni);
+    if (active == WOOLLY_ISA_AVX2)
+        cr_assert(cpu->avx2 && cpu->fma);
+}
+
+Test(registry, forcing_an_unknown_level_is_an_error)
+{
+    setenv("WOOLLY_ISA", "sse9", 1);
+    woolly_error err = {{0}};
+    cr_assert_neq(woolly_isa_init(&err), 0);
+    cr_assert(strstr(err.msg, "WOOLLY_ISA=sse9") && strstr(err.msg, "unknown"), "message: %s", err.msg);
+}
+
+Test(registry, forcing_a_level_this_build_or_cpu_lacks_is_an_error)
+{
+#if defined(__aarch64__)
+    const char *missing = "avx512";
+#else
+    const char *missing = "neon";
+#endif
+    setenv("WOOLLY_ISA", missing, 1);
+    woolly_error err = {{0}};
+    cr_assert_neq(woolly_isa_init(&err), 0, "WOOLLY_ISA=%s accepted", missing);
+    cr_assert(strstr(err.msg, missing), "message: %s", err.msg);
+}
+
+Test(registry, hash_depends_on_the_names)
+{
+    cr_assert_neq(woolly_registry_hash(), 0ull);
+    cr_assert_eq(woolly_registry_hash(), woolly_registry_hash());
+}
