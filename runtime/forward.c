@@ -71,6 +71,9 @@ static void rope(const woolly_context *c, float *x, int32_t n, int32_t n_heads)
     }
 }
 
+/* Multiply-adds below which another thread does not pay for waking it. */
+#define ATTN_MIN_WORK_PER_THREAD 65536.0
+
 typedef struct attn_job {
     woolly_context *c;
     int32_t layer, pos0, n;
@@ -153,7 +156,9 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
         for (int32_t t = 0; t < n; t++)
             woolly_kv_cache_store(&c->kv, l, pos0 + t, s->k + (size_t)t * kv_dim, s->v + (size_t)t * kv_dim);
         attn_job job = {c, l, pos0, n};
-        woolly_threadpool_run(c->pool, attn_job_run, &job);
+        /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
+        const double work = (double)n * (pos0 + (n + 1) / 2.0) * p->n_head * p->head_dim;
+        woolly_threadpool_run_n(c->pool, attn_job_run, &job, woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD));
         matmul(c, &L->wo, s->att, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
 

@@ -106,6 +106,9 @@ static void matmul_job_run(void *arg, int ith, int nth)
     j->kernel->matmul(&a);
 }
 
+/* Multiply-adds below which another thread does not pay for waking it (a few tens of microseconds). */
+#define MATMUL_MIN_WORK_PER_THREAD 65536.0
+
 void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w, const float *x,
                    int64_t m, float *y, size_t y_stride, void *pack)
 {
@@ -118,9 +121,10 @@ void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, cons
         .x = x,
         .packed = pack,
     };
+    const int nth = woolly_threads_for(pool, (double)m * (double)w->rows * (double)w->cols, MATMUL_MIN_WORK_PER_THREAD);
     if (plan->act != WOOLLY_ACT_F32) {
-        woolly_threadpool_run(pool, pack_job, &j);
+        woolly_threadpool_run_n(pool, pack_job, &j, nth);
         j.args.x = pack;
     }
-    woolly_threadpool_run(pool, matmul_job_run, &j);
+    woolly_threadpool_run_n(pool, matmul_job_run, &j, nth);
 }

@@ -26,6 +26,7 @@ struct woolly_threadpool {
 
     woolly_job_fn fn;
     void *arg;
+    int n_use; /* threads taking part in the current job */
     atomic_uint generation; /* bumped once per job */
     atomic_int pending;     /* workers still running the current job */
     atomic_bool stop;
@@ -60,7 +61,8 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             return NULL;
         seen = g;
-        p->fn(p->arg, w->ith, p->n);
+        if (w->ith < p->n_use)
+            p->fn(p->arg, w->ith, p->n_use);
         if (atomic_fetch_sub(&p->pending, 1) == 1) {
             pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->done);
@@ -131,19 +133,33 @@ int woolly_threadpool_size(const woolly_threadpool *p) { return p->n; }
 
 void woolly_threadpool_run(woolly_threadpool *p, woolly_job_fn fn, void *arg)
 {
-    if (p->n == 1) {
+    woolly_threadpool_run_n(p, fn, arg, p->n);
+}
+
+int woolly_threads_for(const woolly_threadpool *p, double work, double min_per_thread)
+{
+    const double n = work / min_per_thread;
+    return n >= p->n ? p->n : n < 1.0 ? 1 : (int)n;
+}
+
+void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, int n_use)
+{
+    if (n_use > p->n)
+        n_use = p->n;
+    if (n_use <= 1) {
         fn(arg, 0, 1);
         return;
     }
     pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->arg = arg;
+    p->n_use = n_use;
     atomic_store(&p->pending, p->n - 1);
     atomic_fetch_add(&p->generation, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
 
-    fn(arg, 0, p->n);
+    fn(arg, 0, n_use);
 
     for (int i = 0; i < SPIN_ITERS && atomic_load(&p->pending) > 0; i++)
         cpu_relax();

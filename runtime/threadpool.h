@@ -23,6 +23,13 @@ int woolly_threadpool_size(const woolly_threadpool *p);
  * one job at a time per pool (a job must not run another job on the same pool). */
 void woolly_threadpool_run(woolly_threadpool *p, woolly_job_fn fn, void *arg);
 
+/* The same on the first n_use threads only (clamped to [1, size]): a job too small to repay waking
+ * the other threads runs on fewer, and with n_use == 1 directly on the caller. */
+void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, int n_use);
+
+/* Threads worth using for `work` units when each thread should get at least `min_per_thread`. */
+int woolly_threads_for(const woolly_threadpool *p, double work, double min_per_thread);
+
 /* The share [*lo, *hi) of thread ith out of nth of n items, in units of `align` items (the last share
  * takes the remainder), so that consecutive threads get contiguous, nearly equal ranges. */
 void woolly_split_range(long long n, int align, int ith, int nth, long long *lo, long long *hi);
