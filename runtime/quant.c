@@ -46,8 +46,21 @@ static void dequantize_q8_0(const woolly_block_q8_0 *b, float *y, int64_t nb)
     }
 }
 
-/* The scale maps the largest magnitude to 127. The integers are chosen against the scale as stored
- * (rounded to f16), so that rounding the scale cannot push a value past the clamp unnoticed. */
+/* The integers for scale d16 (clamped to [-127, 127]); returns the squared error. */
+static float q8_0_assign(const float *x, uint16_t d16, int8_t *q)
+{
+    const float d = woolly_f16_to_f32(d16), id = d > 0 ? 1.0f / d : 0.0f;
+    float err = 0;
+    for (int l = 0; l < WOOLLY_QK8_0; l++) {
+        q[l] = (int8_t)woolly_round_clamp(x[l] * id, -127, 127);
+        const float e = d * (float)q[l] - x[l];
+        err += e * e;
+    }
+    return err;
+}
+
+/* The scale first maps the largest magnitude to 127 (rounded outward to f16 so that it still fits);
+ * then the least-squares scale for the chosen integers is tried and kept if it lowers the error. */
 static void quantize_q8_0(const float *x, woolly_block_q8_0 *b, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++) {
@@ -55,11 +68,22 @@ static void quantize_q8_0(const float *x, woolly_block_q8_0 *b, int64_t nb)
         float amax = 0;
         for (int l = 0; l < WOOLLY_QK8_0; l++)
             amax = fmaxf(amax, fabsf(xb[l]));
-        b[i].d = woolly_scale_to_f16(amax / 127.0f);
-        const float d = woolly_f16_to_f32(b[i].d);
-        const float id = d > 0 ? 1.0f / d : 0.0f;
-        for (int l = 0; l < WOOLLY_QK8_0; l++)
-            b[i].qs[l] = (int8_t)woolly_round_clamp(xb[l] * id, -127, 127);
+        b[i].d = woolly_scale_to_f16_outward(amax / 127.0f);
+        const float err = q8_0_assign(xb, b[i].d, b[i].qs);
+
+        float sqq = 0, sqx = 0;
+        for (int l = 0; l < WOOLLY_QK8_0; l++) {
+            sqq += (float)b[i].qs[l] * b[i].qs[l];
+            sqx += (float)b[i].qs[l] * xb[l];
+        }
+        if (sqq > 0) {
+            int8_t q[WOOLLY_QK8_0];
+            const uint16_t d16 = woolly_scale_to_f16(sqx / sqq);
+            if (q8_0_assign(xb, d16, q) < err) {
+                b[i].d = d16;
+                memcpy(b[i].qs, q, sizeof q);
+            }
+        }
     }
 }
 

@@ -27,15 +27,30 @@ static inline int woolly_round_clamp(float v, int lo, int hi)
     return (int)(v - (float)lo + 0.5f) + lo;
 }
 
-/* A scale as the file will hold it: rounded to binary16, with overflow clamped to the largest finite
- * half so that an extreme input degrades instead of turning into inf/NaN. */
+/* A scale as the file will hold it: binary16, with overflow clamped to the largest finite half so
+ * that an extreme input degrades instead of turning into inf/NaN, and a non-zero scale too small for
+ * binary16 kept at the smallest subnormal rather than zero, so that tiny rows keep their signs and
+ * rough magnitudes. NaN becomes 0. */
 static inline uint16_t woolly_scale_to_f16(float s)
 {
     const float max_half = 65504.0f;
     if (!(s == s))
-        s = 0;
+        return 0;
     s = fmaxf(fminf(s, max_half), -max_half);
-    return woolly_f32_to_f16(s);
+    uint16_t h = woolly_f32_to_f16(s);
+    if ((h & 0x7FFF) == 0 && s != 0)
+        h |= 1;
+    return h;
+}
+
+/* Like woolly_scale_to_f16, but never smaller in magnitude than s: the first scale of a block is rounded
+ * outward so that the largest value still fits the integer range after the rounding. */
+static inline uint16_t woolly_scale_to_f16_outward(float s)
+{
+    uint16_t h = woolly_scale_to_f16(s);
+    if (fabsf(woolly_f16_to_f32(h)) < fabsf(s) && (h & 0x7FFF) < 0x7BFF)
+        h++; /* the next half away from zero (same sign) */
+    return h;
 }
 
 #endif

@@ -86,13 +86,16 @@ static void fit_sub_block(const float *x, int nmax, float *a_out, float *m_out)
             sqq += q * q;
             sqx += q * x[l];
         }
-        /* least squares for x ~ a*q + b, then the constraint b <= 0 */
+        /* least squares for x ~ a*q + b, then the constraint b <= 0 (a constant q leaves only b = 0) */
         const float det = SUB * sqq - sq * sq;
-        if (!(det > 0))
-            continue;
-        float a = (SUB * sqx - sq * sx) / det;
-        float b = (sqq * sx - sq * sqx) / det;
+        float a = 0, b = 1;
+        if (det > 0) {
+            a = (SUB * sqx - sq * sx) / det;
+            b = (sqq * sx - sq * sqx) / det;
+        }
         if (b > 0) {
+            if (!(sqq > 0))
+                continue;
             b = 0;
             a = sqx / sqq;
         }
@@ -140,12 +143,12 @@ static float assign_block(const float *x, int nmax, k_block *k)
     return err;
 }
 
-static void set_factors(k_block *k, float d, float dmin)
+static void set_factors(k_block *k, uint16_t d16, uint16_t dmin16)
 {
-    k->d16 = woolly_scale_to_f16(d);
-    k->dmin16 = woolly_scale_to_f16(dmin);
-    k->d = woolly_f16_to_f32(k->d16);
-    k->dmin = woolly_f16_to_f32(k->dmin16);
+    k->d16 = d16;
+    k->dmin16 = dmin16;
+    k->d = woolly_f16_to_f32(d16);
+    k->dmin = woolly_f16_to_f32(dmin16);
 }
 
 /* Least-squares d and dmin for the current integers: x ~ d*(sc*q) - dmin*m is linear in (d, dmin). */
@@ -210,7 +213,8 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
         amax = fmaxf(amax, a[j]);
         mmax = fmaxf(mmax, m[j]);
     }
-    set_factors(k, amax / SCALE_MAX, mmax / SCALE_MAX);
+    /* rounded outward so that the largest scale and min still fit in 6 bits */
+    set_factors(k, woolly_scale_to_f16_outward(amax / SCALE_MAX), woolly_scale_to_f16_outward(mmax / SCALE_MAX));
     for (int j = 0; j < NSUB; j++) {
         k->sc[j] = (uint8_t)(k->d > 0 ? woolly_round_clamp(a[j] / k->d, 0, SCALE_MAX) : 0);
         k->m[j] = (uint8_t)(k->dmin > 0 ? woolly_round_clamp(m[j] / k->dmin, 0, SCALE_MAX) : 0);
@@ -221,7 +225,7 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
     float d, dmin;
     if (refit_factors(x, k, &d, &dmin)) {
         k_block trial = *k;
-        set_factors(&trial, d, dmin);
+        set_factors(&trial, woolly_scale_to_f16(d), woolly_scale_to_f16(dmin));
         const float trial_err = assign_block(x, nmax, &trial);
         if (trial_err < err) {
             *k = trial;

@@ -107,10 +107,10 @@ static float assign_block(const float *x, q6_block *k)
     return err;
 }
 
-static void set_d(q6_block *k, float d)
+static void set_d(q6_block *k, uint16_t d16)
 {
-    k->d16 = woolly_scale_to_f16(d);
-    k->d = woolly_f16_to_f32(k->d16);
+    k->d16 = d16;
+    k->d = woolly_f16_to_f32(d16);
 }
 
 static void nudge_scale(const float *x, q6_block *k, int j)
@@ -144,8 +144,9 @@ static void quantize_block(const float *x, q6_block *k)
         if (fabsf(a[j]) > fabsf(amax))
             amax = a[j];
     }
-    /* the sub-block scale of largest magnitude becomes -128, the widest int8 value */
-    set_d(k, amax / -128.0f);
+    /* the sub-block scale of largest magnitude becomes -128, the widest int8 value (d rounded outward
+     * so that it still fits) */
+    set_d(k, woolly_scale_to_f16_outward(amax / -128.0f));
     for (int j = 0; j < NSUB; j++)
         k->sc[j] = (int8_t)(k->d != 0 ? woolly_round_clamp(a[j] / k->d, -128, 127) : 0);
     float err = assign_block(x, k);
@@ -159,7 +160,7 @@ static void quantize_block(const float *x, q6_block *k)
     }
     if (suu > 0) {
         q6_block trial = *k;
-        set_d(&trial, (float)(sux / suu));
+        set_d(&trial, woolly_scale_to_f16((float)(sux / suu)));
         const float trial_err = assign_block(x, &trial);
         if (trial_err < err) {
             *k = trial;
