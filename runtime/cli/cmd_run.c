@@ -4,7 +4,6 @@
  * splitting UTF-8 characters; the timings go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -118,20 +117,18 @@ int woolly_cmd_run(int argc, char **argv)
 
     t0 = cli_now_s();
     int32_t n_gen = 0, n_evaluated = 0;
-    const char *stop = NULL;
+    bool context_full = false;
     while (n_gen < n_predict) {
         const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
         woolly_sampler_accept(smp, tok);
-        if (!ignore_eos && woolly_token_is_eog(m, tok)) {
-            stop = "end of generation";
+        if (!ignore_eos && woolly_token_is_eog(m, tok))
             break;
-        }
         emit(&ds, tok, buf, cap);
         n_gen++;
         if (n_gen == n_predict)
             break;
         if (woolly_context_n_past(c) == n_ctx) {
-            stop = "context full";
+            context_full = true;
             break;
         }
         if (woolly_eval(c, &tok, 1)) {
@@ -147,13 +144,15 @@ int woolly_cmd_run(int argc, char **argv)
     fflush(stdout);
     fputc('\n', stderr); /* stdout holds exactly the text; the line break is for the terminal */
 
-    if (stop && !strcmp(stop, "context full"))
-        fprintf(stderr, "woolly %s: stopped after %d tokens: the context of %d positions is full (--ctx-size)\n",
-                cmd, n_gen, n_ctx);
-    fprintf(stderr, "load       %8.3f s\n", load_s);
+    fprintf(stderr, "load       %8.1f ms\n", 1e3 * load_s);
     report("prompt", n_prompt, prompt_s);
     report("generation", n_evaluated, gen_s);
     status = 0;
+    if (context_full) {
+        fprintf(stderr, "woolly %s: stopped after %d of %d tokens: the context of %d positions is full "
+                "(raise --ctx-size)\n", cmd, n_gen, n_predict, n_ctx);
+        status = 1;
+    }
 done:
     free(buf);
     woolly_sampler_close(smp);
