@@ -92,14 +92,19 @@ static int read_config(woolly_model *m, woolly_error *err)
         return woolly_fail(err, "%s: %d query heads per key/value head exceed the supported %d", m->label,
                            c->n_head / c->n_head_kv, WOOLLY_MAX_GROUP);
 
-    int32_t def_hd = c->n_embd % c->n_head == 0 ? c->n_embd / c->n_head : -1, v_len;
-    if (read_int(m, "attention.key_length", def_hd, 1, WOOLLY_MAX_HEAD_DIM, &c->head_dim, err))
-        return -1;
-    if (read_int(m, "attention.value_length", c->head_dim, 1, WOOLLY_MAX_HEAD_DIM, &v_len, err))
+    if (!gguf_find_kv(m->file, arch_key(m, "attention.key_length")) && c->n_embd % c->n_head)
+        return woolly_fail(err, "%s: embedding length %d is not a multiple of the head count %d", m->label, c->n_embd,
+                           c->n_head);
+    int32_t v_len;
+    if (read_int(m, "attention.key_length", c->n_embd / c->n_head, 1, BIG, &c->head_dim, err) ||
+        read_int(m, "attention.value_length", c->head_dim, 1, BIG, &v_len, err))
         return -1;
     if (v_len != c->head_dim)
         return woolly_fail(err, "%s: key length %d differs from value length %d (not supported)", m->label,
                            c->head_dim, v_len);
+    if (c->head_dim > WOOLLY_MAX_HEAD_DIM)
+        return woolly_fail(err, "%s: head dimension %d exceeds the supported %d", m->label, c->head_dim,
+                           WOOLLY_MAX_HEAD_DIM);
     if (read_int(m, "rope.dimension_count", c->head_dim, 2, c->head_dim, &c->n_rot, err))
         return -1;
     if (c->n_rot % 2)

@@ -80,7 +80,7 @@ static const char *model_path(const char *name)
 static void check_cli_scalar(const model_case *mc)
 {
     ref r = load_ref(mc->name);
-    char ids[4096] = "", args[8192];
+    char ids[4096] = "", args[16384];
     for (int i = 0; i < r.n_tokens; i++)
         snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r.ids[i]);
     char out[4096];
