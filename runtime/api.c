@@ -7,9 +7,15 @@
 
 static _Thread_local woolly_error g_last_error;
 
-void woolly_set_last_error(const woolly_error *e) { g_last_error = *e; }
+void woolly_set_last_error(const woolly_error *e)
+{
+    g_last_error = *e;
+}
 
-const char *woolly_last_error(void) { return g_last_error.msg; }
+const char *woolly_last_error(void)
+{
+    return g_last_error.msg;
+}
 
 static void fail(const char *fmt, const char *arg)
 {
@@ -31,22 +37,49 @@ woolly_model *woolly_model_open(const char *path)
     return m;
 }
 
-int32_t woolly_model_n_vocab(const woolly_model *m) { return m->cfg.n_vocab; }
-int32_t woolly_model_n_ctx_train(const woolly_model *m) { return m->cfg.n_ctx_train; }
-const char *woolly_model_arch(const woolly_model *m) { return m->arch_name; }
-const char *woolly_model_name(const woolly_model *m) { return m->name; }
-uint64_t woolly_model_n_params(const woolly_model *m) { return m->n_params; }
-uint64_t woolly_model_size(const woolly_model *m) { return m->n_bytes; }
+int32_t woolly_model_n_vocab(const woolly_model *m)
+{
+    return m->cfg.n_vocab;
+}
+int32_t woolly_model_n_ctx_train(const woolly_model *m)
+{
+    return m->cfg.n_ctx_train;
+}
+const char *woolly_model_arch(const woolly_model *m)
+{
+    return m->arch_name;
+}
+const char *woolly_model_name(const woolly_model *m)
+{
+    return m->name;
+}
+uint64_t woolly_model_n_params(const woolly_model *m)
+{
+    return m->n_params;
+}
+uint64_t woolly_model_size(const woolly_model *m)
+{
+    return m->n_bytes;
+}
 
-woolly_token woolly_token_bos(const woolly_model *m) { return m->tok ? woolly_tokenizer_bos(m->tok) : -1; }
-woolly_token woolly_token_eos(const woolly_model *m) { return m->tok ? woolly_tokenizer_eos(m->tok) : -1; }
+woolly_token woolly_token_bos(const woolly_model *m)
+{
+    return m->tok ? woolly_tokenizer_bos(m->tok) : -1;
+}
+woolly_token woolly_token_eos(const woolly_model *m)
+{
+    return m->tok ? woolly_tokenizer_eos(m->tok) : -1;
+}
 
 bool woolly_token_is_eog(const woolly_model *m, woolly_token t)
 {
     return m->tok ? woolly_tokenizer_is_eog(m->tok, t) : false;
 }
 
-bool woolly_model_adds_bos(const woolly_model *m) { return m->tok ? woolly_tokenizer_adds_bos(m->tok) : false; }
+bool woolly_model_adds_bos(const woolly_model *m)
+{
+    return m->tok ? woolly_tokenizer_adds_bos(m->tok) : false;
+}
 
 static bool need_tokenizer(const woolly_model *m)
 {
@@ -58,8 +91,8 @@ static bool need_tokenizer(const woolly_model *m)
     return false;
 }
 
-int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
-                              woolly_token *ids, int32_t cap)
+int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t len, bool add_bos,
+                              bool parse_special, woolly_token *ids, int32_t cap)
 {
     if (!need_tokenizer(m))
         return -1;
@@ -77,7 +110,8 @@ int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t le
     return (int32_t)n;
 }
 
-int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, int32_t n, char *text, size_t cap)
+int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, int32_t n, char *text,
+                                size_t cap)
 {
     if (!need_tokenizer(m))
         return -1;

@@ -12,11 +12,18 @@ enum { DEFAULT_N_BATCH = 512, MAX_DEFAULT_N_CTX = 4096, MAX_N_BATCH = 1 << 16 };
 woolly_context_params woolly_context_default_params(void)
 {
     return (woolly_context_params){
-        .n_ctx = 0, .n_batch = DEFAULT_N_BATCH, .n_threads = 0, .kv_type = WOOLLY_KV_F16, .logits_all = false,
+        .n_ctx = 0,
+        .n_batch = DEFAULT_N_BATCH,
+        .n_threads = 0,
+        .kv_type = WOOLLY_KV_F16,
+        .logits_all = false,
     };
 }
 
-static enum woolly_type kv_wtype(woolly_kv_type t) { return t == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16; }
+static enum woolly_type kv_wtype(woolly_kv_type t)
+{
+    return t == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16;
+}
 
 int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
 {
@@ -25,7 +32,8 @@ int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) {
         const double budget = (double)pages * (double)page / 4.0;
-        const double per_pos = (double)woolly_kv_cache_bytes(kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
+        const double per_pos =
+            (double)woolly_kv_cache_bytes(kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
         if (per_pos * n > budget)
             n = (int32_t)(budget / per_pos);
     }
@@ -73,17 +81,24 @@ static int alloc_state(woolly_context *c, woolly_error *err)
         float **ptr;
         size_t n;
     } bufs[] = {
-        {&s->x, nb * p->n_embd},   {&s->xb, nb * p->n_embd}, {&s->xb2, nb * p->n_embd}, {&s->q, nb * q_dim},
-        {&s->k, nb * kv_dim},      {&s->v, nb * kv_dim},     {&s->att, nb * q_dim},     {&s->hb, nb * p->n_ff},
-        {&s->hb2, nb * p->n_ff},   {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
+        {&s->x, nb * p->n_embd},
+        {&s->xb, nb * p->n_embd},
+        {&s->xb2, nb * p->n_embd},
+        {&s->q, nb * q_dim},
+        {&s->k, nb * kv_dim},
+        {&s->v, nb * kv_dim},
+        {&s->att, nb * q_dim},
+        {&s->hb, nb * p->n_ff},
+        {&s->hb2, nb * p->n_ff},
+        {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
         {&s->logits, (c->params.logits_all ? nb : 1) * (size_t)p->n_vocab},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].ptr = calloc(bufs[i].n, sizeof(float));
         if (!*bufs[i].ptr)
-            return woolly_fail(err, "out of memory for the run state (%zu floats); try a smaller --batch-size",
-                               bufs[i].n);
+            return woolly_fail(
+                err, "out of memory for the run state (%zu floats); try a smaller --batch-size", bufs[i].n);
     }
     s->inv_freq = malloc(sizeof(double) * (size_t)(p->n_rot / 2));
     if (!s->inv_freq)
@@ -119,8 +134,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
 
 static void free_state(woolly_run_state *s)
 {
-    float *bufs[] = {s->x,   s->xb,  s->xb2, s->q,        s->k,        s->v,
-                     s->att, s->hb,  s->hb2, s->rope_cos, s->rope_sin, s->logits};
+    float *bufs[] = {s->x,   s->xb, s->xb2, s->q,        s->k,        s->v,
+                     s->att, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->inv_freq);
@@ -137,8 +152,8 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         return NULL;
     }
     if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0) {
-        woolly_fail(err, "context parameters must not be negative (n_ctx %d, n_batch %d, n_threads %d)", p.n_ctx,
-                    p.n_batch, p.n_threads);
+        woolly_fail(err, "context parameters must not be negative (n_ctx %d, n_batch %d, n_threads %d)",
+                    p.n_ctx, p.n_batch, p.n_threads);
         return NULL;
     }
     if (p.n_ctx == 0)
@@ -169,16 +184,17 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     int rc = plan_type(c, w->output.type, err);
     for (int32_t l = 0; l < cfg->n_layer && !rc; l++) {
         const woolly_layer *L = &w->layers[l];
-        rc = plan_type(c, L->wq.type, err) || plan_type(c, L->wk.type, err) || plan_type(c, L->wv.type, err) ||
-             plan_type(c, L->wo.type, err) || plan_type(c, L->w_gate.type, err) || plan_type(c, L->w_up.type, err) ||
+        rc = plan_type(c, L->wq.type, err) || plan_type(c, L->wk.type, err) ||
+             plan_type(c, L->wv.type, err) || plan_type(c, L->wo.type, err) ||
+             plan_type(c, L->w_gate.type, err) || plan_type(c, L->w_up.type, err) ||
              plan_type(c, L->w_down.type, err);
     }
     if (!rc && !(c->attn = choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                          p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
     if (!rc)
-        rc = woolly_kv_cache_open(&c->kv, kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv, cfg->head_dim,
-                                  err);
+        rc = woolly_kv_cache_open(&c->kv, kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv,
+                                  cfg->head_dim, err);
     if (!rc)
         rc = alloc_state(c, err);
     if (!rc && !(c->pool = woolly_threadpool_open(p.n_threads, err)))
@@ -207,15 +223,17 @@ int woolly_context_eval(woolly_context *c, const woolly_token *ids, int32_t n, w
         return woolly_fail(err, "nothing to evaluate (%d tokens)", n);
     for (int32_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= p->n_vocab)
-            return woolly_fail(err, "token id %d (at index %d) is out of range [0, %d)", ids[i], i, p->n_vocab);
+            return woolly_fail(err, "token id %d (at index %d) is out of range [0, %d)", ids[i], i,
+                               p->n_vocab);
     if ((int64_t)c->n_past + n > c->params.n_ctx)
         return woolly_fail(err,
                            "context full: %d tokens in the cache + %d new ones exceed the context size %d "
                            "(raise --ctx-size)",
                            c->n_past, n, c->params.n_ctx);
     if (c->params.logits_all && n > c->params.n_batch)
-        return woolly_fail(err, "with logits for every token, evaluate at most n_batch = %d tokens per call (got %d)",
-                           c->params.n_batch, n);
+        return woolly_fail(
+            err, "with logits for every token, evaluate at most n_batch = %d tokens per call (got %d)",
+            c->params.n_batch, n);
     for (int32_t done = 0; done < n;) {
         const int32_t chunk = n - done < c->params.n_batch ? n - done : c->params.n_batch;
         woolly_forward(c, ids + done, chunk);
@@ -269,10 +287,22 @@ const float *woolly_get_logits(woolly_context *c, int32_t i)
     return c->s.logits + (size_t)r * c->model->cfg.n_vocab;
 }
 
-int32_t woolly_context_n_ctx(const woolly_context *c) { return c->params.n_ctx; }
-int32_t woolly_context_n_batch(const woolly_context *c) { return c->params.n_batch; }
-int32_t woolly_context_n_threads(const woolly_context *c) { return c->params.n_threads; }
-int32_t woolly_context_n_past(const woolly_context *c) { return c->n_past; }
+int32_t woolly_context_n_ctx(const woolly_context *c)
+{
+    return c->params.n_ctx;
+}
+int32_t woolly_context_n_batch(const woolly_context *c)
+{
+    return c->params.n_batch;
+}
+int32_t woolly_context_n_threads(const woolly_context *c)
+{
+    return c->params.n_threads;
+}
+int32_t woolly_context_n_past(const woolly_context *c)
+{
+    return c->n_past;
+}
 
 int woolly_context_rewind(woolly_context *c, int32_t n_past)
 {

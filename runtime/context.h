@@ -13,17 +13,17 @@
 
 /* Activations of one batch of up to n_batch tokens ("[n]" below: one row per token of the batch). */
 typedef struct woolly_run_state {
-    float *x;         /* [n][n_embd] the residual stream */
-    float *xb;        /* [n][n_embd] normalized input of a sub-block */
-    float *xb2;       /* [n][n_embd] output of a sub-block, before the residual add */
-    float *q;         /* [n][n_head * head_dim] queries */
-    float *k, *v;     /* [n][n_head_kv * head_dim] keys and values of the batch */
-    float *att;       /* [n][n_head * head_dim] attention output, heads concatenated */
-    float *hb, *hb2;  /* [n][n_ff] feed-forward hidden: gate, up */
-    float *logits;    /* [logits_all ? n : 1][n_vocab] */
-    double *inv_freq; /* [n_rot / 2] RoPE frequency of each pair */
+    float *x;                   /* [n][n_embd] the residual stream */
+    float *xb;                  /* [n][n_embd] normalized input of a sub-block */
+    float *xb2;                 /* [n][n_embd] output of a sub-block, before the residual add */
+    float *q;                   /* [n][n_head * head_dim] queries */
+    float *k, *v;               /* [n][n_head_kv * head_dim] keys and values of the batch */
+    float *att;                 /* [n][n_head * head_dim] attention output, heads concatenated */
+    float *hb, *hb2;            /* [n][n_ff] feed-forward hidden: gate, up */
+    float *logits;              /* [logits_all ? n : 1][n_vocab] */
+    double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions */
-    void *pack;       /* packed activations, when a plan packs (non-F32 activations) */
+    void *pack;                 /* packed activations, when a plan packs (non-F32 activations) */
 } woolly_run_state;
 
 struct woolly_context {
@@ -34,9 +34,9 @@ struct woolly_context {
     woolly_matmul_plan plans[WOOLLY_TYPE_COUNT]; /* by weight type, for the types the model uses */
     const woolly_kernel *attn;
     woolly_run_state s;
-    int32_t n_past;        /* positions filled in the KV cache */
-    int32_t n_logits;      /* rows of s.logits valid after the last eval */
-    int32_t last_n;        /* tokens of the last eval */
+    int32_t n_past;   /* positions filled in the KV cache */
+    int32_t n_logits; /* rows of s.logits valid after the last eval */
+    int32_t last_n;   /* tokens of the last eval */
 };
 
 /* The context size used when none is given: the trained length, at most 4096 positions, and at most

@@ -158,7 +158,8 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
         attn_job job = {c, l, pos0, n};
         /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
         const double work = (double)n * (pos0 + (n + 1) / 2.0) * p->n_head * p->head_dim;
-        woolly_threadpool_run_n(c->pool, attn_job_run, &job, woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD));
+        woolly_threadpool_run_n(c->pool, attn_job_run, &job,
+                                woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD));
         matmul(c, &L->wo, s->att, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
 

@@ -19,7 +19,8 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
     if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32)
         return woolly_fail(err, "KV cache: type %d is not F16 or F32", (int)type);
     if (n_ctx < 1 || n_layer < 1 || n_head_kv < 1 || head_dim < 1)
-        return woolly_fail(err, "KV cache: bad dimensions (n_ctx %lld, layers %lld, kv heads %lld, head dim %lld)",
+        return woolly_fail(err,
+                           "KV cache: bad dimensions (n_ctx %lld, layers %lld, kv heads %lld, head dim %lld)",
                            (long long)n_ctx, (long long)n_layer, (long long)n_head_kv, (long long)head_dim);
     c->type = type;
     c->n_ctx = n_ctx;
@@ -35,7 +36,8 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
     c->v = calloc(1, half);
     if (!c->k || !c->v) {
         woolly_kv_cache_close(c);
-        return woolly_fail(err, "KV cache: out of memory for %.1f MiB (%lld positions); try a smaller --ctx-size",
+        return woolly_fail(err,
+                           "KV cache: out of memory for %.1f MiB (%lld positions); try a smaller --ctx-size",
                            2.0 * (double)half / (1024.0 * 1024.0), (long long)n_ctx);
     }
     return 0;

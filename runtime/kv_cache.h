@@ -17,8 +17,8 @@ typedef struct woolly_kv_cache {
     enum woolly_type type; /* WOOLLY_TYPE_F16 or WOOLLY_TYPE_F32 */
     int64_t n_ctx, n_layer, n_head_kv, head_dim;
     size_t elem_bytes;
-    size_t row_elems;   /* n_head_kv * head_dim: one position of one layer */
-    void *k, *v;        /* [n_layer][n_ctx][n_head_kv][head_dim] */
+    size_t row_elems; /* n_head_kv * head_dim: one position of one layer */
+    void *k, *v;      /* [n_layer][n_ctx][n_head_kv][head_dim] */
 } woolly_kv_cache;
 
 /* Bytes the cache of these dimensions takes (K and V). */

@@ -22,7 +22,8 @@ size_t woolly_act_row_bytes(enum woolly_act act, int64_t k)
     return 0;
 }
 
-int woolly_matmul_plan_init(woolly_matmul_plan *p, enum woolly_type wtype, enum woolly_act act, woolly_error *err)
+int woolly_matmul_plan_init(woolly_matmul_plan *p, enum woolly_type wtype, enum woolly_act act,
+                            woolly_error *err)
 {
     const woolly_type_info *ti = woolly_type_get(wtype);
     const char *tn = ti ? ti->name : "?";
@@ -32,8 +33,8 @@ int woolly_matmul_plan_init(woolly_matmul_plan *p, enum woolly_type wtype, enum 
     p->gemv = woolly_kernel_choose(WOOLLY_OP_GEMV, wtype, act);
     p->gemm = woolly_kernel_choose(WOOLLY_OP_GEMM, wtype, act);
     if (!p->gemv || !p->gemm)
-        return woolly_fail(err, "matmul: no %s kernel for %s weights with %s activations", p->gemv ? "GEMM" : "GEMV",
-                           tn, woolly_act_name(act));
+        return woolly_fail(err, "matmul: no %s kernel for %s weights with %s activations",
+                           p->gemv ? "GEMM" : "GEMV", tn, woolly_act_name(act));
     return 0;
 }
 
@@ -109,19 +110,27 @@ static void matmul_job_run(void *arg, int ith, int nth)
 /* Multiply-adds below which another thread does not pay for waking it (a few tens of microseconds). */
 #define MATMUL_MIN_WORK_PER_THREAD 65536.0
 
-void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w, const float *x,
-                   int64_t m, float *y, size_t y_stride, void *pack)
+void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w,
+                   const float *x, int64_t m, float *y, size_t y_stride, void *pack)
 {
     matmul_job j = {
         .plan = plan,
         .kernel = m == 1 ? plan->gemv : plan->gemm,
-        .args = {.w = w->data, .w_row_bytes = w->row_bytes, .x = x,
-                 .x_row_bytes = woolly_act_row_bytes(plan->act, w->cols), .y = y, .y_stride = y_stride,
-                 .k = w->cols, .m = m, .r0 = 0, .r1 = w->rows},
+        .args = {.w = w->data,
+                 .w_row_bytes = w->row_bytes,
+                 .x = x,
+                 .x_row_bytes = woolly_act_row_bytes(plan->act, w->cols),
+                 .y = y,
+                 .y_stride = y_stride,
+                 .k = w->cols,
+                 .m = m,
+                 .r0 = 0,
+                 .r1 = w->rows},
         .x = x,
         .packed = pack,
     };
-    const int nth = woolly_threads_for(pool, (double)m * (double)w->rows * (double)w->cols, MATMUL_MIN_WORK_PER_THREAD);
+    const int nth =
+        woolly_threads_for(pool, (double)m * (double)w->rows * (double)w->cols, MATMUL_MIN_WORK_PER_THREAD);
     if (plan->act != WOOLLY_ACT_F32) {
         woolly_threadpool_run_n(pool, pack_job, &j, nth);
         j.args.x = pack;

@@ -17,9 +17,9 @@
 #include "threadpool.h"
 
 typedef struct woolly_matmul_plan {
-    enum woolly_act act;          /* activation format both kernels read */
-    const woolly_kernel *gemv;    /* m == 1 (decode) */
-    const woolly_kernel *gemm;    /* m >= 2 (prompt batches) */
+    enum woolly_act act;       /* activation format both kernels read */
+    const woolly_kernel *gemv; /* m == 1 (decode) */
+    const woolly_kernel *gemm; /* m >= 2 (prompt batches) */
 } woolly_matmul_plan;
 
 /* Chooses the kernels for weights of type `wtype` and activations `act` from the registry. Fails
@@ -40,7 +40,7 @@ void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64
 /* y = x W^T for m rows of x (W.cols floats each, contiguous) into y (y_stride floats apart). `pack` is
  * scratch of at least m * woolly_act_row_bytes(plan->act, W.cols) bytes when plan->act is not F32
  * (unused, may be NULL, for F32). Allocates nothing. */
-void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w, const float *x,
-                   int64_t m, float *y, size_t y_stride, void *pack);
+void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w,
+                   const float *x, int64_t m, float *y, size_t y_stride, void *pack);
 
 #endif

@@ -20,8 +20,8 @@ static const char *arch_key(const woolly_model *m, const char *key)
 }
 
 /* An integer hyperparameter in [lo, hi]; `def` < 0 makes it required. */
-static int read_int(const woolly_model *m, const char *key, long long def, long long lo, long long hi, int32_t *out,
-                    woolly_error *err)
+static int read_int(const woolly_model *m, const char *key, long long def, long long lo, long long hi,
+                    int32_t *out, woolly_error *err)
 {
     const char *k = arch_key(m, key);
     woolly_error e = {{0}};
@@ -34,7 +34,8 @@ static int read_int(const woolly_model *m, const char *key, long long def, long 
         v = (uint32_t)def;
     }
     if (v < lo || v > hi)
-        return woolly_fail(err, "%s: hyperparameter '%s' = %u is out of range [%lld, %lld]", m->label, k, v, lo, hi);
+        return woolly_fail(err, "%s: hyperparameter '%s' = %u is out of range [%lld, %lld]", m->label, k, v,
+                           lo, hi);
     *out = (int32_t)v;
     return 0;
 }
@@ -56,7 +57,8 @@ static int read_float(const woolly_model *m, const char *key, bool required, flo
     if (v == 0.0f && !required) /* converters write 0 for "not set" */
         v = def;
     if (!isfinite(v) || !(v > 0.0f))
-        return woolly_fail(err, "%s: hyperparameter '%s' = %g must be a finite number > 0", m->label, k, (double)v);
+        return woolly_fail(err, "%s: hyperparameter '%s' = %g must be a finite number > 0", m->label, k,
+                           (double)v);
     *out = v;
     return 0;
 }
@@ -73,8 +75,8 @@ static int read_config(woolly_model *m, woolly_error *err)
     else if (gguf_str_eq(arch, "granite"))
         c->arch = WOOLLY_ARCH_GRANITE;
     else
-        return woolly_fail(err, "%s: architecture '%.*s' is not supported (supported: llama, granite)", m->label,
-                           (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        return woolly_fail(err, "%s: architecture '%.*s' is not supported (supported: llama, granite)",
+                           m->label, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     snprintf(m->arch_name, sizeof m->arch_name, "%.*s", (int)arch.len, arch.ptr);
 
     const long long BIG = 1 << 30;
@@ -93,8 +95,8 @@ static int read_config(woolly_model *m, woolly_error *err)
                            c->n_head / c->n_head_kv, WOOLLY_MAX_GROUP);
 
     if (!gguf_find_kv(m->file, arch_key(m, "attention.key_length")) && c->n_embd % c->n_head)
-        return woolly_fail(err, "%s: embedding length %d is not a multiple of the head count %d", m->label, c->n_embd,
-                           c->n_head);
+        return woolly_fail(err, "%s: embedding length %d is not a multiple of the head count %d", m->label,
+                           c->n_embd, c->n_head);
     int32_t v_len;
     if (read_int(m, "attention.key_length", c->n_embd / c->n_head, 1, BIG, &c->head_dim, err) ||
         read_int(m, "attention.value_length", c->head_dim, 1, BIG, &v_len, err))
@@ -108,14 +110,16 @@ static int read_config(woolly_model *m, woolly_error *err)
     if (read_int(m, "rope.dimension_count", c->head_dim, 2, c->head_dim, &c->n_rot, err))
         return -1;
     if (c->n_rot % 2)
-        return woolly_fail(err, "%s: rope.dimension_count %d must be even (RoPE rotates pairs)", m->label, c->n_rot);
+        return woolly_fail(err, "%s: rope.dimension_count %d must be even (RoPE rotates pairs)", m->label,
+                           c->n_rot);
     if (read_float(m, "rope.freq_base", false, 10000.0f, &c->rope_base, err) ||
         read_float(m, "attention.layer_norm_rms_epsilon", true, 0.0f, &c->rms_eps, err))
         return -1;
 
     c->rope_scale = 1.0f;
     gguf_str scaling;
-    if (gguf_get_str(m->file, arch_key(m, "rope.scaling.type"), &scaling, &e) && !gguf_str_eq(scaling, "none")) {
+    if (gguf_get_str(m->file, arch_key(m, "rope.scaling.type"), &scaling, &e) &&
+        !gguf_str_eq(scaling, "none")) {
         if (!gguf_str_eq(scaling, "linear"))
             return woolly_fail(err, "%s: RoPE scaling '%.*s' is not supported (none, linear)", m->label,
                                (int)(scaling.len > 32 ? 32 : scaling.len), scaling.ptr);
@@ -148,7 +152,8 @@ static const gguf_tensor *find(const woolly_model *m, const char *name, bool req
     return t;
 }
 
-static int check_shape(const woolly_model *m, const gguf_tensor *t, int64_t cols, int64_t rows, woolly_error *err)
+static int check_shape(const woolly_model *m, const gguf_tensor *t, int64_t cols, int64_t rows,
+                       woolly_error *err)
 {
     if ((int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
         return woolly_fail(err,
@@ -167,8 +172,8 @@ static const char *type_name(enum woolly_type t)
 }
 
 /* A matrix the forward pass multiplies by: right shape, and kernels for decode and prompt batches. */
-static int bind_matrix(const woolly_model *m, const char *name, int64_t rows, int64_t cols, woolly_matrix *out,
-                       woolly_error *err)
+static int bind_matrix(const woolly_model *m, const char *name, int64_t rows, int64_t cols,
+                       woolly_matrix *out, woolly_error *err)
 {
     const gguf_tensor *t = find(m, name, true, err);
     if (!t || check_shape(m, t, cols, rows, err))
@@ -179,8 +184,8 @@ static int bind_matrix(const woolly_model *m, const char *name, int64_t rows, in
                            type_name(t->type));
     const size_t rb = woolly_row_bytes(t->type, cols);
     if (!rb || rb * (size_t)rows != t->nbytes)
-        return woolly_fail(err, "%s: tensor '%s': %lld columns of %s do not fill its %llu bytes", m->label, name,
-                           (long long)cols, type_name(t->type), (unsigned long long)t->nbytes);
+        return woolly_fail(err, "%s: tensor '%s': %lld columns of %s do not fill its %llu bytes", m->label,
+                           name, (long long)cols, type_name(t->type), (unsigned long long)t->nbytes);
     *out = (woolly_matrix){t->data, t->type, rows, cols, rb, t->name};
     return 0;
 }
@@ -193,16 +198,16 @@ static int bind_vector(const woolly_model *m, const char *name, int64_t n, float
     if (!t)
         return -1;
     if ((int64_t)t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return woolly_fail(err, "%s: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld]", m->label,
-                           name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+        return woolly_fail(err, "%s: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld]",
+                           m->label, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                            (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)n);
     if (t->type == WOOLLY_TYPE_F32) {
         *out = t->data;
         return 0;
     }
     if (!woolly_can_dequantize(t->type) || woolly_dequantize_row(t->type, t->data, spare, n))
-        return woolly_fail(err, "%s: tensor '%s' has type %s; a norm vector must be F32, F16 or BF16", m->label,
-                           name, type_name(t->type));
+        return woolly_fail(err, "%s: tensor '%s' has type %s; a norm vector must be F32, F16 or BF16",
+                           m->label, name, type_name(t->type));
     *out = spare;
     return 0;
 }
@@ -213,9 +218,9 @@ static bool known_tensor(const char *name)
 {
     static const char *const GLOBAL[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                          "rope_freqs.weight"};
-    static const char *const BLOCK[] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",
+    static const char *const BLOCK[] = {"attn_norm.weight", "attn_q.weight",      "attn_k.weight",
                                         "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
-                                        "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight"};
+                                        "ffn_gate.weight",  "ffn_up.weight",      "ffn_down.weight"};
     for (size_t i = 0; i < sizeof GLOBAL / sizeof GLOBAL[0]; i++)
         if (!strcmp(name, GLOBAL[i]))
             return true;
@@ -241,8 +246,10 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];
         if (!known_tensor(t->name))
-            return woolly_fail(err, "%s: tensor '%s' is not part of the %s architecture as supported (a bias or "
-                               "a variant this engine does not compute)", m->label, t->name, m->arch_name);
+            return woolly_fail(err,
+                               "%s: tensor '%s' is not part of the %s architecture as supported (a bias or "
+                               "a variant this engine does not compute)",
+                               m->label, t->name, m->arch_name);
         m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
         m->n_bytes += t->nbytes;
     }
@@ -252,22 +259,23 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     if (!te)
         return -1;
     if (te->ne[1] < 1 || te->ne[1] > INT32_MAX || te->ne[2] != 1 || te->ne[3] != 1)
-        return woolly_fail(err, "%s: tensor 'token_embd.weight' has %llu rows (vocabulary size), expected 1..%d",
+        return woolly_fail(err,
+                           "%s: tensor 'token_embd.weight' has %llu rows (vocabulary size), expected 1..%d",
                            m->label, (unsigned long long)te->ne[1], INT32_MAX);
     c->n_vocab = (int32_t)te->ne[1];
     int32_t vocab_key;
     if (read_int(m, "vocab_size", c->n_vocab, 1, INT32_MAX, &vocab_key, err))
         return -1;
     if (vocab_key != c->n_vocab)
-        return woolly_fail(err, "%s: '%s' = %d but token_embd.weight has %d rows", m->label, arch_key(m, "vocab_size"),
-                           vocab_key, c->n_vocab);
+        return woolly_fail(err, "%s: '%s' = %d but token_embd.weight has %d rows", m->label,
+                           arch_key(m, "vocab_size"), vocab_key, c->n_vocab);
     if (check_shape(m, te, c->n_embd, c->n_vocab, err))
         return -1;
     if (!woolly_can_dequantize(te->type))
-        return woolly_fail(err, "%s: tensor 'token_embd.weight' has type %s, which cannot be dequantized", m->label,
-                           type_name(te->type));
-    w->token_embd = (woolly_matrix){te->data, te->type, c->n_vocab, c->n_embd, woolly_row_bytes(te->type, c->n_embd),
-                                    te->name};
+        return woolly_fail(err, "%s: tensor 'token_embd.weight' has type %s, which cannot be dequantized",
+                           m->label, type_name(te->type));
+    w->token_embd = (woolly_matrix){
+        te->data, te->type, c->n_vocab, c->n_embd, woolly_row_bytes(te->type, c->n_embd), te->name};
 
     const size_t n_vectors = 2 * (size_t)c->n_layer + 1;
     m->owned = malloc(sizeof(float) * (size_t)c->n_embd * n_vectors);
@@ -310,15 +318,16 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     } else {
         woolly_error why = {{0}};
         if (bind_matrix(m, "token_embd.weight", c->n_vocab, c->n_embd, &w->output, &why))
-            return woolly_fail(err, "no 'output.weight', and the tied token embedding cannot be the output matrix: %s",
-                               why.msg);
+            return woolly_fail(
+                err, "no 'output.weight', and the tied token embedding cannot be the output matrix: %s",
+                why.msg);
     }
 
     const gguf_tensor *rf = find(m, "rope_freqs.weight", false, err);
     if (rf) {
         if (rf->type != WOOLLY_TYPE_F32 || (int64_t)rf->ne[0] != c->n_rot / 2 || rf->ne[1] != 1)
-            return woolly_fail(err, "%s: tensor 'rope_freqs.weight' must be F32 of %d elements (n_rot / 2)", m->label,
-                               c->n_rot / 2);
+            return woolly_fail(err, "%s: tensor 'rope_freqs.weight' must be F32 of %d elements (n_rot / 2)",
+                               m->label, c->n_rot / 2);
         w->rope_freqs = rf->data;
     }
     return 0;

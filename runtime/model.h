@@ -20,11 +20,11 @@ enum woolly_arch { WOOLLY_ARCH_LLAMA = 0, WOOLLY_ARCH_GRANITE = 1 };
 
 typedef struct woolly_config {
     enum woolly_arch arch;
-    int32_t n_vocab;     /* rows of token_embd */
-    int32_t n_embd;      /* residual stream width */
+    int32_t n_vocab; /* rows of token_embd */
+    int32_t n_embd;  /* residual stream width */
     int32_t n_layer;
-    int32_t n_head;      /* query heads */
-    int32_t n_head_kv;   /* key/value heads; n_head / n_head_kv query heads share one (GQA) */
+    int32_t n_head;    /* query heads */
+    int32_t n_head_kv; /* key/value heads; n_head / n_head_kv query heads share one (GQA) */
     int32_t head_dim;
     int32_t n_ff;        /* feed-forward hidden width */
     int32_t n_ctx_train; /* context length the model was trained with */
@@ -73,13 +73,13 @@ struct woolly_model {
     woolly_config cfg;
     woolly_weights w;
     char arch_name[16];
-    char name[128];           /* general.name or the file name */
-    char label[128];          /* the file name, in messages */
+    char name[128];  /* general.name or the file name */
+    char label[128]; /* the file name, in messages */
     uint64_t n_params, n_bytes;
-    woolly_tokenizer *tok;    /* NULL if the vocabulary could not be read: tok_err says why */
+    woolly_tokenizer *tok; /* NULL if the vocabulary could not be read: tok_err says why */
     woolly_error tok_err;
-    char *chat_template;      /* tokenizer.chat_template (NUL-terminated copy) or NULL */
-    float *owned;             /* norm vectors converted to F32 when not stored as F32 */
+    char *chat_template; /* tokenizer.chat_template (NUL-terminated copy) or NULL */
+    float *owned;        /* norm vectors converted to F32 when not stored as F32 */
 };
 
 /* Maps and validates a model; NULL with a message naming the file, tensor or key at fault. */

@@ -11,19 +11,24 @@ typedef struct candidate {
 struct woolly_sampler {
     woolly_sampler_params p;
     int32_t n_vocab;
-    candidate *cand;    /* [n_vocab] */
-    uint32_t *seen;     /* [n_vocab] stamp of the last penalty pass that touched the id */
+    candidate *cand; /* [n_vocab] */
+    uint32_t *seen;  /* [n_vocab] stamp of the last penalty pass that touched the id */
     uint32_t stamp;
-    int32_t *history;   /* ring of the last repeat_last_n accepted tokens */
+    int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
-    uint64_t rng;       /* xorshift64* state, never 0 */
+    uint64_t rng; /* xorshift64* state, never 0 */
 };
 
 woolly_sampler_params woolly_sampler_default_params(void)
 {
     return (woolly_sampler_params){
-        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
-        .repeat_last_n = 64, .seed = 0,
+        .temp = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .seed = 0,
     };
 }
 

@@ -26,7 +26,7 @@ struct woolly_threadpool {
 
     woolly_job_fn fn;
     void *arg;
-    int n_use; /* threads taking part in the current job */
+    int n_use;              /* threads taking part in the current job */
     atomic_uint generation; /* bumped once per job */
     atomic_int pending;     /* workers still running the current job */
     atomic_bool stop;
@@ -129,7 +129,10 @@ void woolly_threadpool_close(woolly_threadpool *p)
     free(p);
 }
 
-int woolly_threadpool_size(const woolly_threadpool *p) { return p->n; }
+int woolly_threadpool_size(const woolly_threadpool *p)
+{
+    return p->n;
+}
 
 void woolly_threadpool_run(woolly_threadpool *p, woolly_job_fn fn, void *arg)
 {

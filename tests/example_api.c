@@ -37,8 +37,8 @@ int main(int argc, char **argv)
 
     /* The prompt, evaluated as one batch. */
     woolly_token tokens[MAX_TOKENS];
-    int32_t n = woolly_model_tokenize(model, prompt, strlen(prompt), woolly_model_adds_bos(model), false, tokens,
-                                      MAX_TOKENS - N_GENERATE);
+    int32_t n = woolly_model_tokenize(model, prompt, strlen(prompt), woolly_model_adds_bos(model), false,
+                                      tokens, MAX_TOKENS - N_GENERATE);
     if (n < 0 || n > MAX_TOKENS - N_GENERATE || woolly_eval(ctx, tokens, n) != 0) {
         fprintf(stderr, "prompt: %s\n", n > MAX_TOKENS - N_GENERATE ? "too long" : woolly_last_error());
         return 1;

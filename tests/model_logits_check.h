@@ -33,8 +33,8 @@ typedef struct model_case {
 /* The bars for the default dispatch: llama.cpp's mean NMSE for the quantized models (testdata README),
  * 2e-7 for F32 weights and 1e-6 for F16 weights. */
 static const model_case MODELS[] = {
-    {"stories260K", 2e-7},         {"tiny-llama-q4_k_m", 2.1e-4}, {"tiny-llama-q6_k", 2.3e-4},
-    {"tiny-llama-q8_0", 1.2e-4},   {"tiny-llama-f16", 1e-6},      {"tiny-granite-q4_k_m", 4.7e-5},
+    {"stories260K", 2e-7},       {"tiny-llama-q4_k_m", 2.1e-4}, {"tiny-llama-q6_k", 2.3e-4},
+    {"tiny-llama-q8_0", 1.2e-4}, {"tiny-llama-f16", 1e-6},      {"tiny-granite-q4_k_m", 4.7e-5},
 };
 
 typedef struct ref {
@@ -54,8 +54,8 @@ static inline ref load_ref(const char *model)
     size_t size;
     snprintf(rel, sizeof rel, "refs/%s.ref64.f32", model);
     r.logits = (float *)tu_read_file(tu_data(rel), &size);
-    cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "%s: reference size %zu", model,
-              size);
+    cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "%s: reference size %zu",
+              model, size);
     r.n_vocab = (int)(size / sizeof(float) / (size_t)r.n_tokens);
     return r;
 }
@@ -103,8 +103,8 @@ static inline void check_cli_scalar(const model_case *mc)
     size_t size;
     float *x = (float *)tu_read_file(out, &size);
     remove(out);
-    cr_assert_eq(size, (size_t)r.n_tokens * r.n_vocab * sizeof(float), "%s: %zu bytes of logits, expected %d x %d",
-                 mc->name, size, r.n_tokens, r.n_vocab);
+    cr_assert_eq(size, (size_t)r.n_tokens * r.n_vocab * sizeof(float),
+                 "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r.n_tokens, r.n_vocab);
     const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
     cr_log_info("NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g", mc->name, e);
     fprintf(stderr, "NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g\n", mc->name, e);
@@ -157,12 +157,12 @@ static inline void check_api_default(const model_case *mc)
     for (int i = 0; i < 3; i++) {
         x[i] = api_logits(m, &r, RUNS[i].batch, RUNS[i].threads, r.n_tokens);
         const double e = mean_nmse(x[i], r.logits, r.n_tokens, r.n_vocab);
-        cr_log_info("NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)", mc->name, RUNS[i].batch,
-                    RUNS[i].threads, e, mc->max_nmse);
+        cr_log_info("NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)", mc->name,
+                    RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
         fprintf(stderr, "NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)\n", mc->name,
                 RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
-        cr_expect_leq(e, mc->max_nmse, "%s, batch %d, %d threads: NMSE %.3g exceeds %.2g", mc->name, RUNS[i].batch,
-                      RUNS[i].threads, e, mc->max_nmse);
+        cr_expect_leq(e, mc->max_nmse, "%s, batch %d, %d threads: NMSE %.3g exceeds %.2g", mc->name,
+                      RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
     }
     /* One thread on the first THREADS_TOKENS tokens (a full batch of 7 and a partial one): the same
      * computation as the 2-thread run's up to the split of the work. */

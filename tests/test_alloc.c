@@ -92,7 +92,8 @@ Test(alloc, the_counter_sees_libwoolly_allocations)
     woolly_model_close(m);
     const long n = stop();
     cr_assert(m != NULL, "%s", woolly_last_error());
-    cr_expect_gt(n, 2, "opening a model and a sampler counted only %ld allocator calls: the wrapper is not active", n);
+    cr_expect_gt(
+        n, 2, "opening a model and a sampler counted only %ld allocator calls: the wrapper is not active", n);
 }
 
 static void decode_without_allocating(const char *model, int n_threads, woolly_kv_type kv)
@@ -129,13 +130,17 @@ static void decode_without_allocating(const char *model, int n_threads, woolly_k
     const long n = stop();
 
     cr_expect_eq(failures, 0, "%s", woolly_last_error());
-    cr_expect_eq(n, 0, "%s, %d threads: %ld allocator calls during 16 decode steps and a batch", model, n_threads, n);
+    cr_expect_eq(n, 0, "%s, %d threads: %ld allocator calls during 16 decode steps and a batch", model,
+                 n_threads, n);
     woolly_sampler_close(s);
     woolly_context_close(c);
     woolly_model_close(m);
 }
 
-Test(alloc, decoding_stories260K_allocates_nothing) { decode_without_allocating("models/stories260K.gguf", 2, WOOLLY_KV_F16); }
+Test(alloc, decoding_stories260K_allocates_nothing)
+{
+    decode_without_allocating("models/stories260K.gguf", 2, WOOLLY_KV_F16);
+}
 
 Test(alloc, decoding_tiny_llama_q4_k_m_allocates_nothing)
 {

@@ -51,8 +51,10 @@ Test(api, tokenize_and_detokenize)
     const char *text = "Once upon a time";
     const int32_t n = woolly_model_tokenize(m, text, strlen(text), true, false, ids, 16);
     cr_assert_eq(n, 5);
-    cr_expect(memcmp(ids, PROMPT, sizeof PROMPT) == 0, "ids %d,%d,%d,%d,%d", ids[0], ids[1], ids[2], ids[3], ids[4]);
-    cr_expect_eq(woolly_model_tokenize(m, text, strlen(text), true, false, ids, 2), 5, "a short buffer gets the count");
+    cr_expect(memcmp(ids, PROMPT, sizeof PROMPT) == 0, "ids %d,%d,%d,%d,%d", ids[0], ids[1], ids[2], ids[3],
+              ids[4]);
+    cr_expect_eq(woolly_model_tokenize(m, text, strlen(text), true, false, ids, 2), 5,
+                 "a short buffer gets the count");
     char out[64];
     const int64_t len = woolly_model_detokenize(m, PROMPT, 5, out, sizeof out);
     cr_expect_eq(len, (int64_t)strlen(out));
@@ -106,7 +108,8 @@ Test(api, the_context_never_overflows)
     cr_assert_eq(woolly_eval(c, nine, 8), 0, "%s", woolly_last_error());
     cr_expect_eq(woolly_context_n_past(c), 8);
     cr_expect_eq(woolly_eval(c, nine, 1), -1);
-    cr_expect(strstr(woolly_last_error(), "8 tokens in the cache + 1 new ones exceed the context size 8") != NULL,
+    cr_expect(strstr(woolly_last_error(), "8 tokens in the cache + 1 new ones exceed the context size 8") !=
+                  NULL,
               "%s", woolly_last_error());
     cr_expect_eq(woolly_context_n_past(c), 8);
     cr_expect(woolly_get_logits(c, -1) != NULL, "the last good evaluation's logits stay");

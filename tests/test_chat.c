@@ -15,12 +15,15 @@ static const char LLAMA3_TMPL[] =
     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
     "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
     "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% "
+    "endif %}";
 static const char CHATML_TMPL[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + "
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + "
     "'\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 static const char LLAMA2_TMPL[] =
-    "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + messages[0]['content'] | trim "
+    "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + messages[0]['content'] | "
+    "trim "
     "+ '\\n<</SYS>>\\n\\n' %}{% endif %}{% for message in messages %}{% if message['role'] == 'user' %}"
     "{{ bos_token + '[INST] ' + content | trim + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
     "{{ ' ' + content | trim + ' ' + eos_token }}{% endif %}{% endfor %}";
@@ -91,7 +94,8 @@ Test(chat, llama2)
 
 Test(chat, plain_fallback)
 {
-    expect_render(WOOLLY_CHAT_PLAIN, "You are terse.\n\nUser: Hi\nAssistant: Hello.\nUser: Name a color.\nAssistant:");
+    expect_render(WOOLLY_CHAT_PLAIN,
+                  "You are terse.\n\nUser: Hi\nAssistant: Hello.\nUser: Name a color.\nAssistant:");
 }
 
 Test(chat, bos_is_text_only_where_the_format_writes_it)

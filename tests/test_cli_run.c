@@ -56,9 +56,11 @@ Test(cli_run, stories260K_greedy_200_tokens_match_the_reference)
 Test(cli_run, batch_size_and_threads_do_not_change_greedy_text)
 {
     char args[16384], *a, *b;
-    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time, there was a\" -n 40 --temp 0 -t 1 -b 512", stories());
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time, there was a\" -n 40 --temp 0 -t 1 -b 512",
+             stories());
     cr_assert_eq(tu_run_cli(args, &a, NULL), 0);
-    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time, there was a\" -n 40 --temp 0 -t 2 -b 3 --kv-type f32",
+    snprintf(args, sizeof args,
+             "run -m %s -p \"Once upon a time, there was a\" -n 40 --temp 0 -t 2 -b 3 --kv-type f32",
              stories());
     cr_assert_eq(tu_run_cli(args, &b, NULL), 0);
     cr_expect_str_eq(a, b);
@@ -69,8 +71,8 @@ Test(cli_run, batch_size_and_threads_do_not_change_greedy_text)
 Test(cli_run, seeded_sampling_is_reproducible)
 {
     char args[16384], *a, *b;
-    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 40 --temp 1 --top-k 0 --top-p 0.9 --seed 42",
-             stories());
+    snprintf(args, sizeof args,
+             "run -m %s -p \"Once upon a time\" -n 40 --temp 1 --top-k 0 --top-p 0.9 --seed 42", stories());
     cr_assert_eq(tu_run_cli(args, &a, NULL), 0);
     cr_assert_eq(tu_run_cli(args, &b, NULL), 0);
     cr_expect_str_eq(a, b);
@@ -96,7 +98,8 @@ Test(cli_run, bad_input)
     snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n -5", stories());
     expect_failure(args, "-n -5 is out of range");
     snprintf(args, sizeof args,
-             "run -m %s -p \"Once upon a time there was a girl who liked to play in the park\" --ctx-size 8", stories());
+             "run -m %s -p \"Once upon a time there was a girl who liked to play in the park\" --ctx-size 8",
+             stories());
     expect_failure(args, "more than the context size 8");
     snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 50 --ctx-size 16 --temp 0", stories());
     expect_failure(args, "context of 16 positions is full");
@@ -129,9 +132,11 @@ Test(cli_logits, bad_input)
     expect_failure(args, "not an integer");
     snprintf(args, sizeof args, "logits -m %s --tokens 1,2", stories());
     expect_failure(args, "-o OUT.f32 is required");
-    snprintf(args, sizeof args, "logits -m %s --tokens 1,2,3 --ctx-size 2 -o %s", stories(), tu_tmp_path("x.f32"));
+    snprintf(args, sizeof args, "logits -m %s --tokens 1,2,3 --ctx-size 2 -o %s", stories(),
+             tu_tmp_path("x.f32"));
     expect_failure(args, "do not fit the context size 2");
-    snprintf(args, sizeof args, "logits -m %s --tokens 1,2 -o %s --batch-size 0", stories(), tu_tmp_path("x.f32"));
+    snprintf(args, sizeof args, "logits -m %s --tokens 1,2 -o %s --batch-size 0", stories(),
+             tu_tmp_path("x.f32"));
     expect_failure(args, "--batch-size 0 is out of range");
 }
 
@@ -152,7 +157,8 @@ Test(cli_bench, prints_a_llama_bench_table)
     char args[16384], *out, *err;
     snprintf(args, sizeof args, "bench -m %s -p 16 -n 8 -r 2 -t 2", stories());
     cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
-    cr_expect(strstr(out, "| model") && strstr(out, "t/s |") && strstr(out, "pp16") && strstr(out, "tg8"), "%s", out);
+    cr_expect(strstr(out, "| model") && strstr(out, "t/s |") && strstr(out, "pp16") && strstr(out, "tg8"),
+              "%s", out);
     cr_expect(strstr(out, "±") != NULL, "%s", out);
     free(out);
     free(err);
@@ -187,7 +193,8 @@ Test(cli_chat, two_turns_from_stdin)
 {
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "chat -m %s -n 12 --temp 0 --chat-template plain", stories());
-    const int st = run_with_stdin(args, "Once upon a time\nThe girl saw a dog\n/exit\nnot read\n", &out, &err);
+    const int st =
+        run_with_stdin(args, "Once upon a time\nThe girl saw a dog\n/exit\nnot read\n", &out, &err);
     cr_assert_eq(st, 0, "%s", err);
     cr_expect(strstr(err, "chat template plain") != NULL, "%s", err);
     int lines = 0;

@@ -15,16 +15,22 @@ typedef struct spec {
     const char *arch;
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     bool omit_eps, tied;
-    const char *skip;       /* a tensor left out */
-    const char *wide;       /* a tensor written with one row too many */
-    const char *extra;      /* an extra tensor of n_embd floats */
-    const char *q4_0;       /* a tensor written as Q4_0 (a known type without kernels) */
+    const char *skip;  /* a tensor left out */
+    const char *wide;  /* a tensor written with one row too many */
+    const char *extra; /* an extra tensor of n_embd floats */
+    const char *q4_0;  /* a tensor written as Q4_0 (a known type without kernels) */
 } spec;
 
 static spec base(void)
 {
-    return (spec){.arch = "llama", .n_embd = 32, .n_layer = 1, .n_head = 4, .n_head_kv = 2, .n_ff = 64,
-                  .n_vocab = 40, .n_ctx = 64};
+    return (spec){.arch = "llama",
+                  .n_embd = 32,
+                  .n_layer = 1,
+                  .n_head = 4,
+                  .n_head_kv = 2,
+                  .n_ff = 64,
+                  .n_vocab = 40,
+                  .n_ctx = 64};
 }
 
 /* Sets "<arch>.<k>". */
@@ -106,10 +112,12 @@ static const char *write_model(const spec *s)
         if (s->skip && !strcmp(t[i].name, s->skip))
             continue;
         const bool q = s->q4_0 && !strcmp(t[i].name, s->q4_0);
-        const uint64_t rows = (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
+        const uint64_t rows =
+            (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
         const uint64_t ne[2] = {(uint64_t)t[i].cols, rows};
         const uint32_t dims = rows > 1 ? 2 : 1;
-        cr_assert_geq(gguf_writer_add_tensor(w, t[i].name, q ? WOOLLY_TYPE_Q4_0 : WOOLLY_TYPE_F32, dims, ne), 0);
+        cr_assert_geq(gguf_writer_add_tensor(w, t[i].name, q ? WOOLLY_TYPE_Q4_0 : WOOLLY_TYPE_F32, dims, ne),
+                      0);
         const size_t b = woolly_row_bytes(WOOLLY_TYPE_F32, t[i].cols) * rows;
         max_bytes = b > max_bytes ? b : max_bytes;
     }
@@ -121,7 +129,8 @@ static const char *write_model(const spec *s)
         if (s->skip && !strcmp(t[i].name, s->skip))
             continue;
         const bool q = s->q4_0 && !strcmp(t[i].name, s->q4_0);
-        const uint64_t rows = (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
+        const uint64_t rows =
+            (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
         const size_t count = (size_t)t[i].cols * rows;
         for (size_t j = 0; j < count; j++)
             data[j] = t[i].rows ? 0.1f * tu_rand_normal(&rng) : 1.0f; /* norms: ones */

@@ -3,4 +3,7 @@
  * One model per executable keeps each test short under the sanitizers (model_logits_check.h). */
 #include "model_logits_check.h"
 
-Test(logits_default_api, tiny_granite_q4_k_m) { check_api_default(&MODELS[5]); }
+Test(logits_default_api, tiny_granite_q4_k_m)
+{
+    check_api_default(&MODELS[5]);
+}

@@ -23,15 +23,15 @@ Test(threadpool, split_range_covers_every_item_once_in_aligned_chunks)
                 for (int ith = 0; ith < nth; ith++) {
                     long long lo, hi;
                     woolly_split_range(ns[a], aligns[b], ith, nth, &lo, &hi);
-                    cr_assert_eq(lo, expect_lo, "n %lld align %d thread %d/%d starts at %lld", ns[a], aligns[b], ith,
-                                 nth, lo);
+                    cr_assert_eq(lo, expect_lo, "n %lld align %d thread %d/%d starts at %lld", ns[a],
+                                 aligns[b], ith, nth, lo);
                     cr_assert(lo <= hi && hi <= ns[a]);
                     cr_assert(lo % aligns[b] == 0 || lo == ns[a], "chunk start %lld not aligned to %d", lo,
                               aligns[b]);
                     expect_lo = hi;
                 }
-                cr_assert_eq(expect_lo, ns[a], "n %lld align %d over %d threads: covered %lld", ns[a], aligns[b], nth,
-                             expect_lo);
+                cr_assert_eq(expect_lo, ns[a], "n %lld align %d over %d threads: covered %lld", ns[a],
+                             aligns[b], nth, expect_lo);
             }
 }
 

@@ -51,8 +51,8 @@ static void logits_of(const double *p, int n, float *logits)
 static void expect_freqs(const double *freq, const double *want, int n, const char *what)
 {
     for (int i = 0; i < n; i++)
-        cr_expect(fabs(freq[i] - want[i]) <= FREQ_TOL, "%s: id %d drawn with frequency %.4f, expected %.4f", what, i,
-                  freq[i], want[i]);
+        cr_expect(fabs(freq[i] - want[i]) <= FREQ_TOL, "%s: id %d drawn with frequency %.4f, expected %.4f",
+                  what, i, freq[i], want[i]);
 }
 
 Test(sampler, greedy_takes_the_largest_and_the_lowest_id_on_ties)
@@ -230,8 +230,8 @@ Test(sampler, bad_parameters_are_named)
         float temp, top_p, min_p, penalty;
         int top_k, last_n;
     } BAD[] = {
-        {"temperature", -1.0f, 1.0f, 0.0f, 1.0f, 0, 64}, {"top-p", 1.0f, 0.0f, 0.0f, 1.0f, 0, 64},
-        {"top-p", 1.0f, 1.5f, 0.0f, 1.0f, 0, 64},        {"min-p", 1.0f, 1.0f, -0.1f, 1.0f, 0, 64},
+        {"temperature", -1.0f, 1.0f, 0.0f, 1.0f, 0, 64},   {"top-p", 1.0f, 0.0f, 0.0f, 1.0f, 0, 64},
+        {"top-p", 1.0f, 1.5f, 0.0f, 1.0f, 0, 64},          {"min-p", 1.0f, 1.0f, -0.1f, 1.0f, 0, 64},
         {"repeat penalty", 1.0f, 1.0f, 0.0f, 0.0f, 0, 64}, {"top-k", 1.0f, 1.0f, 0.0f, 1.0f, -3, 64},
         {"repeat-last-n", 1.0f, 1.0f, 0.0f, 1.0f, 0, -1},
     };
@@ -244,7 +244,8 @@ Test(sampler, bad_parameters_are_named)
         p.repeat_last_n = BAD[i].last_n;
         woolly_error err = {{0}};
         cr_expect_null(woolly_sampler_create(10, &p, &err), "case %zu accepted", i);
-        cr_expect(strstr(err.msg, BAD[i].field) != NULL, "message '%s' does not name %s", err.msg, BAD[i].field);
+        cr_expect(strstr(err.msg, BAD[i].field) != NULL, "message '%s' does not name %s", err.msg,
+                  BAD[i].field);
     }
     woolly_sampler_params p = plain(1.0f);
     woolly_error err = {{0}};

@@ -130,8 +130,9 @@ void cli_usage(FILE *out, const cli_table *t, const char *cmd, const char *synop
     for (int i = 0; i < t->n; i++) {
         const cli_flag *f = &t->flags[i];
         char names[64];
-        snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "", f->short_name ? ", " : "",
-                 f->long_name, f->kind == CLI_BOOL ? "" : " ", f->kind == CLI_BOOL ? "" : (f->meta ? f->meta : "X"));
+        snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "",
+                 f->short_name ? ", " : "", f->long_name, f->kind == CLI_BOOL ? "" : " ",
+                 f->kind == CLI_BOOL ? "" : (f->meta ? f->meta : "X"));
         fprintf(out, "  %-28s %s\n", names, f->help);
     }
     fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
@@ -150,16 +151,18 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
     o->n_ctx_given = false;
     cli_add(t, (cli_flag){"-t", "--threads", CLI_INT, &o->n_threads, 1, WOOLLY_MAX_THREADS, "N",
                           "threads (default: the number of cores)", NULL});
-    cli_add(t, (cli_flag){"-c", "--ctx-size", CLI_INT, &o->n_ctx, 1, 1 << 24, "N",
-                          "context size in tokens (default: the model's, at most 4096 and what fits in 1/4 of RAM)",
-                          &o->n_ctx_given});
+    cli_add(t, (cli_flag){
+                   "-c", "--ctx-size", CLI_INT, &o->n_ctx, 1, 1 << 24, "N",
+                   "context size in tokens (default: the model's, at most 4096 and what fits in 1/4 of RAM)",
+                   &o->n_ctx_given});
     cli_add(t, (cli_flag){"-b", "--batch-size", CLI_INT, &o->n_batch, 1, 1 << 16, "N",
                           "tokens per prompt-processing batch (default 512)", NULL});
-    cli_add(t, (cli_flag){NULL, "--kv-type", CLI_STR, &o->kv_type, 0, 0, "f16|f32", "KV cache type (default f16)",
-                          NULL});
+    cli_add(t, (cli_flag){NULL, "--kv-type", CLI_STR, &o->kv_type, 0, 0, "f16|f32",
+                          "KV cache type (default f16)", NULL});
 }
 
-int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m, woolly_context_params *p)
+int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+                       woolly_context_params *p)
 {
     *p = woolly_context_default_params();
     if (!strcmp(o->kv_type, "f16")) {
@@ -174,8 +177,10 @@ int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_
     p->n_batch = o->n_batch;
     p->n_threads = o->n_threads;
     if (o->n_ctx_given && o->n_ctx > woolly_model_n_ctx_train(m))
-        fprintf(stderr, "woolly %s: warning: --ctx-size %d exceeds the %d positions the model was trained with; "
-                "quality may degrade past them\n", cmd, o->n_ctx, woolly_model_n_ctx_train(m));
+        fprintf(stderr,
+                "woolly %s: warning: --ctx-size %d exceeds the %d positions the model was trained with; "
+                "quality may degrade past them\n",
+                cmd, o->n_ctx, woolly_model_n_ctx_train(m));
     return 0;
 }
 
@@ -187,10 +192,12 @@ void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o)
                           "temperature; 0 is greedy (default 0.8)", NULL});
     cli_add(t, (cli_flag){NULL, "--top-k", CLI_INT, &o->p.top_k, 0, INT32_MAX, "K",
                           "keep the K most likely tokens; 0 = off (default 40)", NULL});
-    cli_add(t, (cli_flag){NULL, "--top-p", CLI_FLOAT, &o->p.top_p, 1e-9, 1, "P",
-                          "keep the most likely tokens up to probability mass P; 1 = off (default 0.95)", NULL});
-    cli_add(t, (cli_flag){NULL, "--min-p", CLI_FLOAT, &o->p.min_p, 0, 1, "P",
-                          "drop tokens less likely than P times the most likely; 0 = off (default 0.05)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--top-p", CLI_FLOAT, &o->p.top_p, 1e-9, 1, "P",
+                       "keep the most likely tokens up to probability mass P; 1 = off (default 0.95)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--min-p", CLI_FLOAT, &o->p.min_p, 0, 1, "P",
+                       "drop tokens less likely than P times the most likely; 0 = off (default 0.05)", NULL});
     cli_add(t, (cli_flag){NULL, "--repeat-penalty", CLI_FLOAT, &o->p.repeat_penalty, 1e-6, 100, "X",
                           "penalize recently seen tokens; 1 = off (default 1)", NULL});
     cli_add(t, (cli_flag){NULL, "--repeat-last-n", CLI_INT, &o->p.repeat_last_n, 0, 1 << 20, "N",
@@ -259,7 +266,8 @@ int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly
             return -1;
         }
         if (v < 0 || v >= n_vocab) {
-            fprintf(stderr, "woolly %s: token id %lld (at index %d) is out of range [0, %d)\n", cmd, v, i, n_vocab);
+            fprintf(stderr, "woolly %s: token id %lld (at index %d) is out of range [0, %d)\n", cmd, v, i,
+                    n_vocab);
             free(ids);
             return -1;
         }

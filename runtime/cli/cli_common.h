@@ -18,11 +18,11 @@ typedef struct cli_flag {
     const char *short_name; /* "-m" or NULL */
     const char *long_name;  /* "--model" */
     cli_kind kind;
-    void *dst;              /* int32_t, float, const char *, bool, uint64_t */
-    double lo, hi;          /* range of CLI_INT / CLI_FLOAT values (inclusive) */
-    const char *meta;       /* "N" in "--threads N" */
+    void *dst;        /* int32_t, float, const char *, bool, uint64_t */
+    double lo, hi;    /* range of CLI_INT / CLI_FLOAT values (inclusive) */
+    const char *meta; /* "N" in "--threads N" */
     const char *help;
-    bool *seen;             /* optional: set when the flag is given */
+    bool *seen; /* optional: set when the flag is given */
 } cli_flag;
 
 /* Up to this many flags per command. */
@@ -54,7 +54,8 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
 /* Converts to context parameters; warns when the context exceeds the trained length. -1 after a
  * message for a bad --kv-type. */
-int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m, woolly_context_params *p);
+int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+                       woolly_context_params *p);
 
 typedef struct cli_sampling_opts {
     woolly_sampler_params p;
@@ -78,6 +79,7 @@ woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s);
 int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly_token **ids);
 
 /* Tokenizes text into a heap array (the count in *n); NULL after a message. */
-woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos, int32_t *n);
+woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos,
+                           int32_t *n);
 
 #endif

@@ -91,7 +91,8 @@ int woolly_cmd_bench(int argc, char **argv)
     if (!ctx_opts.n_ctx_given)
         cp.n_ctx = longest;
     else if (cp.n_ctx < longest) {
-        fprintf(stderr, "woolly %s: the tests need %d positions, more than --ctx-size %d\n", cmd, longest, cp.n_ctx);
+        fprintf(stderr, "woolly %s: the tests need %d positions, more than --ctx-size %d\n", cmd, longest,
+                cp.n_ctx);
         goto done;
     }
     if (!(c = woolly_context_open(m, &cp))) {
@@ -109,12 +110,12 @@ int woolly_cmd_bench(int argc, char **argv)
     format_size(size, sizeof size, woolly_model_size(m));
     format_count(params, sizeof params, woolly_model_n_params(m));
     snprintf(backend, sizeof backend, "CPU (%s)", woolly_isa_name(woolly_isa_active()));
-    printf("| %-30s | %10s | %10s | %-12s | %7s | %13s | %20s |\n", "model", "size", "params", "backend", "threads",
-           "test", "t/s");
+    printf("| %-30s | %10s | %10s | %-12s | %7s | %13s | %20s |\n", "model", "size", "params", "backend",
+           "threads", "test", "t/s");
     /* Column widths as in the header; right-aligned columns end their rule with ':'. */
     const char *dashes = "------------------------------";
-    printf("| %.30s | %.9s: | %.9s: | %.12s | %.6s: | %.12s: | %.19s: |\n", dashes, dashes, dashes, dashes, dashes,
-           dashes, dashes);
+    printf("| %.30s | %.9s: | %.9s: | %.12s | %.6s: | %.12s: | %.19s: |\n", dashes, dashes, dashes, dashes,
+           dashes, dashes, dashes);
     fflush(stdout);
     for (int test = 0; test < 2; test++) {
         const bool batched = test == 0;

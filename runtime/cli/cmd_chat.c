@@ -111,8 +111,8 @@ int woolly_cmd_chat(int argc, char **argv)
     }
     int forced = -1;
     if (tmpl_name && (forced = woolly_chat_family_from_name(tmpl_name)) < 0) {
-        fprintf(stderr, "woolly %s: --chat-template '%s' is not granite, llama3, chatml, llama2 or plain\n", cmd,
-                tmpl_name);
+        fprintf(stderr, "woolly %s: --chat-template '%s' is not granite, llama3, chatml, llama2 or plain\n",
+                cmd, tmpl_name);
         return 2;
     }
     cli_sampling_finish(cmd, &samp);
@@ -142,7 +142,8 @@ int woolly_cmd_chat(int argc, char **argv)
     const enum woolly_chat_family fam =
         forced >= 0 ? (enum woolly_chat_family)forced
                     : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
-    fprintf(stderr, "woolly %s: chat template %s; /exit or end of input quits\n", cmd, woolly_chat_family_name(fam));
+    fprintf(stderr, "woolly %s: chat template %s; /exit or end of input quits\n", cmd,
+            woolly_chat_family_name(fam));
     const bool add_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
     const int32_t n_ctx = woolly_context_n_ctx(c);
     size_t cap = 64;
@@ -184,7 +185,8 @@ int woolly_cmd_chat(int argc, char **argv)
         if (!(ids = cli_tokenize(cmd, m, prompt, add_bos, &n_ids)))
             goto done;
         if (n_ids >= n_ctx) {
-            fprintf(stderr, "woolly %s: the conversation has %d tokens, the context only %d (raise --ctx-size)\n",
+            fprintf(stderr,
+                    "woolly %s: the conversation has %d tokens, the context only %d (raise --ctx-size)\n",
                     cmd, n_ids, n_ctx);
             goto done;
         }
@@ -216,7 +218,8 @@ int woolly_cmd_chat(int argc, char **argv)
                     goto oom;
             }
             if (n_hist == n_ctx) {
-                fprintf(stderr, "\nwoolly %s: the context of %d tokens is full (raise --ctx-size)\n", cmd, n_ctx);
+                fprintf(stderr, "\nwoolly %s: the context of %d tokens is full (raise --ctx-size)\n", cmd,
+                        n_ctx);
                 goto done;
             }
             if (woolly_eval(c, &tok, 1)) {

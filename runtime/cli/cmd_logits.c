@@ -24,7 +24,10 @@ int woolly_cmd_logits(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     if (!tokens || !out_path || !model_path) {
         fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd,
-                !model_path ? "-m MODEL" : !tokens ? "--tokens IDS" : "-o OUT.f32", cmd);
+                !model_path ? "-m MODEL"
+                : !tokens   ? "--tokens IDS"
+                            : "-o OUT.f32",
+                cmd);
         return 2;
     }
 

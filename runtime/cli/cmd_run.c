@@ -57,8 +57,8 @@ int woolly_cmd_run(int argc, char **argv)
     if (rc)
         return rc > 0 ? 0 : 2;
     if (!model_path || !prompt) {
-        fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd, !model_path ? "-m MODEL" : "-p PROMPT",
-                cmd);
+        fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd,
+                !model_path ? "-m MODEL" : "-p PROMPT", cmd);
         return 2;
     }
     if (!*prompt) {
@@ -91,7 +91,8 @@ int woolly_cmd_run(int argc, char **argv)
     }
     const int32_t n_ctx = woolly_context_n_ctx(c);
     if (n_prompt > n_ctx) {
-        fprintf(stderr, "woolly %s: the prompt has %d tokens, more than the context size %d (raise --ctx-size)\n",
+        fprintf(stderr,
+                "woolly %s: the prompt has %d tokens, more than the context size %d (raise --ctx-size)\n",
                 cmd, n_prompt, n_ctx);
         goto done;
     }
@@ -149,8 +150,10 @@ int woolly_cmd_run(int argc, char **argv)
     report("generation", n_evaluated, gen_s);
     status = 0;
     if (context_full) {
-        fprintf(stderr, "woolly %s: stopped after %d of %d tokens: the context of %d positions is full "
-                "(raise --ctx-size)\n", cmd, n_gen, n_predict, n_ctx);
+        fprintf(stderr,
+                "woolly %s: stopped after %d of %d tokens: the context of %d positions is full "
+                "(raise --ctx-size)\n",
+                cmd, n_gen, n_predict, n_ctx);
         status = 1;
     }
 done:

@@ -46,10 +46,10 @@ void woolly_model_close(woolly_model *m);
 
 int32_t woolly_model_n_vocab(const woolly_model *m);
 int32_t woolly_model_n_ctx_train(const woolly_model *m);
-const char *woolly_model_arch(const woolly_model *m);   /* "llama", "granite" */
-const char *woolly_model_name(const woolly_model *m);   /* general.name, or the file name */
-uint64_t woolly_model_n_params(const woolly_model *m);  /* elements of all tensors */
-uint64_t woolly_model_size(const woolly_model *m);      /* bytes of all tensor data */
+const char *woolly_model_arch(const woolly_model *m);  /* "llama", "granite" */
+const char *woolly_model_name(const woolly_model *m);  /* general.name, or the file name */
+uint64_t woolly_model_n_params(const woolly_model *m); /* elements of all tensors */
+uint64_t woolly_model_size(const woolly_model *m);     /* bytes of all tensor data */
 
 /* ---- tokens --------------------------------------------------------------------------------------- */
 
@@ -63,24 +63,25 @@ bool woolly_model_adds_bos(const woolly_model *m);
 /* Tokenizes `len` bytes of `text`; add_bos prepends BOS (if the vocabulary has one), parse_special
  * matches control tokens written in the text ("<|im_start|>"). Writes at most cap ids and returns the
  * full count (call again with a larger buffer if it exceeds cap), or -1 on error. */
-int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
-                              woolly_token *ids, int32_t cap);
+int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t len, bool add_bos,
+                              bool parse_special, woolly_token *ids, int32_t cap);
 
 /* The text of n tokens (UTF-8, the SentencePiece leading space of the first token dropped when the
  * vocabulary asks for it). Writes at most cap - 1 bytes plus a NUL; returns the full length, or -1 for
  * an out-of-range token. */
-int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, int32_t n, char *text, size_t cap);
+int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, int32_t n, char *text,
+                                size_t cap);
 
 /* ---- context -------------------------------------------------------------------------------------- */
 
 typedef enum woolly_kv_type { WOOLLY_KV_F16 = 0, WOOLLY_KV_F32 = 1 } woolly_kv_type;
 
 typedef struct woolly_context_params {
-    int32_t n_ctx;        /* KV cache positions; 0: the model's context length, capped by memory */
-    int32_t n_batch;      /* tokens per forward pass when evaluating a prompt (default 512) */
-    int32_t n_threads;    /* 0: the number of cores */
+    int32_t n_ctx;     /* KV cache positions; 0: the model's context length, capped by memory */
+    int32_t n_batch;   /* tokens per forward pass when evaluating a prompt (default 512) */
+    int32_t n_threads; /* 0: the number of cores */
     woolly_kv_type kv_type;
-    bool logits_all;      /* keep the logits of every evaluated token, not only the last */
+    bool logits_all; /* keep the logits of every evaluated token, not only the last */
 } woolly_context_params;
 
 woolly_context_params woolly_context_default_params(void);
