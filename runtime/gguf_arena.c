@@ -43,12 +43,19 @@ void gguf_arena_free(gguf_arena *a)
     free(a);
 }
 
-/* FNV-1a: simple and good enough for a few hundred tensor names or a few dozen keys. */
+/* FNV-1a, then a final avalanche (MurmurHash3's fmix64) so that the low bits the table uses depend on
+ * every byte: names crafted to collide in the low bits of plain FNV would otherwise make the
+ * duplicate check quadratic. */
 static uint64_t hash_name(const char *p, uint64_t len)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     for (uint64_t i = 0; i < len; i++)
         h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
     return h;
 }
 

@@ -313,7 +313,7 @@ void gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const 
 {
     if (!w)
         return;
-    gguf_str *strs = n ? malloc((size_t)n * sizeof *strs) : NULL;
+    gguf_str *strs = n && n <= SIZE_MAX / sizeof *strs ? malloc((size_t)n * sizeof *strs) : NULL;
     if (n && !strs) {
         wfail(w, "out of memory for key '%s'", key);
         return;

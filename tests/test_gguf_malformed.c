@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gguf.h"
 #include "testutil.h"
@@ -579,4 +580,43 @@ Test(gguf_malformed, custom_alignment_is_used)
         tb_u8(&b, 0);
     tb_zeros(&b, 64);
     expect_fail(&b, "data offset 32 is not a multiple of the alignment 64", NULL);
+}
+
+/* Big counts that are honest must stay cheap: 200k tensor names (hashed duplicate check) and a
+ * 500k-string array parse in linear time (a quadratic check would take minutes here). With the last
+ * name equal to the first, the duplicate is found and named. */
+static tb many_tensors_file(int n_tensors, int n_strings, bool last_duplicates_first)
+{
+    tb b = tb_header(3, (uint64_t)n_tensors, 1);
+    tb_str(&b, "tokenizer.ggml.tokens");
+    tb_u32(&b, GGUF_ARRAY);
+    tb_u32(&b, GGUF_STRING);
+    tb_u64(&b, (uint64_t)n_strings);
+    for (int i = 0; i < n_strings; i++) {
+        char s[16];
+        snprintf(s, sizeof s, "w%d", i);
+        tb_str(&b, s);
+    }
+    for (int i = 0; i < n_tensors; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "blk.%d.w", last_duplicates_first && i == n_tensors - 1 ? 0 : i);
+        tb_tensor(&b, name, 1, NE_4, WOOLLY_TYPE_F32, 0);
+    }
+    tb_data(&b, 16);
+    return b;
+}
+
+Test(gguf_malformed, many_tensors_and_strings_parse_in_linear_time)
+{
+    tb b = many_tensors_file(200000, 500000, false);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_not_null(parse_exact(b.p, b.n), "%s", last_msg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_assert_lt(secs, 10.0, "parse took %.1f s", secs);
+    free(b.p);
+
+    b = many_tensors_file(200000, 10, true);
+    expect_fail(&b, "tensor 'blk.0.w': duplicate tensor name (tensor 199999 and tensor 0)", NULL);
 }
