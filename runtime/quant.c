@@ -33,7 +33,10 @@ bool woolly_can_dequantize(enum woolly_type t)
     }
 }
 
-bool woolly_can_quantize(enum woolly_type t) { return woolly_can_dequantize(t); }
+bool woolly_can_quantize(enum woolly_type t)
+{
+    return woolly_can_dequantize(t);
+}
 
 /* ---- Q8_0: 32 values share one f16 scale; q in [-127, 127] --------------------------------------- */
 

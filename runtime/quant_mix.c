@@ -10,7 +10,7 @@ static const struct {
     const char *name;
     enum woolly_ftype ftype;
 } FTYPES[] = {
-    {"F32", WOOLLY_FTYPE_F32}, {"F16", WOOLLY_FTYPE_F16},   {"Q8_0", WOOLLY_FTYPE_Q8_0},
+    {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"Q8_0", WOOLLY_FTYPE_Q8_0},
     {"Q6_K", WOOLLY_FTYPE_Q6_K}, {"Q4_K_M", WOOLLY_FTYPE_Q4_K_M},
 };
 
@@ -76,19 +76,31 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
         return WOOLLY_TYPE_F32;
     enum woolly_type want;
     switch (f) {
-    case WOOLLY_FTYPE_F32: want = WOOLLY_TYPE_F32; break;
-    case WOOLLY_FTYPE_F16: want = WOOLLY_TYPE_F16; break;
-    case WOOLLY_FTYPE_Q8_0: want = WOOLLY_TYPE_Q8_0; break;
-    case WOOLLY_FTYPE_Q6_K: want = WOOLLY_TYPE_Q6_K; break;
-    case WOOLLY_FTYPE_Q4_K_M: want = q4_k_m_type(name, m); break;
-    default: want = WOOLLY_TYPE_F16; break;
+    case WOOLLY_FTYPE_F32:
+        want = WOOLLY_TYPE_F32;
+        break;
+    case WOOLLY_FTYPE_F16:
+        want = WOOLLY_TYPE_F16;
+        break;
+    case WOOLLY_FTYPE_Q8_0:
+        want = WOOLLY_TYPE_Q8_0;
+        break;
+    case WOOLLY_FTYPE_Q6_K:
+        want = WOOLLY_TYPE_Q6_K;
+        break;
+    case WOOLLY_FTYPE_Q4_K_M:
+        want = q4_k_m_type(name, m);
+        break;
+    default:
+        want = WOOLLY_TYPE_F16;
+        break;
     }
     if (woolly_row_bytes(want, (int64_t)ne[0]) > 0)
         return want;
     const enum woolly_type fallback = ne[0] % 32 == 0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16;
     if (note && note_size)
         snprintf(note, note_size, "row length %llu is not a multiple of %u: %s instead of %s",
-                 (unsigned long long)ne[0], woolly_type_get(want)->block_elems, woolly_type_get(fallback)->name,
-                 woolly_type_get(want)->name);
+                 (unsigned long long)ne[0], woolly_type_get(want)->block_elems,
+                 woolly_type_get(fallback)->name, woolly_type_get(want)->name);
     return fallback;
 }

@@ -114,7 +114,7 @@ static void fit_sub_block(const float *x, int nmax, float *a_out, float *m_out)
 /* ---- steps 2 and 3: the whole block ------------------------------------------------------------- */
 
 typedef struct {
-    float d, dmin;         /* as stored (f16-rounded) */
+    float d, dmin; /* as stored (f16-rounded) */
     uint16_t d16, dmin16;
     uint8_t sc[NSUB], m[NSUB];
     uint8_t q[WOOLLY_QK_K];
@@ -214,7 +214,8 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
         mmax = fmaxf(mmax, m[j]);
     }
     /* rounded outward so that the largest scale and min still fit in 6 bits */
-    set_factors(k, woolly_scale_to_f16_outward(amax / SCALE_MAX), woolly_scale_to_f16_outward(mmax / SCALE_MAX));
+    set_factors(k, woolly_scale_to_f16_outward(amax / SCALE_MAX),
+                woolly_scale_to_f16_outward(mmax / SCALE_MAX));
     for (int j = 0; j < NSUB; j++) {
         k->sc[j] = (uint8_t)(k->d > 0 ? woolly_round_clamp(a[j] / k->d, 0, SCALE_MAX) : 0);
         k->m[j] = (uint8_t)(k->dmin > 0 ? woolly_round_clamp(m[j] / k->dmin, 0, SCALE_MAX) : 0);

@@ -23,10 +23,10 @@ typedef struct woolly_stream_tensor {
     const char *name;
     enum woolly_type type; /* as written */
     uint32_t n_dims;
-    uint64_t ne[4];        /* ne[0] is the row length; unused dims are 1 */
-    woolly_row_fn rows;    /* float rows to convert to `type`... */
+    uint64_t ne[4];     /* ne[0] is the row length; unused dims are 1 */
+    woolly_row_fn rows; /* float rows to convert to `type`... */
     void *ctx;
-    const void *raw;       /* ...or, when rows is NULL, the tensor's bytes in `type` already */
+    const void *raw; /* ...or, when rows is NULL, the tensor's bytes in `type` already */
 } woolly_stream_tensor;
 
 /* Called before each tensor is converted (index counts from 0). */

@@ -71,8 +71,8 @@ static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_te
     for (uint32_t d = 1; d < t->n_dims && len < (int)sizeof shape; d++)
         len += snprintf(shape + len, sizeof shape - (size_t)len, " x %llu", (unsigned long long)t->ne[d]);
     fprintf(stderr, "[%4zu/%zu] %-32s %-14s %5s -> %-5s%s%s  (%.1f s)\n", i + 1, n, t->name, shape,
-            woolly_type_get(src->type)->name, woolly_type_get(t->type)->name, p->notes[i][0] ? "  note: " : "",
-            p->notes[i], now_seconds() - p->t0);
+            woolly_type_get(src->type)->name, woolly_type_get(t->type)->name,
+            p->notes[i][0] ? "  note: " : "", p->notes[i], now_seconds() - p->t0);
 }
 
 /* The output tensor for input tensor s. */
@@ -96,8 +96,8 @@ static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype 
     return t;
 }
 
-int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f, const woolly_quantize_params *p,
-                         woolly_error *err)
+int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
+                         const woolly_quantize_params *p, woolly_error *err)
 {
     const woolly_quantize_params defaults = {0};
     if (!p)
@@ -116,7 +116,8 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f, c
         gguf_close(g);
         return woolly_fail(err, "%s: %s", in, kerr.msg);
     }
-    const woolly_mix_model m = {.n_layer = n_layer, .tied_embd = gguf_find_tensor(g, "output.weight") == NULL};
+    const woolly_mix_model m = {.n_layer = n_layer,
+                                .tied_embd = gguf_find_tensor(g, "output.weight") == NULL};
 
     woolly_stream_tensor *plan = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *plan);
     char(*notes)[160] = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *notes);
@@ -139,8 +140,8 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f, c
         if (status == 0)
             status = gguf_writer_write_header(w, err);
         if (status == 0)
-            status = woolly_stream_write(w, plan, g->n_tensors, n_threads, p->quiet ? NULL : print_progress, &pc,
-                                         err);
+            status = woolly_stream_write(w, plan, g->n_tensors, n_threads, p->quiet ? NULL : print_progress,
+                                         &pc, err);
         woolly_error cerr = {{0}};
         if (gguf_writer_close(w, &cerr) != 0 && status == 0) {
             *err = cerr;
@@ -151,8 +152,8 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f, c
         uint64_t out_bytes = 0;
         for (uint64_t i = 0; i < g->n_tensors; i++)
             out_bytes += woolly_stream_tensor_bytes(&plan[i]);
-        fprintf(stderr, "quantized %s -> %s (%s): tensor data %.2f MiB -> %.2f MiB, %.1f s on %d threads\n", in,
-                out, woolly_ftype_name(f), (double)(g->size - g->data_offset) / (1 << 20),
+        fprintf(stderr, "quantized %s -> %s (%s): tensor data %.2f MiB -> %.2f MiB, %.1f s on %d threads\n",
+                in, out, woolly_ftype_name(f), (double)(g->size - g->data_offset) / (1 << 20),
                 (double)out_bytes / (1 << 20), now_seconds() - t0, n_threads);
     }
     free(plan), free(notes);

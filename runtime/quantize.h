@@ -25,8 +25,8 @@ const char *woolly_ftype_name(enum woolly_ftype f);
 
 /* What the mix needs to know about the whole model. */
 typedef struct woolly_mix_model {
-    int n_layer;      /* for the attn_v / ffn_down rule of Q4_K_M */
-    bool tied_embd;   /* no output.weight: token_embd.weight is also the output matrix */
+    int n_layer;    /* for the attn_v / ffn_down rule of Q4_K_M */
+    bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
 } woolly_mix_model;
 
 /* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
@@ -45,7 +45,7 @@ typedef struct woolly_quantize_params {
 /* Reads the GGUF at `in` and writes `out` with every tensor converted by the mix of `f`, all metadata
  * kept (general.file_type set to f, general.quantization_version to 2). Tensor by tensor: memory use
  * is bounded by a few MB beyond the mapped input. */
-int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f, const woolly_quantize_params *p,
-                         woolly_error *err);
+int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
+                         const woolly_quantize_params *p, woolly_error *err);
 
 #endif

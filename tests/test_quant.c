@@ -35,7 +35,7 @@
 enum { N_BLOCKS = 64, N = 256 * N_BLOCKS };
 
 static const enum woolly_type FORMATS[] = {
-    WOOLLY_TYPE_F32, WOOLLY_TYPE_F16, WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
+    WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
     WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K,
 };
 enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
@@ -43,18 +43,30 @@ enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 static double roundtrip_bound(enum woolly_type t)
 {
     switch (t) {
-    case WOOLLY_TYPE_F32: return 0;
-    case WOOLLY_TYPE_F16: return F16_ROUNDTRIP_MAX_NMSE;
-    case WOOLLY_TYPE_BF16: return BF16_ROUNDTRIP_MAX_NMSE;
-    case WOOLLY_TYPE_Q8_0: return Q8_0_ROUNDTRIP_MAX_NMSE;
-    case WOOLLY_TYPE_Q4_K: return Q4_K_ROUNDTRIP_MAX_NMSE;
-    case WOOLLY_TYPE_Q5_K: return Q5_K_ROUNDTRIP_MAX_NMSE;
-    case WOOLLY_TYPE_Q6_K: return Q6_K_ROUNDTRIP_MAX_NMSE;
-    default: cr_assert_fail("no bound for type %d", (int)t); return 0;
+    case WOOLLY_TYPE_F32:
+        return 0;
+    case WOOLLY_TYPE_F16:
+        return F16_ROUNDTRIP_MAX_NMSE;
+    case WOOLLY_TYPE_BF16:
+        return BF16_ROUNDTRIP_MAX_NMSE;
+    case WOOLLY_TYPE_Q8_0:
+        return Q8_0_ROUNDTRIP_MAX_NMSE;
+    case WOOLLY_TYPE_Q4_K:
+        return Q4_K_ROUNDTRIP_MAX_NMSE;
+    case WOOLLY_TYPE_Q5_K:
+        return Q5_K_ROUNDTRIP_MAX_NMSE;
+    case WOOLLY_TYPE_Q6_K:
+        return Q6_K_ROUNDTRIP_MAX_NMSE;
+    default:
+        cr_assert_fail("no bound for type %d", (int)t);
+        return 0;
     }
 }
 
-static const char *name_of(enum woolly_type t) { return woolly_type_get(t)->name; }
+static const char *name_of(enum woolly_type t)
+{
+    return woolly_type_get(t)->name;
+}
 
 /* Quantizes x (n elements) to t and back into y; checks the byte count and that y is finite. */
 static void roundtrip(enum woolly_type t, const float *x, float *y, int64_t n)
@@ -62,7 +74,8 @@ static void roundtrip(enum woolly_type t, const float *x, float *y, int64_t n)
     const size_t bytes = woolly_row_bytes(t, n);
     void *q = malloc(bytes);
     cr_assert(q);
-    cr_assert_eq(woolly_quantize_row(t, x, q, n), bytes, "%s: quantize_row returned a wrong size", name_of(t));
+    cr_assert_eq(woolly_quantize_row(t, x, q, n), bytes, "%s: quantize_row returned a wrong size",
+                 name_of(t));
     cr_assert_eq(woolly_dequantize_row(t, q, y, n), 0, "%s: dequantize_row failed", name_of(t));
     free(q);
 }
@@ -161,8 +174,8 @@ Test(quant, huge_outlier_is_kept_and_stays_local)
         fill_normal(x, N, 1.0f, 77);
         x[AT] = 1000.0f;
         roundtrip(t, x, y, N);
-        cr_assert(fabsf(y[AT] - x[AT]) <= OUTLIER_MAX_REL_ERR * x[AT], "%s: outlier 1000 became %g", name_of(t),
-                  y[AT]);
+        cr_assert(fabsf(y[AT] - x[AT]) <= OUTLIER_MAX_REL_ERR * x[AT], "%s: outlier 1000 became %g",
+                  name_of(t), y[AT]);
         /* the other 256-blocks do not notice it */
         const double rest = tu_nmse(y + 512, x + 512, N - 512);
         cr_assert(rest <= roundtrip_bound(t), "%s: NMSE away from the outlier %.3g > %.3g", name_of(t), rest,
@@ -212,7 +225,10 @@ Test(quant, non_finite_values_stay_in_their_block)
 
 /* ---- half-precision conversions ----------------------------------------------------------------- */
 
-static uint16_t to_f16(float f) { return woolly_f32_to_f16(f); }
+static uint16_t to_f16(float f)
+{
+    return woolly_f32_to_f16(f);
+}
 
 Test(quant, f16_every_value_roundtrips)
 {
@@ -233,18 +249,18 @@ Test(quant, f16_special_values)
     cr_assert_eq(to_f16(-0.0f), 0x8000);
     cr_assert_eq(to_f16(1.0f), 0x3C00);
     cr_assert_eq(to_f16(-2.0f), 0xC000);
-    cr_assert_eq(to_f16(65504.0f), 0x7BFF);        /* largest finite */
-    cr_assert_eq(to_f16(65519.0f), 0x7BFF);        /* below the halfway point to 65536 */
-    cr_assert_eq(to_f16(65520.0f), 0x7C00);        /* halfway rounds to even: inf */
+    cr_assert_eq(to_f16(65504.0f), 0x7BFF); /* largest finite */
+    cr_assert_eq(to_f16(65519.0f), 0x7BFF); /* below the halfway point to 65536 */
+    cr_assert_eq(to_f16(65520.0f), 0x7C00); /* halfway rounds to even: inf */
     cr_assert_eq(to_f16(1e10f), 0x7C00);
     cr_assert_eq(to_f16(-INFINITY), 0xFC00);
     cr_assert_eq(to_f16(INFINITY), 0x7C00);
-    cr_assert_eq(to_f16(ldexpf(1, -14)), 0x0400);  /* smallest normal */
+    cr_assert_eq(to_f16(ldexpf(1, -14)), 0x0400);    /* smallest normal */
     cr_assert_eq(to_f16(ldexpf(1023, -24)), 0x03FF); /* largest subnormal */
-    cr_assert_eq(to_f16(ldexpf(1, -24)), 0x0001);  /* smallest subnormal */
-    cr_assert_eq(to_f16(ldexpf(1, -25)), 0x0000);  /* tie between 0 and 2^-24: even */
+    cr_assert_eq(to_f16(ldexpf(1, -24)), 0x0001);    /* smallest subnormal */
+    cr_assert_eq(to_f16(ldexpf(1, -25)), 0x0000);    /* tie between 0 and 2^-24: even */
     cr_assert_eq(to_f16(ldexpf(1.0001f, -25)), 0x0001);
-    cr_assert_eq(to_f16(ldexpf(3, -25)), 0x0002);  /* tie between 1 and 2 ulps: even */
+    cr_assert_eq(to_f16(ldexpf(3, -25)), 0x0002);        /* tie between 1 and 2 ulps: even */
     cr_assert_eq(to_f16(1.0f + ldexpf(1, -11)), 0x3C00); /* tie: even */
     cr_assert_eq(to_f16(1.0f + ldexpf(3, -11)), 0x3C02); /* tie: even */
     cr_assert_eq(to_f16(FLT_MIN), 0x0000);
@@ -255,7 +271,10 @@ Test(quant, f16_special_values)
     cr_assert_eq(woolly_f16_to_f32(0x8400), -ldexpf(1, -14));
 }
 
-static float bits(uint32_t u) { return woolly_bits_to_f32(u); }
+static float bits(uint32_t u)
+{
+    return woolly_bits_to_f32(u);
+}
 
 Test(quant, bf16_every_value_roundtrips)
 {
@@ -273,13 +292,13 @@ Test(quant, bf16_special_values)
 {
     cr_assert_eq(woolly_f32_to_bf16(1.0f), 0x3F80);
     cr_assert_eq(woolly_f32_to_bf16(-0.0f), 0x8000);
-    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3F80);     /* tie: even */
-    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(3, -8)), 0x3F82);     /* tie: even */
-    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(1.5f, -8)), 0x3F81);  /* above the tie */
-    cr_assert_eq(woolly_f32_to_bf16(FLT_MAX), 0x7F80);                  /* rounds up to inf */
+    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3F80);    /* tie: even */
+    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(3, -8)), 0x3F82);    /* tie: even */
+    cr_assert_eq(woolly_f32_to_bf16(1.0f + ldexpf(1.5f, -8)), 0x3F81); /* above the tie */
+    cr_assert_eq(woolly_f32_to_bf16(FLT_MAX), 0x7F80);                 /* rounds up to inf */
     cr_assert_eq(woolly_f32_to_bf16(-INFINITY), 0xFF80);
-    cr_assert_eq(woolly_f32_to_bf16(bits(0x00000001)), 0x0000);         /* smallest f32 subnormal */
-    cr_assert_eq(woolly_f32_to_bf16(bits(0x00018000)), 0x0002);         /* subnormal tie: even */
+    cr_assert_eq(woolly_f32_to_bf16(bits(0x00000001)), 0x0000); /* smallest f32 subnormal */
+    cr_assert_eq(woolly_f32_to_bf16(bits(0x00018000)), 0x0002); /* subnormal tie: even */
     /* a NaN whose payload is only in the low bits must not truncate to inf */
     cr_assert(isnan(woolly_bf16_to_f32(woolly_f32_to_bf16(bits(0x7F800001)))));
     cr_assert(isnan(woolly_bf16_to_f32(woolly_f32_to_bf16(bits(0xFF800001)))));
@@ -392,7 +411,7 @@ Test(quant, quantize_then_dequantize_is_stable)
         roundtrip(fmts[i], x, y, 256);
         roundtrip(fmts[i], y, z, 256);
         const double nmse = tu_nmse(z, y, 256);
-        cr_assert(nmse <= 0.1 * roundtrip_bound(fmts[i]), "%s: re-quantizing dequantized values moved them (NMSE %.3g)",
-                  name_of(fmts[i]), nmse);
+        cr_assert(nmse <= 0.1 * roundtrip_bound(fmts[i]),
+                  "%s: re-quantizing dequantized values moved them (NMSE %.3g)", name_of(fmts[i]), nmse);
     }
 }

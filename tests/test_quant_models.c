@@ -32,7 +32,10 @@ static gguf_file *open_model(const char *name)
     return g;
 }
 
-static int64_t n_elems(const gguf_tensor *t) { return (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]); }
+static int64_t n_elems(const gguf_tensor *t)
+{
+    return (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+}
 
 /* The whole tensor as floats (heap). */
 static float *dequantize_tensor(const gguf_tensor *t)
@@ -48,10 +51,15 @@ static float *dequantize_tensor(const gguf_tensor *t)
 static double bound_for(enum woolly_type t)
 {
     switch (t) {
-    case WOOLLY_TYPE_Q4_K: return SHARED_Q4_K_MAX_NMSE;
-    case WOOLLY_TYPE_Q6_K: return SHARED_Q6_K_MAX_NMSE;
-    case WOOLLY_TYPE_Q8_0: return SHARED_Q8_0_MAX_NMSE;
-    default: cr_assert_fail("unexpected type %d", (int)t); return 0;
+    case WOOLLY_TYPE_Q4_K:
+        return SHARED_Q4_K_MAX_NMSE;
+    case WOOLLY_TYPE_Q6_K:
+        return SHARED_Q6_K_MAX_NMSE;
+    case WOOLLY_TYPE_Q8_0:
+        return SHARED_Q8_0_MAX_NMSE;
+    default:
+        cr_assert_fail("unexpected type %d", (int)t);
+        return 0;
     }
 }
 
@@ -66,7 +74,8 @@ static void check_dequantization(const char *model)
         cr_assert_eq(n_elems(s), n_elems(t), "%s: %s shape", model, t->name);
         float *x = dequantize_tensor(s), *y = dequantize_tensor(t);
         if (t->type == WOOLLY_TYPE_F32) {
-            cr_assert(memcmp(x, y, sizeof(float) * (size_t)n_elems(t)) == 0, "%s: F32 %s differs", model, t->name);
+            cr_assert(memcmp(x, y, sizeof(float) * (size_t)n_elems(t)) == 0, "%s: F32 %s differs", model,
+                      t->name);
         } else {
             const double nmse = tu_nmse(y, x, (size_t)n_elems(t)), bound = bound_for(t->type);
             cr_assert(nmse <= bound, "%s: %s (%s) NMSE against F16 %.3g > %.3g", model, t->name,
@@ -77,9 +86,18 @@ static void check_dequantization(const char *model)
     gguf_close(src), gguf_close(q);
 }
 
-Test(quant_models, dequantize_q4_k_m_file) { check_dequantization("tiny-llama-q4_k_m"); }
-Test(quant_models, dequantize_q6_k_file) { check_dequantization("tiny-llama-q6_k"); }
-Test(quant_models, dequantize_q8_0_file) { check_dequantization("tiny-llama-q8_0"); }
+Test(quant_models, dequantize_q4_k_m_file)
+{
+    check_dequantization("tiny-llama-q4_k_m");
+}
+Test(quant_models, dequantize_q6_k_file)
+{
+    check_dequantization("tiny-llama-q6_k");
+}
+Test(quant_models, dequantize_q8_0_file)
+{
+    check_dequantization("tiny-llama-q8_0");
+}
 
 static void check_quantizer(const char *model)
 {
@@ -93,7 +111,8 @@ static void check_quantizer(const char *model)
         const gguf_tensor *s = gguf_find_tensor(src, r->name);
         cr_assert(s != NULL, "%s missing in the F16 file", r->name);
         const int64_t n = n_elems(s), k = (int64_t)s->ne[0];
-        float *x = dequantize_tensor(s), *theirs = dequantize_tensor(r), *ours = malloc(sizeof(float) * (size_t)n);
+        float *x = dequantize_tensor(s), *theirs = dequantize_tensor(r),
+              *ours = malloc(sizeof(float) * (size_t)n);
         const size_t row_bytes = woolly_row_bytes(r->type, k);
         uint8_t *q = malloc(row_bytes);
         cr_assert(ours && q && row_bytes > 0);
@@ -112,6 +131,15 @@ static void check_quantizer(const char *model)
     gguf_close(src), gguf_close(ref);
 }
 
-Test(quant_models, quantizer_matches_llama_cpp_q4_k_m) { check_quantizer("tiny-llama-q4_k_m"); }
-Test(quant_models, quantizer_matches_llama_cpp_q6_k) { check_quantizer("tiny-llama-q6_k"); }
-Test(quant_models, quantizer_matches_llama_cpp_q8_0) { check_quantizer("tiny-llama-q8_0"); }
+Test(quant_models, quantizer_matches_llama_cpp_q4_k_m)
+{
+    check_quantizer("tiny-llama-q4_k_m");
+}
+Test(quant_models, quantizer_matches_llama_cpp_q6_k)
+{
+    check_quantizer("tiny-llama-q6_k");
+}
+Test(quant_models, quantizer_matches_llama_cpp_q8_0)
+{
+    check_quantizer("tiny-llama-q8_0");
+}

@@ -45,7 +45,10 @@ static char *quantize(const char *model, const char *type, const char *flags)
     return out;
 }
 
-static int64_t n_elems(const gguf_tensor *t) { return (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]); }
+static int64_t n_elems(const gguf_tensor *t)
+{
+    return (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+}
 
 static float *dequantize_tensor(const gguf_tensor *t)
 {
@@ -58,14 +61,26 @@ static float *dequantize_tensor(const gguf_tensor *t)
 static size_t elem_size(enum gguf_vtype t)
 {
     switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    default: return 8;
+    case GGUF_U8:
+    case GGUF_I8:
+    case GGUF_BOOL:
+        return 1;
+    case GGUF_U16:
+    case GGUF_I16:
+        return 2;
+    case GGUF_U32:
+    case GGUF_I32:
+    case GGUF_F32:
+        return 4;
+    default:
+        return 8;
     }
 }
 
-static bool str_equal(gguf_str a, gguf_str b) { return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0; }
+static bool str_equal(gguf_str a, gguf_str b)
+{
+    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
 
 static bool value_equal(const gguf_value *a, const gguf_value *b);
 
@@ -79,7 +94,8 @@ static bool array_equal(const gguf_array *a, const gguf_array *b)
         if (a->type == GGUF_ARRAY && !value_equal(&a->items[i], &b->items[i]))
             return false;
     }
-    return a->type == GGUF_STRING || a->type == GGUF_ARRAY || memcmp(a->data, b->data, a->n * elem_size(a->type)) == 0;
+    return a->type == GGUF_STRING || a->type == GGUF_ARRAY ||
+           memcmp(a->data, b->data, a->n * elem_size(a->type)) == 0;
 }
 
 static bool value_equal(const gguf_value *a, const gguf_value *b)
@@ -87,9 +103,12 @@ static bool value_equal(const gguf_value *a, const gguf_value *b)
     if (a->type != b->type)
         return false;
     switch (a->type) {
-    case GGUF_STRING: return str_equal(a->v.str, b->v.str);
-    case GGUF_ARRAY: return array_equal(&a->v.arr, &b->v.arr);
-    default: return memcmp(&a->v, &b->v, sizeof a->v.u64) == 0;
+    case GGUF_STRING:
+        return str_equal(a->v.str, b->v.str);
+    case GGUF_ARRAY:
+        return array_equal(&a->v.arr, &b->v.arr);
+    default:
+        return memcmp(&a->v, &b->v, sizeof a->v.u64) == 0;
     }
 }
 
@@ -123,11 +142,12 @@ static void assert_tensors_like(const gguf_file *got, const gguf_file *src, cons
     for (uint64_t i = 0; i < got->n_tensors; i++) {
         const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
         cr_assert_str_eq(t->name, s->name, "tensor %llu", (unsigned long long)i);
-        cr_assert(t->n_dims == s->n_dims && memcmp(t->ne, s->ne, sizeof t->ne) == 0, "%s: shape changed", t->name);
+        cr_assert(t->n_dims == s->n_dims && memcmp(t->ne, s->ne, sizeof t->ne) == 0, "%s: shape changed",
+                  t->name);
         const gguf_tensor *w = gguf_find_tensor(want, t->name);
         cr_assert(w != NULL, "%s not in the reference file", t->name);
-        cr_assert_eq(t->type, w->type, "%s: type %s, llama.cpp chose %s", t->name, woolly_type_get(t->type)->name,
-                     woolly_type_get(w->type)->name);
+        cr_assert_eq(t->type, w->type, "%s: type %s, llama.cpp chose %s", t->name,
+                     woolly_type_get(t->type)->name, woolly_type_get(w->type)->name);
     }
 }
 
@@ -170,9 +190,15 @@ Test(quantize, q4_k_m_matches_llama_cpp_types_and_quality, .timeout = 60)
     check_against_reference("Q4_K_M", "tiny-llama-q4_k_m", 15);
 }
 
-Test(quantize, q6_k_matches_llama_cpp, .timeout = 60) { check_against_reference("Q6_K", "tiny-llama-q6_k", 18); }
+Test(quantize, q6_k_matches_llama_cpp, .timeout = 60)
+{
+    check_against_reference("Q6_K", "tiny-llama-q6_k", 18);
+}
 
-Test(quantize, q8_0_matches_llama_cpp, .timeout = 60) { check_against_reference("Q8_0", "tiny-llama-q8_0", 7); }
+Test(quantize, q8_0_matches_llama_cpp, .timeout = 60)
+{
+    check_against_reference("Q8_0", "tiny-llama-q8_0", 7);
+}
 
 Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
 {
@@ -200,8 +226,8 @@ Test(quantize, f16_of_q8_0_rounds_each_value_once, .timeout = 60)
         cr_assert_eq(t->type, s->n_dims == 1 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16, "%s", t->name);
         float *a = dequantize_tensor(t), *b = dequantize_tensor(s);
         for (int64_t j = 0; j < n_elems(t); j++)
-            cr_assert(fabsf(a[j] - b[j]) <= ldexpf(fabsf(b[j]), -11), "%s[%lld]: %g vs %g", t->name, (long long)j,
-                      a[j], b[j]);
+            cr_assert(fabsf(a[j] - b[j]) <= ldexpf(fabsf(b[j]), -11), "%s[%lld]: %g vs %g", t->name,
+                      (long long)j, a[j], b[j]);
         free(a), free(b);
     }
     gguf_close(got), gguf_close(src);

@@ -63,13 +63,15 @@ int woolly_cmd_quantize(int argc, char **argv)
         }
     }
     if (n_pos != 3) {
-        fprintf(stderr, "woolly quantize: expected IN OUT TYPE, got %d argument%s\n", n_pos, n_pos == 1 ? "" : "s");
+        fprintf(stderr, "woolly quantize: expected IN OUT TYPE, got %d argument%s\n", n_pos,
+                n_pos == 1 ? "" : "s");
         usage(stderr);
         return 2;
     }
     const int f = woolly_ftype_from_name(pos[2]);
     if (f < 0) {
-        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n", pos[2]);
+        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n",
+                pos[2]);
         return 2;
     }
     woolly_error err = {{0}};
