@@ -41,14 +41,18 @@ static const char *tok_text(const woolly_tokenizer *t, int32_t id, size_t *len)
 int32_t woolly_vocab_lookup(const woolly_tokenizer *t, const char *s, size_t n)
 {
     const woolly_str_map *m = &t->map;
-    for (uint32_t i = (uint32_t)str_hash(s, n) & m->mask;; i = (i + 1) & m->mask) {
-        int32_t slot = m->slots[i];
+    uint64_t h = str_hash(s, n), tag = h >> 32;
+    for (uint32_t i = (uint32_t)h & m->mask;; i = (i + 1) & m->mask) {
+        uint64_t slot = m->slots[i];
         if (slot == 0)
             return -1;
+        if (slot >> 32 != tag)
+            continue;
+        int32_t id = (int32_t)(uint32_t)slot - 1;
         size_t len;
-        const char *p = tok_text(t, slot - 1, &len);
+        const char *p = tok_text(t, id, &len);
         if (len == n && memcmp(p, s, n) == 0)
-            return slot - 1;
+            return id;
     }
 }
 
@@ -64,18 +68,13 @@ static int build_map(woolly_tokenizer *t, woolly_error *err)
     for (int32_t id = 0; id < t->n_vocab; id++) {
         size_t n;
         const char *s = tok_text(t, id, &n);
-        uint32_t i = (uint32_t)str_hash(s, n) & t->map.mask;
-        for (;; i = (i + 1) & t->map.mask) {
-            int32_t slot = t->map.slots[i];
-            if (slot == 0) {
-                t->map.slots[i] = id + 1;
-                break;
-            }
-            size_t len;
-            const char *p = tok_text(t, slot - 1, &len);
-            if (len == n && memcmp(p, s, n) == 0)
-                break; /* a repeated string keeps its first id */
-        }
+        if (woolly_vocab_lookup(t, s, n) >= 0)
+            continue; /* a repeated string keeps its first id */
+        uint64_t h = str_hash(s, n);
+        uint32_t i = (uint32_t)h & t->map.mask;
+        while (t->map.slots[i] != 0)
+            i = (i + 1) & t->map.mask;
+        t->map.slots[i] = (h >> 32) << 32 | (uint32_t)(id + 1);
     }
     return 0;
 }
@@ -600,7 +599,7 @@ int64_t woolly_tokenize(const woolly_tokenizer *t, const char *text, size_t len,
         return -1;
     }
     int64_t n = (int64_t)out.n;
-    if (ids && cap > 0)
+    if (ids && cap > 0 && n > 0)
         memcpy(ids, out.v, (size_t)(n < cap ? n : cap) * sizeof *ids);
     free(out.v);
     return n;

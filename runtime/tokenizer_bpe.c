@@ -234,15 +234,27 @@ static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n
         return woolly_fail(err, "tokenizer: a piece of %zu bytes is too long", n);
     if (work_reserve(w, n, err))
         return -1;
+    /* A byte whose character the vocabulary lacks (StarCoder's has none for the bytes that never occur
+     * in UTF-8) becomes the unknown token if there is a real one; otherwise it is left out before
+     * merging, as the original tokenizers do (an "unknown" id that is really a control token such as
+     * <|endoftext|> would end the text). */
+    int32_t unk = t->unk >= 0 && t->type[t->unk] == WOOLLY_TOKEN_UNKNOWN ? t->unk : -1;
     bpe_sym *sym = w->sym;
+    int32_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        sym[i].id = t->byte_token[p[i]];
-        sym[i].prev = (int32_t)i - 1;
-        sym[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
+        int32_t id = t->byte_token[p[i]] >= 0 ? t->byte_token[p[i]] : unk;
+        if (id < 0)
+            continue;
+        sym[m] = (bpe_sym){id, m - 1, -1};
+        if (m > 0)
+            sym[m - 1].next = m;
+        m++;
     }
+    if (m == 0)
+        return 0;
     w->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        try_pair(t, w, (int32_t)i);
+    for (int32_t i = 0; i + 1 < m; i++)
+        try_pair(t, w, i);
     while (w->n_heap > 0) {
         bpe_cand c = heap_pop(w);
         bpe_sym *l = &sym[c.left];
@@ -257,19 +269,9 @@ static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n
         try_pair(t, w, l->prev);
         try_pair(t, w, c.left);
     }
-    for (int32_t i = 0; i >= 0; i = sym[i].next) {
-        int32_t id = sym[i].id;
-        if (id < 0) { /* a byte whose character is not in the vocabulary */
-            if (t->unk < 0)
-                return woolly_fail(err,
-                                   "tokenizer: byte 0x%02X has no token in this vocabulary and there is "
-                                   "no unknown token",
-                                   p[i]);
-            id = t->unk;
-        }
-        if (woolly_ids_push(out, id, err))
+    for (int32_t i = 0; i >= 0; i = sym[i].next)
+        if (woolly_ids_push(out, sym[i].id, err))
             return -1;
-    }
     return 0;
 }
 

@@ -21,9 +21,10 @@ enum woolly_tok_model {
     WOOLLY_TOK_BPE, /* tokenizer.ggml.model = gpt2 */
 };
 
-/* Open-addressing hash map from a byte string to a token id (slots hold id + 1, 0 = empty). */
+/* Open-addressing hash map from a byte string to a token id. A slot holds the upper 32 bits of the
+ * string's hash and id + 1 (0 = empty), so that a probe rarely has to look at a token's text. */
 typedef struct woolly_str_map {
-    int32_t *slots;
+    uint64_t *slots;
     uint32_t mask;
 } woolly_str_map;
 

@@ -74,7 +74,8 @@ static const cp_range DEEPSEEK_PUNCT[] = {
     {0x3000, 0x3002}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E},
 };
 
-/* [一-龥ࠀ-一가-퟿]: U+4E00..U+9FA5 and U+0800..U+4E00 (together U+0800..U+9FA5), Hangul U+AC00..U+D7FF.
+/* [一-龥ࠀ-一가-퟿]: U+4E00..U+9FA5 and U+0800..U+4E00 (together U+0800..U+9FA5), Hangul
+ * U+AC00..U+D7FF.
  */
 static const cp_range DEEPSEEK_CJK[] = {{0x0800, 0x9FA5}, {0xAC00, 0xD7FF}};
 
