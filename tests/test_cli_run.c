@@ -217,6 +217,51 @@ Test(cli_chat, end_of_input_ends_the_chat_and_bad_template_names_fail)
     expect_failure(args, "--chat-template 'vicuna'");
 }
 
+Test(cli_chat, later_turns_reuse_the_cache)
+{
+    char args[8192], *out, *err;
+    snprintf(args, sizeof args, "chat -m %s -n 20 --temp 0 -v", stories());
+    cr_assert_eq(run_with_stdin(args, "Hello there\nAgain\n", &out, &err), 0, "%s", err);
+    int reused1, new1, reused2, new2;
+    const char *t1 = strstr(err, "[turn 1:"), *t2 = strstr(err, "[turn 2:");
+    cr_assert(t1 && t2, "%s", err);
+    cr_assert_eq(sscanf(t1, "[turn 1: %d tokens reused from the cache, %d evaluated]", &reused1, &new1), 2,
+                 "%s", err);
+    cr_assert_eq(sscanf(t2, "[turn 2: %d tokens reused from the cache, %d evaluated]", &reused2, &new2), 2,
+                 "%s", err);
+    cr_expect_eq(reused1, 0);
+    /* The first turn's prompt and reply are in the cache: only the new user line is evaluated. */
+    cr_expect_geq(reused2, new1 + 10, "turn 2 reused %d tokens; turn 1 evaluated %d and generated up to 20",
+                  reused2, new1);
+    cr_expect_lt(new2, new1 + 10, "turn 2 evaluated %d tokens", new2);
+    free(out);
+    free(err);
+}
+
+Test(cli_chat, recognizes_the_template_stored_in_the_model)
+{
+    const char *families[] = {"granite", "llama2", "llama3", "chatml"};
+    for (int i = 0; i < 4; i++) {
+        char path[4096], args[16384], *out, *err;
+        snprintf(path, sizeof path, "%s", tu_tmp_path("chat.gguf"));
+        snprintf(args, sizeof args,
+                 "synth --n-layer 1 --n-embd 64 --n-ff 128 --n-head 2 --n-head-kv 1 --type F32 -q "
+                 "--chat-template %s -o %s",
+                 families[i], path);
+        cr_assert_eq(tu_run_cli(args, NULL, &err), 0, "synth: %s", err);
+        free(err);
+        snprintf(args, sizeof args, "chat -m %s -n 3 --temp 0", path);
+        const int st = run_with_stdin(args, "Hello\nAgain\n", &out, &err);
+        remove(path);
+        cr_expect_eq(st, 0, "%s: %s", families[i], err);
+        char want[64];
+        snprintf(want, sizeof want, "chat template %s;", families[i]);
+        cr_expect(strstr(err, want) != NULL, "expected '%s' in:\n%s", want, err);
+        free(out);
+        free(err);
+    }
+}
+
 Test(cli_help, every_model_command_has_help)
 {
     const char *cmds[] = {"run", "chat", "logits", "bench"};

@@ -91,6 +91,7 @@ int woolly_cmd_chat(int argc, char **argv)
     const char *cmd = argv[0];
     const char *model_path = NULL, *system = NULL, *tmpl_name = NULL;
     int32_t n_predict = 1024;
+    bool verbose = false;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
     cli_table t = {.n = 0};
@@ -100,6 +101,9 @@ int woolly_cmd_chat(int argc, char **argv)
                            "granite|llama3|chatml|llama2|plain (default: recognized from the model)", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens per reply at most (default 1024)", NULL});
+    cli_add(&t, (cli_flag){"-v", "--verbose", CLI_BOOL, &verbose, 0, 0, NULL,
+                           "report per turn how many tokens came from the cache and how many were evaluated",
+                           NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
     const int rc = cli_parse(&t, argc, argv, "-m MODEL [options]   (then type; /exit or end of input quits)");
@@ -158,7 +162,7 @@ int woolly_cmd_chat(int argc, char **argv)
         goto done;
     }
     const bool interactive = isatty(STDIN_FILENO);
-    int32_t n_hist = 0;
+    int32_t n_hist = 0, turn = 0;
     for (;;) {
         if (interactive) {
             fputs("> ", stdout);
@@ -195,6 +199,9 @@ int woolly_cmd_chat(int argc, char **argv)
         while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep])
             keep++;
         woolly_context_rewind(c, keep);
+        if (verbose)
+            fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
+                    n_ids - keep);
         if (woolly_eval(c, ids + keep, n_ids - keep)) {
             fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
             goto done;
