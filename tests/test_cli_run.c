@@ -90,6 +90,16 @@ Test(cli_run, n_zero_prints_only_the_prompt)
     free(out);
 }
 
+Test(cli_run, a_context_beyond_the_trained_length_is_allowed_with_a_warning)
+{
+    char args[16384], *out, *err;
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 4 --temp 0 --ctx-size 4096", stories());
+    cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
+    cr_expect(strstr(err, "warning: --ctx-size 4096 exceeds the 2048 positions") != NULL, "%s", err);
+    free(out);
+    free(err);
+}
+
 Test(cli_run, bad_input)
 {
     char args[16384];
