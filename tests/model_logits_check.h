@@ -13,7 +13,6 @@
 #define WOOLLY_TEST_MODEL_LOGITS_H
 
 #include <criterion/criterion.h>
-#include <criterion/logging.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +105,6 @@ static inline void check_cli_scalar(const model_case *mc)
     cr_assert_eq(size, (size_t)r.n_tokens * r.n_vocab * sizeof(float),
                  "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r.n_tokens, r.n_vocab);
     const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
-    cr_log_info("NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g", mc->name, e);
     fprintf(stderr, "NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g\n", mc->name, e);
     cr_expect_leq(e, SCALAR_MAX_NMSE, "%s: scalar NMSE %.3g exceeds %.1g", mc->name, e, SCALAR_MAX_NMSE);
     free(x);
@@ -157,8 +155,6 @@ static inline void check_api_default(const model_case *mc)
     for (int i = 0; i < 3; i++) {
         x[i] = api_logits(m, &r, RUNS[i].batch, RUNS[i].threads, r.n_tokens);
         const double e = mean_nmse(x[i], r.logits, r.n_tokens, r.n_vocab);
-        cr_log_info("NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)", mc->name,
-                    RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
         fprintf(stderr, "NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)\n", mc->name,
                 RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
         cr_expect_leq(e, mc->max_nmse, "%s, batch %d, %d threads: NMSE %.3g exceeds %.2g", mc->name,
