@@ -12,7 +12,7 @@
 
 /* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
 bool woolly_can_dequantize(enum woolly_type t);
-/* F32, F16, Q8_0, Q4_K, Q6_K (and Q5_K if supported). */
+/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
 bool woolly_can_quantize(enum woolly_type t);
 
 /* n elements (a multiple of the block) from `src` in format t to floats. Returns 0, or -1 if t cannot
@@ -22,5 +22,8 @@ int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64
 /* n floats to format t; returns the bytes written (woolly_row_bytes(t, n)), 0 if unsupported. K-quants
  * search scale and minimum by least squares, not plain min/max. */
 size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n);
+
+/* binary32 -> bfloat16, round to nearest even; NaN stays NaN, overflow goes to inf. */
+uint16_t woolly_f32_to_bf16(float f);
 
 #endif

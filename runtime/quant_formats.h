@@ -1,0 +1,56 @@
+/* Per-format reference conversions behind quant.h's dispatch. Each function converts `nb` whole blocks
+ * (nb * 256 elements for the K-quants); the caller has checked the length. Internal to the runtime. */
+#ifndef WOOLLY_QUANT_FORMATS_H
+#define WOOLLY_QUANT_FORMATS_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+void woolly_dequantize_q4_k(const woolly_block_q4_k *b, float *y, int64_t nb);
+void woolly_dequantize_q5_k(const woolly_block_q5_k *b, float *y, int64_t nb);
+void woolly_dequantize_q6_k(const woolly_block_q6_k *b, float *y, int64_t nb);
+
+void woolly_quantize_q4_k(const float *x, woolly_block_q4_k *b, int64_t nb);
+void woolly_quantize_q5_k(const float *x, woolly_block_q5_k *b, int64_t nb);
+void woolly_quantize_q6_k(const float *x, woolly_block_q6_k *b, int64_t nb);
+
+/* Nearest integer of v clamped to [lo, hi] (lo <= 0; ties round up). Clamping happens in float first, so
+ * huge values and NaN (which becomes lo) never reach an out-of-range conversion; the shift by -lo makes
+ * the truncating conversion a rounding one. Written branch-free so that the compiler vectorizes the
+ * quantizers' inner loops. */
+static inline int woolly_round_clamp(float v, int lo, int hi)
+{
+    v = v >= (float)lo ? v : (float)lo;
+    v = v <= (float)hi ? v : (float)hi;
+    return (int)(v - (float)lo + 0.5f) + lo;
+}
+
+/* A scale as the file will hold it: binary16, with overflow clamped to the largest finite half so
+ * that an extreme input degrades instead of turning into inf/NaN, and a non-zero scale too small for
+ * binary16 kept at the smallest subnormal rather than zero, so that tiny rows keep their signs and
+ * rough magnitudes. NaN becomes 0. */
+static inline uint16_t woolly_scale_to_f16(float s)
+{
+    const float max_half = 65504.0f;
+    if (!(s == s))
+        return 0;
+    s = fmaxf(fminf(s, max_half), -max_half);
+    uint16_t h = woolly_f32_to_f16(s);
+    if ((h & 0x7FFF) == 0 && s != 0)
+        h |= 1;
+    return h;
+}
+
+/* Like woolly_scale_to_f16, but never smaller in magnitude than s: the first scale of a block is rounded
+ * outward so that the largest value still fits the integer range after the rounding. */
+static inline uint16_t woolly_scale_to_f16_outward(float s)
+{
+    uint16_t h = woolly_scale_to_f16(s);
+    if (fabsf(woolly_f16_to_f32(h)) < fabsf(s) && (h & 0x7FFF) < 0x7BFF)
+        h++; /* the next half away from zero (same sign) */
+    return h;
+}
+
+#endif

@@ -1,0 +1,106 @@
+/* Which type each tensor gets in a file type: the Q4_K_M rule of llama.cpp (so that files quantized
+ * here are comparable with its files, see docs/BENCHMARK-MODELS.md), and the uniform mixes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quantize.h"
+
+static const struct {
+    const char *name;
+    enum woolly_ftype ftype;
+} FTYPES[] = {
+    {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"Q8_0", WOOLLY_FTYPE_Q8_0},
+    {"Q6_K", WOOLLY_FTYPE_Q6_K}, {"Q4_K_M", WOOLLY_FTYPE_Q4_K_M},
+};
+
+int woolly_ftype_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof FTYPES / sizeof FTYPES[0]; i++)
+        if (strcmp(FTYPES[i].name, name) == 0)
+            return (int)FTYPES[i].ftype;
+    return -1;
+}
+
+const char *woolly_ftype_name(enum woolly_ftype f)
+{
+    for (size_t i = 0; i < sizeof FTYPES / sizeof FTYPES[0]; i++)
+        if (FTYPES[i].ftype == f)
+            return FTYPES[i].name;
+    return "?";
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    const size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The layer of "blk.<i>.<...>", or -1. */
+static int layer_of(const char *name)
+{
+    if (strncmp(name, "blk.", 4) != 0)
+        return -1;
+    char *end;
+    const long i = strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' && i >= 0 && i < 1000000 ? (int)i : -1;
+}
+
+/* llama.cpp spends more bits on the first and last eighth of the layers and every third layer in
+ * between. */
+static bool layer_gets_more_bits(int i, int n)
+{
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
+{
+    if (strcmp(name, "output.weight") == 0)
+        return WOOLLY_TYPE_Q6_K;
+    if (strcmp(name, "token_embd.weight") == 0)
+        return m->tied_embd ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q4_K;
+    if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")) {
+        const int i = layer_of(name);
+        if (i >= 0 && layer_gets_more_bits(i, m->n_layer))
+            return WOOLLY_TYPE_Q6_K;
+    }
+    return WOOLLY_TYPE_Q4_K;
+}
+
+enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
+                                 const woolly_mix_model *m, char *note, size_t note_size)
+{
+    if (note && note_size)
+        note[0] = '\0';
+    if (n_dims < 2)
+        return WOOLLY_TYPE_F32;
+    enum woolly_type want;
+    switch (f) {
+    case WOOLLY_FTYPE_F32:
+        want = WOOLLY_TYPE_F32;
+        break;
+    case WOOLLY_FTYPE_F16:
+        want = WOOLLY_TYPE_F16;
+        break;
+    case WOOLLY_FTYPE_Q8_0:
+        want = WOOLLY_TYPE_Q8_0;
+        break;
+    case WOOLLY_FTYPE_Q6_K:
+        want = WOOLLY_TYPE_Q6_K;
+        break;
+    case WOOLLY_FTYPE_Q4_K_M:
+        want = q4_k_m_type(name, m);
+        break;
+    default:
+        want = WOOLLY_TYPE_F16;
+        break;
+    }
+    if (woolly_row_bytes(want, (int64_t)ne[0]) > 0)
+        return want;
+    const enum woolly_type fallback = ne[0] % 32 == 0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16;
+    if (note && note_size)
+        snprintf(note, note_size, "row length %llu is not a multiple of %u: %s instead of %s",
+                 (unsigned long long)ne[0], woolly_type_get(want)->block_elems,
+                 woolly_type_get(fallback)->name, woolly_type_get(want)->name);
+    return fallback;
+}

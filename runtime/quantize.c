@@ -1,0 +1,162 @@
+/* `woolly quantize`: a GGUF in, the same GGUF out with its matrices converted by a mix (quant_mix.c),
+ * tensor by tensor (quant_stream.c). */
+#include "quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu.h"
+#include "gguf.h"
+#include "gguf_write.h"
+#include "quant.h"
+#include "quant_stream.h"
+
+/* llama.cpp's general.quantization_version for the current block formats. */
+#define QUANTIZATION_VERSION 2
+
+static int source_row(void *ctx, int64_t row, float *dst, woolly_error *err)
+{
+    const gguf_tensor *t = ctx;
+    const size_t row_bytes = woolly_row_bytes(t->type, (int64_t)t->ne[0]);
+    if (woolly_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)row * row_bytes, dst,
+                              (int64_t)t->ne[0]) != 0)
+        return woolly_fail(err, "tensor '%s': cannot read rows of type %s", t->name,
+                           woolly_type_get(t->type)->name);
+    return 0;
+}
+
+/* Layers: <arch>.block_count, or one more than the highest blk.<i> if the key is missing. */
+static int count_layers(const gguf_file *g, woolly_error *err)
+{
+    gguf_str arch;
+    uint32_t n = 0;
+    if (gguf_get_str(g, "general.architecture", &arch, err)) {
+        char key[160];
+        snprintf(key, sizeof key, "%.*s.block_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
+        if (gguf_get_u32(g, key, &n, err))
+            return (int)n;
+    }
+    if (err->msg[0])
+        return -1;
+    int max = -1;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        int layer;
+        if (sscanf(g->tensors[i].name, "blk.%d.", &layer) == 1 && layer > max)
+            max = layer;
+    }
+    return max + 1;
+}
+
+typedef struct {
+    const gguf_file *in;
+    char (*notes)[160];
+    double t0;
+} progress_ctx;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_tensor *t)
+{
+    progress_ctx *p = ctx;
+    const gguf_tensor *src = &p->in->tensors[i];
+    char shape[96];
+    int len = snprintf(shape, sizeof shape, "%llu", (unsigned long long)t->ne[0]);
+    for (uint32_t d = 1; d < t->n_dims && len < (int)sizeof shape; d++)
+        len += snprintf(shape + len, sizeof shape - (size_t)len, " x %llu", (unsigned long long)t->ne[d]);
+    fprintf(stderr, "[%4zu/%zu] %-32s %-14s %5s -> %-5s%s%s  (%.1f s)\n", i + 1, n, t->name, shape,
+            woolly_type_get(src->type)->name, woolly_type_get(t->type)->name,
+            p->notes[i][0] ? "  note: " : "", p->notes[i], now_seconds() - p->t0);
+}
+
+/* The output tensor for input tensor s. */
+static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype f, const woolly_mix_model *m,
+                                        char *note, size_t note_size)
+{
+    woolly_stream_tensor t = {.name = s->name, .n_dims = s->n_dims};
+    memcpy(t.ne, s->ne, sizeof t.ne);
+    t.type = woolly_mix_type(f, s->name, s->n_dims, s->ne, m, note, note_size);
+    if (!woolly_can_dequantize(s->type)) {
+        snprintf(note, note_size, "type %s cannot be converted here: copied as it is",
+                 woolly_type_get(s->type)->name);
+        t.type = s->type;
+    }
+    if (t.type == s->type) {
+        t.raw = s->data;
+    } else {
+        t.rows = source_row;
+        t.ctx = (void *)s;
+    }
+    return t;
+}
+
+int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
+                         const woolly_quantize_params *p, woolly_error *err)
+{
+    const woolly_quantize_params defaults = {0};
+    if (!p)
+        p = &defaults;
+    if (strcmp(woolly_ftype_name(f), "?") == 0)
+        return woolly_fail(err, "unknown file type %d", (int)f);
+    const int n_threads = p->n_threads > 0 ? p->n_threads : woolly_cpu_get()->n_cores;
+    const double t0 = now_seconds();
+
+    gguf_file *g = gguf_open(in, err);
+    if (!g)
+        return -1;
+    woolly_error kerr = {{0}};
+    const int n_layer = count_layers(g, &kerr);
+    if (n_layer < 0) {
+        gguf_close(g);
+        return woolly_fail(err, "%s: %s", in, kerr.msg);
+    }
+    const woolly_mix_model m = {.n_layer = n_layer,
+                                .tied_embd = gguf_find_tensor(g, "output.weight") == NULL};
+
+    woolly_stream_tensor *plan = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *plan);
+    char(*notes)[160] = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *notes);
+    if (!plan || !notes) {
+        free(plan), free(notes), gguf_close(g);
+        return woolly_fail(err, "out of memory planning %llu tensors", (unsigned long long)g->n_tensors);
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        plan[i] = plan_tensor(&g->tensors[i], f, &m, notes[i], sizeof notes[i]);
+
+    int status = -1;
+    gguf_writer *w = gguf_writer_open(out, err);
+    if (w) {
+        for (uint64_t i = 0; i < g->n_kv; i++)
+            gguf_writer_copy_kv(w, &g->kv[i]);
+        gguf_writer_set_u32(w, "general.quantization_version", QUANTIZATION_VERSION);
+        gguf_writer_set_u32(w, "general.file_type", (uint32_t)f);
+        progress_ctx pc = {.in = g, .notes = notes, .t0 = t0};
+        status = woolly_stream_declare(w, plan, g->n_tensors, err);
+        if (status == 0)
+            status = gguf_writer_write_header(w, err);
+        if (status == 0)
+            status = woolly_stream_write(w, plan, g->n_tensors, n_threads, p->quiet ? NULL : print_progress,
+                                         &pc, err);
+        woolly_error cerr = {{0}};
+        if (gguf_writer_close(w, &cerr) != 0 && status == 0) {
+            *err = cerr;
+            status = -1;
+        }
+    }
+    if (status == 0 && !p->quiet) {
+        uint64_t out_bytes = 0;
+        for (uint64_t i = 0; i < g->n_tensors; i++)
+            out_bytes += woolly_stream_tensor_bytes(&plan[i]);
+        fprintf(stderr, "quantized %s -> %s (%s): tensor data %.2f MiB -> %.2f MiB, %.1f s on %d threads\n",
+                in, out, woolly_ftype_name(f), (double)(g->size - g->data_offset) / (1 << 20),
+                (double)out_bytes / (1 << 20), now_seconds() - t0, n_threads);
+    }
+    free(plan), free(notes);
+    gguf_close(g);
+    return status;
+}

@@ -1,0 +1,51 @@
+/* Model quantization: which type each tensor gets in a file type ("mix") such as Q4_K_M, and the
+ * streaming file-to-file quantizer behind `woolly quantize`. */
+#ifndef WOOLLY_QUANTIZE_H
+#define WOOLLY_QUANTIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "wtype.h"
+
+/* File types, numbered as llama.cpp's general.file_type. */
+enum woolly_ftype {
+    WOOLLY_FTYPE_F32 = 0,
+    WOOLLY_FTYPE_F16 = 1,
+    WOOLLY_FTYPE_Q8_0 = 7,
+    WOOLLY_FTYPE_Q4_K_M = 15,
+    WOOLLY_FTYPE_Q6_K = 18,
+};
+
+/* "Q4_K_M", "Q6_K", "Q8_0", "F16", "F32" (case-sensitive); -1 if unknown. */
+int woolly_ftype_from_name(const char *name);
+const char *woolly_ftype_name(enum woolly_ftype f);
+
+/* What the mix needs to know about the whole model. */
+typedef struct woolly_mix_model {
+    int n_layer;    /* for the attn_v / ffn_down rule of Q4_K_M */
+    bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
+} woolly_mix_model;
+
+/* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
+ * stay F32. Q4_K_M follows llama.cpp's rule: Q6_K for output.weight (and token_embd.weight when the
+ * embeddings are tied) and for attn_v / ffn_down in layers i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;
+ * Q4_K for the other matrices. A row length the chosen block does not divide falls back to Q8_0 (if
+ * it is a multiple of 32), else F16; then `note` (if not NULL) says so, otherwise it is set to "". */
+enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
+                                 const woolly_mix_model *m, char *note, size_t note_size);
+
+typedef struct woolly_quantize_params {
+    int n_threads; /* <= 0: the number of online CPUs */
+    bool quiet;    /* no progress on stderr */
+} woolly_quantize_params;
+
+/* Reads the GGUF at `in` and writes `out` with every tensor converted by the mix of `f`, all metadata
+ * kept (general.file_type set to f, general.quantization_version to 2). Tensor by tensor: memory use
+ * is bounded by a few MB beyond the mapped input. */
+int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
+                         const woolly_quantize_params *p, woolly_error *err);
+
+#endif

@@ -1,0 +1,385 @@
+/* `woolly synth`: configuration (presets, validation), metadata in llama.cpp's key layout, and random
+ * tensors streamed through the quantizer (quant_stream.c). */
+#include "synth.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu.h"
+#include "gguf.h"
+#include "gguf_write.h"
+#include "quant_stream.h"
+#include "synth_vocab.h"
+
+#define WEIGHT_STD 0.02f
+#define NORM_MEAN 1.0f
+#define NORM_STD 0.1f
+#define QUANTIZATION_VERSION 2
+
+/* ---- presets and validation --------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name, *arch;
+    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab;
+    float rope_base;
+    bool tied_embd;
+} preset;
+
+static const preset PRESETS[] = {
+    /* name, arch, n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab, rope base, tied embeddings */
+    {"tiny", "llama", 256, 768, 2, 4, 2, 512, 4096, 10000.0f, false},
+    {"tiny-granite", "granite", 256, 768, 2, 4, 2, 512, 4096, 1e7f, true},
+    {"llama-1b", "llama", 2048, 8192, 16, 32, 8, 4096, 32000, 10000.0f, false},
+    {"granite-8b", "granite", 4096, 12800, 40, 32, 8, 4096, 49152, 1e7f, true},
+};
+
+const char *woolly_synth_preset_names(void)
+{
+    return "tiny, tiny-granite, llama-1b, granite-8b";
+}
+
+int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err)
+{
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        *c = (woolly_synth_config){.n_embd = p->n_embd,
+                                   .n_ff = p->n_ff,
+                                   .n_layer = p->n_layer,
+                                   .n_head = p->n_head,
+                                   .n_head_kv = p->n_head_kv,
+                                   .n_ctx = p->n_ctx,
+                                   .n_vocab = p->n_vocab,
+                                   .rope_base = p->rope_base,
+                                   .tied_embd = p->tied_embd};
+        snprintf(c->arch, sizeof c->arch, "%s", p->arch);
+        c->norm_eps = 1e-5f;
+        /* Granite 3.x's scales (granite-3.3-8b-instruct); unused by llama */
+        c->embedding_scale = 12.0f;
+        c->residual_scale = 0.22f;
+        c->attention_scale = 0.0078125f;
+        c->logit_scale = 16.0f;
+        c->ftype = WOOLLY_FTYPE_Q4_K_M;
+        return 0;
+    }
+    return woolly_fail(err, "unknown preset '%s' (presets: %s)", name, woolly_synth_preset_names());
+}
+
+static int check_range(const char *what, int64_t v, int64_t lo, int64_t hi, woolly_error *err)
+{
+    if (v < lo || v > hi)
+        return woolly_fail(err, "%s is %lld, must be in [%lld, %lld]", what, (long long)v, (long long)lo,
+                           (long long)hi);
+    return 0;
+}
+
+static int check_positive(const char *what, float v, woolly_error *err)
+{
+    if (!(v > 0) || !isfinite(v))
+        return woolly_fail(err, "%s is %g, must be a positive finite number", what, (double)v);
+    return 0;
+}
+
+int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err)
+{
+    if (strcmp(c->arch, "llama") != 0 && strcmp(c->arch, "granite") != 0)
+        return woolly_fail(err, "unknown architecture '%s' (expected llama or granite)", c->arch);
+    if (check_range("n_embd", c->n_embd, 1, 65536, err) || check_range("n_ff", c->n_ff, 1, 262144, err) ||
+        check_range("n_layer", c->n_layer, 1, 1024, err) || check_range("n_head", c->n_head, 1, 1024, err) ||
+        check_range("n_head_kv", c->n_head_kv, 1, 1024, err) ||
+        check_range("n_ctx", c->n_ctx, 1, 1 << 24, err))
+        return -1;
+    if (c->n_embd % c->n_head != 0)
+        return woolly_fail(err, "n_head %lld does not divide n_embd %lld", (long long)c->n_head,
+                           (long long)c->n_embd);
+    if ((c->n_embd / c->n_head) % 2 != 0)
+        return woolly_fail(err, "the head size n_embd / n_head = %lld must be even (RoPE rotates pairs)",
+                           (long long)(c->n_embd / c->n_head));
+    if (c->n_head % c->n_head_kv != 0)
+        return woolly_fail(err, "n_head_kv %lld does not divide n_head %lld", (long long)c->n_head_kv,
+                           (long long)c->n_head);
+    if (check_positive("rope base", c->rope_base, err) || check_positive("norm epsilon", c->norm_eps, err))
+        return -1;
+    if (strcmp(c->arch, "granite") == 0 && (check_positive("embedding scale", c->embedding_scale, err) ||
+                                            check_positive("residual scale", c->residual_scale, err) ||
+                                            check_positive("attention scale", c->attention_scale, err) ||
+                                            check_positive("logit scale", c->logit_scale, err)))
+        return -1;
+    const woolly_chat_family *family = NULL;
+    if (c->chat_template && !(family = woolly_chat_family_get(c->chat_template)))
+        return woolly_fail(err, "unknown chat template '%s' (expected %s)", c->chat_template,
+                           woolly_chat_family_names());
+    if (strcmp(woolly_ftype_name(c->ftype), "?") == 0)
+        return woolly_fail(err, "unknown type %d", (int)c->ftype);
+    if (!c->vocab_path && check_range("n_vocab", c->n_vocab, woolly_synth_vocab_min(family), 1 << 24, err))
+        return -1;
+    if (c->vocab_path && c->n_vocab != 0 && check_range("n_vocab", c->n_vocab, 1, 1 << 24, err))
+        return -1;
+    return 0;
+}
+
+/* ---- random rows -------------------------------------------------------------------------------- */
+
+/* SplitMix64: a fast generator whose every output is a good hash of its counter, which lets each row
+ * start its own stream (so rows can be made in any order, on any thread). */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    uint64_t seed;
+    uint64_t index; /* tensor number in the file */
+    int64_t k;      /* row length */
+    float mean, std;
+} random_tensor;
+
+static int random_row(void *ctx, int64_t row, float *dst, woolly_error *err)
+{
+    (void)err;
+    const random_tensor *t = ctx;
+    uint64_t s = t->seed;
+    s = splitmix64(&s) ^ t->index;
+    s = splitmix64(&s) ^ (uint64_t)row;
+    /* Box-Muller: two normal values per 64 random bits (24 bits for the radius, 24 for the angle) */
+    for (int64_t i = 0; i < t->k; i += 2) {
+        const uint64_t z = splitmix64(&s);
+        const float u1 = ((float)(z >> 40) + 0.5f) * (1.0f / 16777216.0f); /* (0, 1) */
+        const float u2 = (float)(z & 0xFFFFFF) * (1.0f / 16777216.0f);     /* [0, 1) */
+        const float r = sqrtf(-2.0f * logf(u1)), a = 6.28318530718f * u2;
+        dst[i] = t->mean + t->std * r * cosf(a);
+        if (i + 1 < t->k)
+            dst[i + 1] = t->mean + t->std * r * sinf(a);
+    }
+    return 0;
+}
+
+/* ---- the tensors -------------------------------------------------------------------------------- */
+
+typedef struct {
+    char name[64];
+    uint32_t n_dims;
+    uint64_t ne[2];
+    bool norm;
+} tensor_spec;
+
+static void spec(tensor_spec *s, const char *name, uint64_t ne0, uint64_t ne1)
+{
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->n_dims = ne1 ? 2 : 1;
+    s->ne[0] = ne0;
+    s->ne[1] = ne1 ? ne1 : 1;
+    s->norm = ne1 == 0;
+}
+
+/* The tensors in the order of llama.cpp's files: the global ones by name, then each layer's by name. */
+static size_t plan_tensors(const woolly_synth_config *c, tensor_spec *t)
+{
+    const uint64_t e = (uint64_t)c->n_embd, kv = (uint64_t)(c->n_embd / c->n_head * c->n_head_kv);
+    const uint64_t ff = (uint64_t)c->n_ff, v = (uint64_t)c->n_vocab;
+    size_t n = 0;
+    if (!c->tied_embd)
+        spec(&t[n++], "output.weight", e, v);
+    spec(&t[n++], "output_norm.weight", e, 0);
+    spec(&t[n++], "token_embd.weight", e, v);
+    for (int64_t i = 0; i < c->n_layer; i++) {
+        static const struct {
+            const char *role;
+            int shape; /* 0: norm, 1: e x e, 2: e x kv, 3: e x ff, 4: ff x e */
+        } LAYER[] = {{"attn_k", 2},   {"attn_norm", 0}, {"attn_output", 1}, {"attn_q", 1}, {"attn_v", 2},
+                     {"ffn_down", 4}, {"ffn_gate", 3},  {"ffn_norm", 0},    {"ffn_up", 3}};
+        for (size_t r = 0; r < sizeof LAYER / sizeof LAYER[0]; r++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)i, LAYER[r].role);
+            const uint64_t ne[5][2] = {{e, 0}, {e, e}, {e, kv}, {e, ff}, {ff, e}};
+            spec(&t[n++], name, ne[LAYER[r].shape][0], ne[LAYER[r].shape][1]);
+        }
+    }
+    return n;
+}
+
+/* ---- metadata ----------------------------------------------------------------------------------- */
+
+/* The tokenizer keys: all tokenizer.* keys of the vocab file, or the built-in vocabulary's. Sets
+ * *n_vocab to the vocabulary's size. */
+static int write_tokenizer(gguf_writer *w, const woolly_synth_config *c, int64_t *n_vocab, woolly_error *err)
+{
+    const woolly_chat_family *family = c->chat_template ? woolly_chat_family_get(c->chat_template) : NULL;
+    if (c->vocab_path) {
+        gguf_file *g = gguf_open(c->vocab_path, err);
+        if (!g)
+            return -1;
+        woolly_error kerr = {{0}};
+        const gguf_array *tokens = NULL;
+        if (!gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, &kerr)) {
+            gguf_close(g);
+            return woolly_fail(err, "%s: no usable tokenizer.ggml.tokens array%s%s", c->vocab_path,
+                               kerr.msg[0] ? ": " : "", kerr.msg);
+        }
+        if (c->n_vocab != 0 && (uint64_t)c->n_vocab != tokens->n) {
+            const uint64_t have = tokens->n;
+            gguf_close(g);
+            return woolly_fail(err, "n_vocab %lld does not match the %llu tokens of %s",
+                               (long long)c->n_vocab, (unsigned long long)have, c->vocab_path);
+        }
+        *n_vocab = (int64_t)tokens->n;
+        for (uint64_t i = 0; i < g->n_kv; i++)
+            if (g->kv[i].key.len > 10 && memcmp(g->kv[i].key.ptr, "tokenizer.", 10) == 0)
+                gguf_writer_copy_kv(w, &g->kv[i]);
+        gguf_close(g);
+    } else {
+        woolly_synth_vocab v;
+        if (woolly_synth_vocab_build(c->n_vocab, family, &v, err) != 0)
+            return -1;
+        gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tokens, v.n);
+        gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.types, v.n);
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v.merges, v.n_merges);
+        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", v.bos);
+        gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", v.eos);
+        gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v.add_bos);
+        gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+        *n_vocab = (int64_t)v.n;
+        woolly_synth_vocab_free(&v);
+    }
+    if (family)
+        gguf_writer_set_str(w, "tokenizer.chat_template", family->jinja);
+    return 0;
+}
+
+static void write_hparams(gguf_writer *w, const woolly_synth_config *c, int64_t n_vocab)
+{
+    char key[96], name[96];
+#define ARCH_KEY(k) (snprintf(key, sizeof key, "%s." k, c->arch), key)
+    snprintf(name, sizeof name, "synthetic-%s-%lldx%lld", c->arch, (long long)c->n_embd,
+             (long long)c->n_layer);
+    gguf_writer_set_str(w, "general.name", name);
+    gguf_writer_set_u32(w, ARCH_KEY("context_length"), (uint32_t)c->n_ctx);
+    gguf_writer_set_u32(w, ARCH_KEY("embedding_length"), (uint32_t)c->n_embd);
+    gguf_writer_set_u32(w, ARCH_KEY("block_count"), (uint32_t)c->n_layer);
+    gguf_writer_set_u32(w, ARCH_KEY("feed_forward_length"), (uint32_t)c->n_ff);
+    gguf_writer_set_u32(w, ARCH_KEY("attention.head_count"), (uint32_t)c->n_head);
+    gguf_writer_set_u32(w, ARCH_KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
+    gguf_writer_set_u32(w, ARCH_KEY("rope.dimension_count"), (uint32_t)(c->n_embd / c->n_head));
+    gguf_writer_set_f32(w, ARCH_KEY("rope.freq_base"), c->rope_base);
+    gguf_writer_set_f32(w, ARCH_KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
+    gguf_writer_set_u32(w, ARCH_KEY("vocab_size"), (uint32_t)n_vocab);
+    if (strcmp(c->arch, "granite") == 0) {
+        gguf_writer_set_f32(w, ARCH_KEY("embedding_scale"), c->embedding_scale);
+        gguf_writer_set_f32(w, ARCH_KEY("residual_scale"), c->residual_scale);
+        gguf_writer_set_f32(w, ARCH_KEY("attention.scale"), c->attention_scale);
+        gguf_writer_set_f32(w, ARCH_KEY("logit_scale"), c->logit_scale);
+    }
+#undef ARCH_KEY
+    /* as llama.cpp: the quantizer records the block format version, the F16/F32 converter does not */
+    if (c->ftype != WOOLLY_FTYPE_F32 && c->ftype != WOOLLY_FTYPE_F16)
+        gguf_writer_set_u32(w, "general.quantization_version", QUANTIZATION_VERSION);
+    gguf_writer_set_u32(w, "general.file_type", (uint32_t)c->ftype);
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    double t0;
+    char (*notes)[160];
+} progress_ctx;
+
+static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_tensor *t)
+{
+    const progress_ctx *p = ctx;
+    char shape[64];
+    if (t->n_dims == 1)
+        snprintf(shape, sizeof shape, "%llu", (unsigned long long)t->ne[0]);
+    else
+        snprintf(shape, sizeof shape, "%llu x %llu", (unsigned long long)t->ne[0],
+                 (unsigned long long)t->ne[1]);
+    fprintf(stderr, "[%4zu/%zu] %-28s %-14s %-5s%s%s  (%.1f s)\n", i + 1, n, t->name, shape,
+            woolly_type_get(t->type)->name, p->notes[i][0] ? "  note: " : "", p->notes[i],
+            now_seconds() - p->t0);
+}
+
+int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_error *err)
+{
+    if (woolly_synth_validate(cfg, err) != 0)
+        return -1;
+    woolly_synth_config c = *cfg;
+    const double t0 = now_seconds();
+    const int n_threads = c.n_threads > 0 ? c.n_threads : woolly_cpu_get()->n_cores;
+
+    gguf_writer *w = gguf_writer_open(out, err);
+    if (!w)
+        return -1;
+    gguf_writer_set_str(w, "general.architecture", c.arch);
+    int64_t n_vocab = 0;
+    if (write_tokenizer(w, &c, &n_vocab, err) != 0) {
+        gguf_writer_close(w, NULL);
+        return -1;
+    }
+    c.n_vocab = n_vocab;
+    write_hparams(w, &c, n_vocab);
+
+    const size_t max_tensors = 3 + 9 * (size_t)c.n_layer;
+    tensor_spec *specs = calloc(max_tensors, sizeof *specs);
+    random_tensor *gen = calloc(max_tensors, sizeof *gen);
+    woolly_stream_tensor *plan = calloc(max_tensors, sizeof *plan);
+    char(*notes)[160] = calloc(max_tensors, sizeof *notes);
+    int status = -1;
+    if (!specs || !gen || !plan || !notes) {
+        woolly_fail(err, "out of memory planning %zu tensors", max_tensors);
+    } else {
+        const size_t n = plan_tensors(&c, specs);
+        const woolly_mix_model mix = {.n_layer = (int)c.n_layer, .tied_embd = c.tied_embd};
+        for (size_t i = 0; i < n; i++) {
+            const tensor_spec *s = &specs[i];
+            gen[i] = (random_tensor){.seed = c.seed,
+                                     .index = i,
+                                     .k = (int64_t)s->ne[0],
+                                     .mean = s->norm ? NORM_MEAN : 0.0f,
+                                     .std = s->norm ? NORM_STD : WEIGHT_STD};
+            plan[i] = (woolly_stream_tensor){
+                .name = s->name,
+                .n_dims = s->n_dims,
+                .ne = {s->ne[0], s->ne[1], 1, 1},
+                .type = woolly_mix_type(c.ftype, s->name, s->n_dims, s->ne, &mix, notes[i], sizeof notes[i]),
+                .rows = random_row,
+                .ctx = &gen[i]};
+        }
+        progress_ctx pc = {.t0 = t0, .notes = notes};
+        status = woolly_stream_declare(w, plan, n, err);
+        if (status == 0)
+            status = gguf_writer_write_header(w, err);
+        if (status == 0)
+            status = woolly_stream_write(w, plan, n, n_threads, c.quiet ? NULL : print_progress, &pc, err);
+        if (status == 0 && !c.quiet) {
+            uint64_t bytes = 0;
+            for (size_t i = 0; i < n; i++)
+                bytes += woolly_stream_tensor_bytes(&plan[i]);
+            fprintf(stderr,
+                    "synthesized %s (%s, %s): %zu tensors, %.2f MiB of tensor data, %.1f s on %d threads\n",
+                    out, c.arch, woolly_ftype_name(c.ftype), n, (double)bytes / (1 << 20), now_seconds() - t0,
+                    n_threads);
+        }
+    }
+    woolly_error cerr = {{0}};
+    if (gguf_writer_close(w, &cerr) != 0 && status == 0) {
+        *err = cerr;
+        status = -1;
+    }
+    free(specs), free(gen), free(plan), free(notes);
+    return status;
+}

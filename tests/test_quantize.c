@@ -1,0 +1,309 @@
+/* `woolly quantize` end to end: the Q4_K_M mix and quality against llama.cpp's file for the same F16
+ * weights (tensor types exactly as in tiny-llama-q4_k_m.gguf; each tensor's RMS error at most
+ * MAX_RMS_RATIO times llama.cpp's), the uniform types, metadata kept, thread-count independence, the
+ * fallback for rows that are not whole K-blocks, and errors for bad arguments. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "quant.h"
+#include "testutil.h"
+
+#define MAX_RMS_RATIO 1.02
+
+static gguf_file *open_path(const char *path)
+{
+    woolly_error err = {{0}};
+    gguf_file *g = gguf_open(path, &err);
+    cr_assert(g != NULL, "%s: %s", path, err.msg);
+    return g;
+}
+
+static gguf_file *open_model(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    return open_path(tu_data(rel));
+}
+
+/* Runs `woolly quantize <flags> <model> OUT TYPE`; returns OUT (heap). */
+static char *quantize(const char *model, const char *type, const char *flags)
+{
+    char rel[128], out_name[128], args[8192];
+    snprintf(rel, sizeof rel, "models/%s.gguf", model);
+    snprintf(out_name, sizeof out_name, "%s-%s%s.gguf", model, type, flags[0] ? "-flags" : "");
+    char *out = strdup(tu_tmp_path(out_name));
+    cr_assert(out);
+    snprintf(args, sizeof args, "quantize %s %s %s %s", flags, tu_data(rel), out, type);
+    char *so, *se;
+    const int st = tu_run_cli(args, &so, &se);
+    cr_assert_eq(st, 0, "woolly %s exited %d: %s", args, st, se);
+    free(so), free(se);
+    return out;
+}
+
+static int64_t n_elems(const gguf_tensor *t)
+{
+    return (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+static float *dequantize_tensor(const gguf_tensor *t)
+{
+    float *y = malloc(sizeof(float) * (size_t)n_elems(t));
+    cr_assert(y);
+    cr_assert_eq(woolly_dequantize_row(t->type, t->data, y, n_elems(t)), 0, "%s", t->name);
+    return y;
+}
+
+static size_t elem_size(enum gguf_vtype t)
+{
+    switch (t) {
+    case GGUF_U8:
+    case GGUF_I8:
+    case GGUF_BOOL:
+        return 1;
+    case GGUF_U16:
+    case GGUF_I16:
+        return 2;
+    case GGUF_U32:
+    case GGUF_I32:
+    case GGUF_F32:
+        return 4;
+    default:
+        return 8;
+    }
+}
+
+static bool str_equal(gguf_str a, gguf_str b)
+{
+    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
+
+static bool value_equal(const gguf_value *a, const gguf_value *b);
+
+static bool array_equal(const gguf_array *a, const gguf_array *b)
+{
+    if (a->type != b->type || a->n != b->n)
+        return false;
+    for (uint64_t i = 0; i < a->n; i++) {
+        if (a->type == GGUF_STRING && !str_equal(a->strs[i], b->strs[i]))
+            return false;
+        if (a->type == GGUF_ARRAY && !value_equal(&a->items[i], &b->items[i]))
+            return false;
+    }
+    return a->type == GGUF_STRING || a->type == GGUF_ARRAY ||
+           memcmp(a->data, b->data, a->n * elem_size(a->type)) == 0;
+}
+
+static bool value_equal(const gguf_value *a, const gguf_value *b)
+{
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case GGUF_STRING:
+        return str_equal(a->v.str, b->v.str);
+    case GGUF_ARRAY:
+        return array_equal(&a->v.arr, &b->v.arr);
+    default:
+        return memcmp(&a->v, &b->v, sizeof a->v.u64) == 0;
+    }
+}
+
+static uint32_t get_u32(const gguf_file *g, const char *key)
+{
+    woolly_error err = {{0}};
+    uint32_t v = 0;
+    cr_assert(gguf_get_u32(g, key, &v, &err), "key %s: %s", key, err.msg);
+    return v;
+}
+
+/* Every key of `in` is in `out` with the same value, except general.file_type, which is `file_type`. */
+static void assert_metadata_kept(const gguf_file *in, const gguf_file *out, uint32_t file_type)
+{
+    for (uint64_t i = 0; i < in->n_kv; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)in->kv[i].key.len, in->kv[i].key.ptr);
+        const gguf_kv *o = gguf_find_kv(out, key);
+        cr_assert(o != NULL, "key %s lost", key);
+        if (strcmp(key, "general.file_type") != 0)
+            cr_assert(value_equal(&in->kv[i].value, &o->value), "key %s changed", key);
+    }
+    cr_assert_eq(get_u32(out, "general.file_type"), file_type);
+    cr_assert_eq(get_u32(out, "general.quantization_version"), 2);
+}
+
+/* Same tensors in the same order with the same shapes, and the types of `want`. */
+static void assert_tensors_like(const gguf_file *got, const gguf_file *src, const gguf_file *want)
+{
+    cr_assert_eq(got->n_tensors, src->n_tensors);
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
+        cr_assert_str_eq(t->name, s->name, "tensor %llu", (unsigned long long)i);
+        cr_assert(t->n_dims == s->n_dims && memcmp(t->ne, s->ne, sizeof t->ne) == 0, "%s: shape changed",
+                  t->name);
+        const gguf_tensor *w = gguf_find_tensor(want, t->name);
+        cr_assert(w != NULL, "%s not in the reference file", t->name);
+        cr_assert_eq(t->type, w->type, "%s: type %s, llama.cpp chose %s", t->name,
+                     woolly_type_get(t->type)->name, woolly_type_get(w->type)->name);
+    }
+}
+
+/* Per tensor, RMS(ours - source) <= MAX_RMS_RATIO * RMS(reference - source); F32 tensors identical. */
+static void assert_quality(const gguf_file *got, const gguf_file *src, const gguf_file *ref)
+{
+    double worst = 0;
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i];
+        const gguf_tensor *s = gguf_find_tensor(src, t->name), *r = gguf_find_tensor(ref, t->name);
+        float *x = dequantize_tensor(s), *ours = dequantize_tensor(t), *theirs = dequantize_tensor(r);
+        const size_t n = (size_t)n_elems(t);
+        if (t->type == WOOLLY_TYPE_F32) {
+            cr_assert(memcmp(x, ours, n * sizeof(float)) == 0, "%s: F32 tensor changed", t->name);
+        } else {
+            const double ratio = sqrt(tu_nmse(ours, x, n) / tu_nmse(theirs, x, n));
+            cr_assert(ratio <= MAX_RMS_RATIO, "%s (%s): RMS error %.4fx llama.cpp's > %.2f", t->name,
+                      woolly_type_get(t->type)->name, ratio, MAX_RMS_RATIO);
+            worst = ratio > worst ? ratio : worst;
+        }
+        free(x), free(ours), free(theirs);
+    }
+    cr_log_info("worst per-tensor RMS error ratio against llama.cpp: %.4f", worst);
+}
+
+static void check_against_reference(const char *type, const char *reference, uint32_t file_type)
+{
+    char *out = quantize("tiny-llama-f16", type, "");
+    gguf_file *got = open_path(out), *src = open_model("tiny-llama-f16"), *ref = open_model(reference);
+    assert_tensors_like(got, src, ref);
+    assert_metadata_kept(src, got, file_type);
+    assert_quality(got, src, ref);
+    gguf_close(got), gguf_close(src), gguf_close(ref);
+    remove(out);
+    free(out);
+}
+
+Test(quantize, q4_k_m_matches_llama_cpp_types_and_quality, .timeout = 60)
+{
+    check_against_reference("Q4_K_M", "tiny-llama-q4_k_m", 15);
+}
+
+Test(quantize, q6_k_matches_llama_cpp, .timeout = 60)
+{
+    check_against_reference("Q6_K", "tiny-llama-q6_k", 18);
+}
+
+Test(quantize, q8_0_matches_llama_cpp, .timeout = 60)
+{
+    check_against_reference("Q8_0", "tiny-llama-q8_0", 7);
+}
+
+Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
+{
+    char *out = quantize("tiny-llama-f16", "F16", "");
+    gguf_file *got = open_path(out), *src = open_model("tiny-llama-f16");
+    assert_metadata_kept(src, got, 1);
+    cr_assert_eq(got->n_tensors, src->n_tensors);
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
+        cr_assert(t->type == s->type && t->nbytes == s->nbytes && memcmp(t->data, s->data, t->nbytes) == 0,
+                  "%s changed", t->name);
+    }
+    gguf_close(got), gguf_close(src);
+    remove(out);
+    free(out);
+}
+
+Test(quantize, f16_of_q8_0_rounds_each_value_once, .timeout = 60)
+{
+    char *out = quantize("tiny-llama-q8_0", "F16", "");
+    gguf_file *got = open_path(out), *src = open_model("tiny-llama-q8_0");
+    assert_metadata_kept(src, got, 1);
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
+        cr_assert_eq(t->type, s->n_dims == 1 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16, "%s", t->name);
+        float *a = dequantize_tensor(t), *b = dequantize_tensor(s);
+        for (int64_t j = 0; j < n_elems(t); j++)
+            cr_assert(fabsf(a[j] - b[j]) <= ldexpf(fabsf(b[j]), -11), "%s[%lld]: %g vs %g", t->name,
+                      (long long)j, a[j], b[j]);
+        free(a), free(b);
+    }
+    gguf_close(got), gguf_close(src);
+    remove(out);
+    free(out);
+}
+
+Test(quantize, output_does_not_depend_on_threads, .timeout = 60)
+{
+    char *one = quantize("tiny-llama-f16", "Q4_K_M", "-q -t 1");
+    size_t n1, n3;
+    char *a = tu_read_file(one, &n1);
+    remove(one);
+    char *three = quantize("tiny-llama-f16", "Q4_K_M", "-t 3");
+    char *b = tu_read_file(three, &n3);
+    remove(three);
+    cr_assert(n1 == n3 && memcmp(a, b, n1) == 0, "-t 1 and -t 3 gave different files");
+    free(a), free(b), free(one), free(three);
+}
+
+Test(quantize, rows_that_are_not_whole_k_blocks_fall_back, .timeout = 60)
+{
+    /* stories260K: rows of 64 (fit Q8_0) and 172 (fit neither: F16) */
+    char args[8192], *so, *se;
+    char *out = strdup(tu_tmp_path("stories-q4km.gguf"));
+    snprintf(args, sizeof args, "quantize %s %s Q4_K_M", tu_data("models/stories260K.gguf"), out);
+    cr_assert_eq(tu_run_cli(args, &so, &se), 0, "%s", se);
+    cr_assert(strstr(se, "not a multiple of 256") != NULL, "no note about the fallback: %s", se);
+    gguf_file *got = open_path(out), *src = open_model("stories260K");
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i];
+        const enum woolly_type want =
+            t->n_dims == 1 ? WOOLLY_TYPE_F32 : (t->ne[0] % 32 == 0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16);
+        cr_assert_eq(t->type, want, "%s (row %llu): %s", t->name, (unsigned long long)t->ne[0],
+                     woolly_type_get(t->type)->name);
+    }
+    assert_metadata_kept(src, got, 15);
+    gguf_close(got), gguf_close(src);
+    free(so), free(se);
+    remove(out);
+    free(out);
+}
+
+static void assert_fails(const char *args, const char *message_part)
+{
+    char *so, *se;
+    const int st = tu_run_cli(args, &so, &se);
+    cr_assert(st > 0, "'woolly %s' should fail, exited %d", args, st);
+    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", args, se,
+              message_part);
+    free(so), free(se);
+}
+
+Test(quantize, bad_arguments_fail_with_a_message)
+{
+    char args[16384], in[4096], out[4096];
+    snprintf(in, sizeof in, "%s", tu_data("models/tiny-llama-f16.gguf"));
+    snprintf(out, sizeof out, "%s", tu_tmp_path("never.gguf"));
+    snprintf(args, sizeof args, "quantize %s %s Q3_K", in, out);
+    assert_fails(args, "unknown type 'Q3_K'");
+    snprintf(args, sizeof args, "quantize %s %s", in, out);
+    assert_fails(args, "expected IN OUT TYPE");
+    snprintf(args, sizeof args, "quantize -t 0 %s %s Q8_0", in, out);
+    assert_fails(args, "-t '0'");
+    snprintf(args, sizeof args, "quantize -t many %s %s Q8_0", in, out);
+    assert_fails(args, "-t 'many'");
+    snprintf(args, sizeof args, "quantize --bogus %s %s Q8_0", in, out);
+    assert_fails(args, "unknown option '--bogus'");
+    snprintf(args, sizeof args, "quantize %s/nope.gguf %s Q8_0", tu_data("models"), out);
+    assert_fails(args, "nope.gguf");
+    /* not a GGUF file */
+    snprintf(args, sizeof args, "quantize %s %s Q8_0", tu_data("README.md"), out);
+    assert_fails(args, "README.md");
+    /* an output that cannot be written */
+    snprintf(args, sizeof args, "quantize %s %s/no/such/dir/out.gguf Q8_0", in, tu_data("models"));
+    assert_fails(args, "out.gguf");
+    FILE *f = fopen(out, "rb");
+    cr_assert(f == NULL, "a failed run left %s behind", out);
+}
