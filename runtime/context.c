@@ -42,28 +42,6 @@ int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
 
 /* The attention kernel for the cache type that serves this head dimension: the registry's choice
  * unless it is specialized to another head dimension, then the best general one. */
-static const woolly_kernel *choose_attn(enum woolly_type cache, int32_t head_dim)
-{
-    const woolly_kernel *k = woolly_kernel_choose(WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32);
-    if (k && (k->head_dim == 0 || k->head_dim == head_dim))
-        return k;
-    int n;
-    const woolly_kernel *list = woolly_kernel_list(&n);
-    const enum woolly_isa active = woolly_isa_active();
-    const woolly_kernel *best = NULL;
-    for (int i = 0; i < n; i++) {
-        const woolly_kernel *c = &list[i];
-        if (c->op != WOOLLY_OP_ATTN || c->wtype != cache || (c->head_dim != 0 && c->head_dim != head_dim))
-            continue;
-        /* Runnable: scalar always, else the active level or an x86 level below it. */
-        const bool runs = c->isa == WOOLLY_ISA_SCALAR || c->isa == active ||
-                          (active != WOOLLY_ISA_NEON && c->isa != WOOLLY_ISA_NEON && c->isa < active);
-        if (runs && (!best || c->isa > best->isa))
-            best = c;
-    }
-    return best;
-}
-
 static int plan_type(woolly_context *c, enum woolly_type t, woolly_error *err)
 {
     if (c->plans[t].gemv)
@@ -189,7 +167,7 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
              plan_type(c, L->w_gate.type, err) || plan_type(c, L->w_up.type, err) ||
              plan_type(c, L->w_down.type, err);
     }
-    if (!rc && !(c->attn = choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
+    if (!rc && !(c->attn = woolly_kernel_choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                          p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
     if (!rc)
