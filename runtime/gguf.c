@@ -96,8 +96,7 @@ static int read_str(parser *p, gguf_str *out, const char *what)
     return 0;
 }
 
-/* Bytes of a scalar value type; 0 for strings, arrays and unknown types. */
-static int scalar_size(uint32_t t)
+int gguf_vtype_size(uint32_t t)
 {
     switch (t) {
     case GGUF_U8:
@@ -125,10 +124,10 @@ static bool is_signed(uint32_t t)
     return t == GGUF_I8 || t == GGUF_I16 || t == GGUF_I32 || t == GGUF_I64;
 }
 
-/* Decodes a scalar of type t at b (which holds scalar_size(t) bytes). */
+/* Decodes a scalar of type t at b (which holds gguf_vtype_size(t) bytes). */
 static void decode_scalar(uint32_t t, const uint8_t *b, gguf_value *out)
 {
-    int n = scalar_size(t);
+    int n = gguf_vtype_size(t);
     uint64_t raw = load_le(b, n);
     out->type = (enum gguf_vtype)t;
     if (t == GGUF_F32) {
@@ -151,7 +150,7 @@ static int parse_array(parser *p, gguf_array *arr, int depth);
 
 static int parse_value(parser *p, uint32_t type, gguf_value *out, int depth)
 {
-    int n = scalar_size(type);
+    int n = gguf_vtype_size(type);
     if (n > 0) {
         if (remaining(p) < (size_t)n)
             return truncated(p, gguf_vtype_name((enum gguf_vtype)type), (uint64_t)n);
@@ -184,7 +183,7 @@ static int parse_array(parser *p, gguf_array *arr, int depth)
     memset(arr, 0, sizeof *arr);
     arr->type = (enum gguf_vtype)et;
     arr->n = n;
-    int es = scalar_size(et);
+    int es = gguf_vtype_size(et);
     uint64_t min_elem = es > 0              ? (uint64_t)es
                         : et == GGUF_STRING ? 8
                         : et == GGUF_ARRAY  ? GGUF_MIN_ARRAY_BYTES
@@ -281,7 +280,7 @@ static int read_alignment(parser *p, gguf_file *g)
     if (!kv)
         return 0;
     const gguf_value *v = &kv->value;
-    int s = scalar_size(v->type);
+    int s = gguf_vtype_size(v->type);
     if (s == 0 || v->type == GGUF_BOOL || v->type == GGUF_F32 || v->type == GGUF_F64 ||
         (is_signed(v->type) && v->v.i64 < 0))
         return woolly_fail(p->err, "general.alignment has type %s, expected an unsigned integer",
@@ -535,7 +534,7 @@ bool gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out, woolly_err
         return false;
     const gguf_value *v = &kv->value;
     enum gguf_vtype t = v->type;
-    if (scalar_size(t) == 0 || t == GGUF_BOOL || t == GGUF_F32 || t == GGUF_F64) {
+    if (gguf_vtype_size(t) == 0 || t == GGUF_BOOL || t == GGUF_F32 || t == GGUF_F64) {
         woolly_fail(err, "gguf: key '%s' has type %s, expected an integer", key, gguf_vtype_name(t));
         return false;
     }
@@ -611,7 +610,7 @@ bool gguf_get_arr(const gguf_file *g, const char *key, enum gguf_vtype elem, con
 
 static bool arr_elem(const gguf_array *a, uint64_t i, gguf_value *out)
 {
-    int s = scalar_size(a->type);
+    int s = gguf_vtype_size(a->type);
     if (s == 0 || a->n == 0 || !a->data)
         return false;
     if (i >= a->n)

@@ -109,5 +109,7 @@ int64_t gguf_arr_i64(const gguf_array *a, uint64_t i);
 bool gguf_str_eq(gguf_str s, const char *z);
 
 const char *gguf_vtype_name(enum gguf_vtype t);
+/* Bytes of a scalar value type; 0 for strings, arrays and unknown types. */
+int gguf_vtype_size(uint32_t t);
 
 #endif

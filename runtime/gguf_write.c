@@ -106,32 +106,9 @@ static void put_str(bytes *b, const char *s, uint64_t len)
     put(b, s, (size_t)len);
 }
 
-static int scalar_size(enum gguf_vtype t)
-{
-    switch (t) {
-    case GGUF_U8:
-    case GGUF_I8:
-    case GGUF_BOOL:
-        return 1;
-    case GGUF_U16:
-    case GGUF_I16:
-        return 2;
-    case GGUF_U32:
-    case GGUF_I32:
-    case GGUF_F32:
-        return 4;
-    case GGUF_U64:
-    case GGUF_I64:
-    case GGUF_F64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 static void put_scalar(bytes *b, const gguf_value *v)
 {
-    int n = scalar_size(v->type);
+    int n = gguf_vtype_size(v->type);
     if (v->type == GGUF_F32) {
         float f = (float)v->v.f64;
         uint32_t u;
@@ -160,7 +137,7 @@ static bool put_array(gguf_writer *w, bytes *b, const char *key, const gguf_arra
     }
     put_le(b, (uint32_t)a->type, 4);
     put_le(b, a->n, 8);
-    int es = scalar_size(a->type);
+    int es = gguf_vtype_size(a->type);
     if (es > 0) {
         if (a->n > 0 && !a->data) {
             wfail(w, "key '%s': array of %" PRIu64 " %s without data", key, a->n, gguf_vtype_name(a->type));
@@ -354,7 +331,7 @@ void gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *src)
     if (kv) {
         const gguf_value *v = &src->value;
         put_le(&kv->val, (uint32_t)v->type, 4);
-        if (scalar_size(v->type) > 0)
+        if (gguf_vtype_size(v->type) > 0)
             put_scalar(&kv->val, v);
         else if (v->type == GGUF_STRING)
             put_str(&kv->val, v->v.str.ptr, v->v.str.len);

@@ -130,7 +130,8 @@ const woolly_kernel *woolly_kernel_by_name(const char *name)
     return NULL;
 }
 
-const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act)
+/* Highest runnable ISA level among the kernels of a slot; head_dim < 0 matches any. */
+static const woolly_kernel *choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act, int head_dim)
 {
     const enum woolly_isa active = woolly_isa_active();
     const woolly_kernel *best = NULL;
@@ -138,10 +139,22 @@ const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wt
         const woolly_kernel *k = &KERNELS[i];
         if (k->op != op || k->wtype != wtype || k->act != act || !cpu_runs(k->isa, active))
             continue;
+        if (head_dim >= 0 && k->head_dim != 0 && k->head_dim != head_dim)
+            continue;
         if (!best || k->isa > best->isa)
             best = k;
     }
     return best;
+}
+
+const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act)
+{
+    return choose(op, wtype, act, -1);
+}
+
+const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim)
+{
+    return choose(WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, head_dim);
 }
 
 unsigned long long woolly_registry_hash(void)

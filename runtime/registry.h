@@ -48,6 +48,9 @@ const woolly_kernel *woolly_kernel_by_name(const char *name);
  * the active one; among those, the first listed). NULL if no kernel serves the slot at all. */
 const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act);
 
+/* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any). */
+const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim);
+
 /* A hash of the registry contents (names in order), for tuning profiles. */
 unsigned long long woolly_registry_hash(void);
 

@@ -105,3 +105,15 @@ Test(registry, hash_depends_on_the_names)
     cr_assert_neq(woolly_registry_hash(), 0ull);
     cr_assert_eq(woolly_registry_hash(), woolly_registry_hash());
 }
+
+Test(registry, attention_choice_respects_the_head_dimension)
+{
+    const int dims[] = {8, 64, 128, 200};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d]);
+        cr_assert_not_null(k, "no F16 attention kernel for head_dim %d", dims[d]);
+        cr_assert_eq(k->op, WOOLLY_OP_ATTN);
+        cr_assert(k->head_dim == 0 || k->head_dim == dims[d], "%s serves head_dim %d, asked %d", k->name,
+                  k->head_dim, dims[d]);
+    }
+}

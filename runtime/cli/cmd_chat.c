@@ -1,11 +1,265 @@
+/* woolly chat: an interactive conversation on stdin/stdout. Each user line is added to the
+ * conversation, which is rendered with the model's chat template (chat.h) and tokenized; only the
+ * tokens after the longest prefix already in the KV cache are evaluated, so earlier turns are not
+ * recomputed. `/exit` or end of input ends the chat. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "chat.h"
+#include "cli_common.h"
 #include "commands.h"
+#include "model.h"
+#include "tokenizer.h"
 
-/* Placeholder until this command is implemented; it fails loudly rather than pretending. */
+typedef struct chat_state {
+    woolly_chat_msg *msgs;
+    char **owned; /* the contents we allocated, freed at the end */
+    size_t n, cap;
+} chat_state;
+
+static int add_msg(chat_state *s, const char *role, const char *content, size_t len)
+{
+    if (s->n == s->cap) {
+        const size_t cap = s->cap ? 2 * s->cap : 16;
+        woolly_chat_msg *m = realloc(s->msgs, cap * sizeof *m);
+        if (!m)
+            return -1;
+        s->msgs = m;
+        char **o = realloc(s->owned, cap * sizeof *o);
+        if (!o)
+            return -1;
+        s->owned = o;
+        s->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, content, len);
+    copy[len] = 0;
+    s->owned[s->n] = copy;
+    s->msgs[s->n++] = (woolly_chat_msg){role, copy};
+    return 0;
+}
+
+static void free_chat(chat_state *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->owned[i]);
+    free(s->owned);
+    free(s->msgs);
+}
+
+/* A growable byte buffer for the reply being generated. */
+typedef struct text {
+    char *p;
+    size_t len, cap;
+} text;
+
+static int append(text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p)
+            return -1;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = 0;
+    return 0;
+}
+
+static char *render(enum woolly_chat_family fam, const chat_state *s)
+{
+    const long n = woolly_chat_render(fam, s->msgs, s->n, true, NULL, 0);
+    if (n < 0)
+        return NULL;
+    char *out = malloc((size_t)n + 1);
+    if (out)
+        woolly_chat_render(fam, s->msgs, s->n, true, out, (size_t)n + 1);
+    return out;
+}
+
 int woolly_cmd_chat(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "woolly %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *cmd = argv[0];
+    const char *model_path = NULL, *system = NULL, *tmpl_name = NULL;
+    int32_t n_predict = 1024;
+    bool verbose = false;
+    cli_context_opts ctx_opts;
+    cli_sampling_opts samp;
+    cli_table t = {.n = 0};
+    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_STR, &tmpl_name, 0, 0, "NAME",
+                           "granite|llama3|chatml|llama2|plain (default: recognized from the model)", NULL});
+    cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
+                           "tokens per reply at most (default 1024)", NULL});
+    cli_add(&t, (cli_flag){"-v", "--verbose", CLI_BOOL, &verbose, 0, 0, NULL,
+                           "report per turn how many tokens came from the cache and how many were evaluated",
+                           NULL});
+    cli_add_sampling_flags(&t, &samp);
+    cli_add_context_flags(&t, &ctx_opts);
+    const int rc = cli_parse(&t, argc, argv, "-m MODEL [options]   (then type; /exit or end of input quits)");
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    if (!model_path) {
+        fprintf(stderr, "woolly %s: -m MODEL is required (see woolly %s --help)\n", cmd, cmd);
+        return 2;
+    }
+    int forced = -1;
+    if (tmpl_name && (forced = woolly_chat_family_from_name(tmpl_name)) < 0) {
+        fprintf(stderr, "woolly %s: --chat-template '%s' is not granite, llama3, chatml, llama2 or plain\n",
+                cmd, tmpl_name);
+        return 2;
+    }
+    cli_sampling_finish(cmd, &samp);
+
+    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    if (!m)
+        return 1;
+    int status = 1;
+    woolly_context *c = NULL;
+    woolly_sampler *smp = NULL;
+    woolly_token *hist = NULL, *ids = NULL;
+    char *line = NULL, *buf = NULL, *prompt = NULL;
+    size_t line_cap = 0;
+    chat_state chat = {0};
+    text reply = {0};
+    woolly_context_params cp;
+    if (!m->tok) {
+        fprintf(stderr, "woolly %s: %s: no usable tokenizer: %s\n", cmd, model_path, m->tok_err.msg);
+        goto done;
+    }
+    if (cli_context_params(cmd, &ctx_opts, m, &cp))
+        goto done;
+    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
+        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        goto done;
+    }
+    const enum woolly_chat_family fam =
+        forced >= 0 ? (enum woolly_chat_family)forced
+                    : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
+    fprintf(stderr, "woolly %s: chat template %s; /exit or end of input quits\n", cmd,
+            woolly_chat_family_name(fam));
+    const bool add_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
+    const int32_t n_ctx = woolly_context_n_ctx(c);
+    size_t cap = 64;
+    for (int32_t id = 0; id < woolly_tokenizer_n_vocab(m->tok); id++) {
+        const int64_t n = woolly_token_bytes(m->tok, id, NULL, 0);
+        cap = 64 + (size_t)n > cap ? 64 + (size_t)n : cap;
+    }
+    hist = malloc(sizeof *hist * (size_t)n_ctx);
+    buf = malloc(cap);
+    if (!hist || !buf || (system && add_msg(&chat, "system", system, strlen(system)))) {
+        fprintf(stderr, "woolly %s: out of memory\n", cmd);
+        goto done;
+    }
+    const bool interactive = isatty(STDIN_FILENO);
+    int32_t n_hist = 0, turn = 0;
+    for (;;) {
+        if (interactive) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        ssize_t len = getline(&line, &line_cap, stdin);
+        if (len < 0)
+            break;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (!strcmp(line, "/exit"))
+            break;
+        if (len == 0)
+            continue;
+        free(prompt);
+        free(ids);
+        ids = NULL;
+        int32_t n_ids;
+        if (add_msg(&chat, "user", line, (size_t)len) || !(prompt = render(fam, &chat))) {
+            fprintf(stderr, "woolly %s: cannot render the conversation with the %s template\n", cmd,
+                    woolly_chat_family_name(fam));
+            goto done;
+        }
+        if (!(ids = cli_tokenize(cmd, m, prompt, add_bos, &n_ids)))
+            goto done;
+        if (n_ids >= n_ctx) {
+            fprintf(stderr,
+                    "woolly %s: the conversation has %d tokens, the context only %d (raise --ctx-size)\n",
+                    cmd, n_ids, n_ctx);
+            goto done;
+        }
+        /* Reuse the cached prefix; at least one token is evaluated so that there are logits. */
+        int32_t keep = 0;
+        while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep])
+            keep++;
+        woolly_context_rewind(c, keep);
+        if (verbose)
+            fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
+                    n_ids - keep);
+        if (woolly_eval(c, ids + keep, n_ids - keep)) {
+            fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+            goto done;
+        }
+        memcpy(hist + keep, ids + keep, sizeof *ids * (size_t)(n_ids - keep));
+        n_hist = n_ids;
+
+        woolly_detok_stream ds;
+        woolly_detok_stream_init(&ds, m->tok);
+        reply.len = 0;
+        for (int32_t k = 0; k < n_predict; k++) {
+            const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
+            woolly_sampler_accept(smp, tok);
+            if (woolly_token_is_eog(m, tok))
+                break;
+            const int64_t n = woolly_detok_stream_feed(&ds, tok, buf, cap);
+            if (n > 0) {
+                fwrite(buf, 1, (size_t)n, stdout);
+                fflush(stdout);
+                if (append(&reply, buf, (size_t)n))
+                    goto oom;
+            }
+            if (n_hist == n_ctx) {
+                fprintf(stderr, "\nwoolly %s: the context of %d tokens is full (raise --ctx-size)\n", cmd,
+                        n_ctx);
+                goto done;
+            }
+            if (woolly_eval(c, &tok, 1)) {
+                fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+                goto done;
+            }
+            hist[n_hist++] = tok;
+        }
+        const int64_t n = woolly_detok_stream_flush(&ds, buf, cap);
+        if (n > 0) {
+            fwrite(buf, 1, (size_t)n, stdout);
+            if (append(&reply, buf, (size_t)n))
+                goto oom;
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (add_msg(&chat, "assistant", reply.p ? reply.p : "", reply.len))
+            goto oom;
+    }
+    status = 0;
+    goto done;
+oom:
+    fprintf(stderr, "woolly %s: out of memory\n", cmd);
+done:
+    free(reply.p);
+    free_chat(&chat);
+    free(prompt);
+    free(ids);
+    free(line);
+    free(buf);
+    free(hist);
+    woolly_sampler_close(smp);
+    woolly_context_close(c);
+    woolly_model_close(m);
+    return status;
 }

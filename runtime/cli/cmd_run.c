@@ -1,11 +1,166 @@
+/* woolly run: generate a continuation of a prompt. The prompt is evaluated in batches (the GEMM
+ * path), then tokens are sampled and evaluated one at a time (the GEMV path) until -n tokens, an
+ * end-of-generation token or a full context. The text (prompt included) streams to stdout without
+ * splitting UTF-8 characters; the timings go to stderr. */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "cli_common.h"
 #include "commands.h"
+#include "model.h"
+#include "tokenizer.h"
 
-/* Placeholder until this command is implemented; it fails loudly rather than pretending. */
+/* Room for any single token's bytes plus what the stream may hold back. */
+static char *detok_buffer(const woolly_tokenizer *tok, size_t *cap)
+{
+    int64_t longest = 0;
+    for (int32_t id = 0; id < woolly_tokenizer_n_vocab(tok); id++) {
+        const int64_t n = woolly_token_bytes(tok, id, NULL, 0);
+        longest = n > longest ? n : longest;
+    }
+    *cap = 64 + (size_t)longest;
+    return malloc(*cap);
+}
+
+static void emit(woolly_detok_stream *ds, woolly_token id, char *buf, size_t cap)
+{
+    const int64_t n = woolly_detok_stream_feed(ds, id, buf, cap);
+    if (n > 0) {
+        fwrite(buf, 1, (size_t)n, stdout);
+        fflush(stdout);
+    }
+}
+
+static void report(const char *what, int32_t n, double s)
+{
+    fprintf(stderr, "%-10s %6d tokens in %8.3f s  (%9.2f tokens/s)\n", what, n, s, s > 0 ? n / s : 0.0);
+}
+
 int woolly_cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "woolly %s: not implemented yet\n", argv[0]);
-    return 1;
+    const char *cmd = argv[0];
+    const char *model_path = NULL, *prompt = NULL;
+    int32_t n_predict = 128;
+    bool ignore_eos = false;
+    cli_context_opts ctx_opts;
+    cli_sampling_opts samp;
+    cli_table t = {.n = 0};
+    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add(&t, (cli_flag){"-p", "--prompt", CLI_STR, &prompt, 0, 0, "TEXT", "the prompt", NULL});
+    cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
+                           "tokens to generate at most (default 128)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--ignore-eos", CLI_BOOL, &ignore_eos, 0, 0, NULL,
+                           "keep generating past end-of-generation tokens", NULL});
+    cli_add_sampling_flags(&t, &samp);
+    cli_add_context_flags(&t, &ctx_opts);
+    const int rc = cli_parse(&t, argc, argv, "-m MODEL -p PROMPT [-n N] [options]");
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    if (!model_path || !prompt) {
+        fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd,
+                !model_path ? "-m MODEL" : "-p PROMPT", cmd);
+        return 2;
+    }
+    if (!*prompt) {
+        fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
+        return 2;
+    }
+    cli_sampling_finish(cmd, &samp);
+
+    double load_s;
+    woolly_model *m = cli_open_model(cmd, model_path, &load_s);
+    if (!m)
+        return 1;
+    int status = 1;
+    woolly_token *ids = NULL;
+    woolly_context *c = NULL;
+    woolly_sampler *smp = NULL;
+    char *buf = NULL;
+    int32_t n_prompt;
+    woolly_context_params cp;
+    if (!(ids = cli_tokenize(cmd, m, prompt, woolly_model_adds_bos(m), &n_prompt)) ||
+        cli_context_params(cmd, &ctx_opts, m, &cp))
+        goto done;
+    if (n_prompt == 0) {
+        fprintf(stderr, "woolly %s: the prompt has no tokens\n", cmd);
+        goto done;
+    }
+    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
+        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        goto done;
+    }
+    const int32_t n_ctx = woolly_context_n_ctx(c);
+    if (n_prompt > n_ctx) {
+        fprintf(stderr,
+                "woolly %s: the prompt has %d tokens, more than the context size %d (raise --ctx-size)\n",
+                cmd, n_prompt, n_ctx);
+        goto done;
+    }
+    size_t cap;
+    if (!(buf = detok_buffer(m->tok, &cap))) {
+        fprintf(stderr, "woolly %s: out of memory\n", cmd);
+        goto done;
+    }
+
+    woolly_detok_stream ds;
+    woolly_detok_stream_init(&ds, m->tok);
+    for (int32_t i = 0; i < n_prompt; i++) {
+        emit(&ds, ids[i], buf, cap);
+        woolly_sampler_accept(smp, ids[i]);
+    }
+
+    double t0 = cli_now_s();
+    if (woolly_eval(c, ids, n_prompt)) {
+        fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
+        goto done;
+    }
+    const double prompt_s = cli_now_s() - t0;
+
+    t0 = cli_now_s();
+    int32_t n_gen = 0, n_evaluated = 0;
+    bool context_full = false;
+    while (n_gen < n_predict) {
+        const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
+        woolly_sampler_accept(smp, tok);
+        if (!ignore_eos && woolly_token_is_eog(m, tok))
+            break;
+        emit(&ds, tok, buf, cap);
+        n_gen++;
+        if (n_gen == n_predict)
+            break;
+        if (woolly_context_n_past(c) == n_ctx) {
+            context_full = true;
+            break;
+        }
+        if (woolly_eval(c, &tok, 1)) {
+            fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
+            goto done;
+        }
+        n_evaluated++;
+    }
+    const double gen_s = cli_now_s() - t0;
+    const int64_t tail = woolly_detok_stream_flush(&ds, buf, cap);
+    if (tail > 0)
+        fwrite(buf, 1, (size_t)tail, stdout);
+    fflush(stdout);
+    fputc('\n', stderr); /* stdout holds exactly the text; the line break is for the terminal */
+
+    fprintf(stderr, "load       %8.1f ms\n", 1e3 * load_s);
+    report("prompt", n_prompt, prompt_s);
+    report("generation", n_evaluated, gen_s);
+    status = 0;
+    if (context_full) {
+        fprintf(stderr,
+                "woolly %s: stopped after %d of %d tokens: the context of %d positions is full "
+                "(raise --ctx-size)\n",
+                cmd, n_gen, n_predict, n_ctx);
+        status = 1;
+    }
+done:
+    free(buf);
+    woolly_sampler_close(smp);
+    woolly_context_close(c);
+    free(ids);
+    woolly_model_close(m);
+    return status;
 }

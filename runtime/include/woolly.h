@@ -1,6 +1,27 @@
-/* Woolly's public C API. */
+/* Woolly's public C API: open a GGUF model, create an evaluation context, tokenize, evaluate tokens,
+ * read logits, sample, detokenize.
+ *
+ *   woolly_model *m = woolly_model_open("model.gguf");
+ *   if (!m) fprintf(stderr, "%s\n", woolly_last_error());
+ *   woolly_context_params cp = woolly_context_default_params();
+ *   woolly_context *c = woolly_context_open(m, &cp);
+ *   woolly_token ids[64];
+ *   int32_t n = woolly_model_tokenize(m, "Once upon a time", 16, true, false, ids, 64);
+ *   woolly_eval(c, ids, n);                       // prompt, in batches
+ *   woolly_token t = woolly_sample_greedy(woolly_get_logits(c, -1), woolly_model_n_vocab(m));
+ *   ...
+ *   woolly_context_close(c);
+ *   woolly_model_close(m);
+ *
+ * Structs are opaque. A function that fails returns NULL or a negative number and leaves a message in
+ * woolly_last_error() (per thread). Nothing aborts on bad input. A context is used by one thread at a
+ * time; it runs its own pool of n_threads threads. */
 #ifndef WOOLLY_H
 #define WOOLLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -8,6 +29,110 @@ extern "C" {
 
 /* "MAJOR.MINOR.PATCH" */
 const char *woolly_version(void);
+
+/* The message of the last failed call on this thread ("" if none). */
+const char *woolly_last_error(void);
+
+typedef int32_t woolly_token;
+typedef struct woolly_model woolly_model;
+typedef struct woolly_context woolly_context;
+typedef struct woolly_sampler woolly_sampler;
+
+/* ---- model ---------------------------------------------------------------------------------------- */
+
+/* Maps a GGUF file and validates every tensor the architecture needs (llama, granite). */
+woolly_model *woolly_model_open(const char *path);
+void woolly_model_close(woolly_model *m);
+
+int32_t woolly_model_n_vocab(const woolly_model *m);
+int32_t woolly_model_n_ctx_train(const woolly_model *m);
+const char *woolly_model_arch(const woolly_model *m);  /* "llama", "granite" */
+const char *woolly_model_name(const woolly_model *m);  /* general.name, or the file name */
+uint64_t woolly_model_n_params(const woolly_model *m); /* elements of all tensors */
+uint64_t woolly_model_size(const woolly_model *m);     /* bytes of all tensor data */
+
+/* ---- tokens --------------------------------------------------------------------------------------- */
+
+woolly_token woolly_token_bos(const woolly_model *m); /* -1 if none */
+woolly_token woolly_token_eos(const woolly_model *m); /* -1 if none */
+/* True for end-of-generation tokens (EOS, end-of-turn, ...). */
+bool woolly_token_is_eog(const woolly_model *m, woolly_token t);
+/* Whether the vocabulary asks for a BOS token at the start of a text. */
+bool woolly_model_adds_bos(const woolly_model *m);
+
+/* Tokenizes `len` bytes of `text`; add_bos prepends BOS (if the vocabulary has one), parse_special
+ * matches control tokens written in the text ("<|im_start|>"). Writes at most cap ids and returns the
+ * full count (call again with a larger buffer if it exceeds cap), or -1 on error. */
+int32_t woolly_model_tokenize(const woolly_model *m, const char *text, size_t len, bool add_bos,
+                              bool parse_special, woolly_token *ids, int32_t cap);
+
+/* The text of n tokens (UTF-8, the SentencePiece leading space of the first token dropped when the
+ * vocabulary asks for it). Writes at most cap - 1 bytes plus a NUL; returns the full length, or -1 for
+ * an out-of-range token. */
+int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, int32_t n, char *text,
+                                size_t cap);
+
+/* ---- context -------------------------------------------------------------------------------------- */
+
+typedef enum woolly_kv_type { WOOLLY_KV_F16 = 0, WOOLLY_KV_F32 = 1 } woolly_kv_type;
+
+typedef struct woolly_context_params {
+    int32_t n_ctx;     /* KV cache positions; 0: the model's context length, capped by memory */
+    int32_t n_batch;   /* tokens per forward pass when evaluating a prompt (default 512) */
+    int32_t n_threads; /* 0: the number of cores */
+    woolly_kv_type kv_type;
+    bool logits_all; /* keep the logits of every evaluated token, not only the last */
+} woolly_context_params;
+
+woolly_context_params woolly_context_default_params(void);
+
+woolly_context *woolly_context_open(woolly_model *m, const woolly_context_params *p);
+void woolly_context_close(woolly_context *c);
+
+int32_t woolly_context_n_ctx(const woolly_context *c);
+int32_t woolly_context_n_batch(const woolly_context *c);
+int32_t woolly_context_n_threads(const woolly_context *c);
+/* Tokens in the KV cache: the position the next evaluated token gets. */
+int32_t woolly_context_n_past(const woolly_context *c);
+/* Forgets the cache from position n_past on (0 clears it), so that evaluation continues there. */
+int woolly_context_rewind(woolly_context *c, int32_t n_past);
+
+/* Evaluates n tokens at positions n_past .. n_past + n - 1: a prompt goes through the batched (GEMM)
+ * path in chunks of n_batch, a single token through the decode (GEMV) path. Returns 0, or -1 with a
+ * message (bad token id, context full: nothing is evaluated then). With logits_all, n must be at most
+ * n_batch so that every position's logits fit. */
+int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n);
+
+/* Logits (n_vocab floats) of token i of the last woolly_eval call; i = -1 is its last token. Other
+ * positions than the last need logits_all. NULL if out of range or nothing has been evaluated. */
+const float *woolly_get_logits(woolly_context *c, int32_t i);
+
+/* ---- sampling ------------------------------------------------------------------------------------- */
+
+typedef struct woolly_sampler_params {
+    float temp;            /* 0: greedy */
+    int32_t top_k;         /* 0: off */
+    float top_p;           /* 1: off */
+    float min_p;           /* 0: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n; /* tokens the penalty looks back over */
+    uint64_t seed;
+} woolly_sampler_params;
+
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0. */
+woolly_sampler_params woolly_sampler_default_params(void);
+
+/* Preallocates everything: sampling allocates nothing per token. */
+woolly_sampler *woolly_sampler_open(const woolly_model *m, const woolly_sampler_params *p);
+void woolly_sampler_close(woolly_sampler *s);
+/* Picks a token from n_vocab logits (not modified). Does not record it: see woolly_sampler_accept. */
+woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits);
+/* Records a token (prompt or generated) in the repetition-penalty window. */
+void woolly_sampler_accept(woolly_sampler *s, woolly_token t);
+void woolly_sampler_reset(woolly_sampler *s);
+
+/* The id of the largest of n logits (the first one on ties). */
+woolly_token woolly_sample_greedy(const float *logits, int32_t n);
 
 #ifdef __cplusplus
 }

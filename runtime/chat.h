@@ -1,0 +1,48 @@
+/* Chat templates. A GGUF model carries its chat template as a Jinja program
+ * (`tokenizer.chat_template`); Woolly does not run Jinja, it recognizes the common families by their
+ * markers and renders their documented formats itself:
+ *
+ *   granite  <|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n
+ *            <|start_of_role|>assistant<|end_of_role|>
+ *   llama3   <|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>
+ *            <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   chatml   <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n
+ *   llama2   <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Again [/INST]
+ *   plain    (no recognized template) "User: Hi\nAssistant:" style transcript
+ *
+ * The rendered text holds the control tokens as text: tokenize it with special tokens parsed. Families
+ * whose documented format starts with BOS write it as text (llama2's <s>, llama3's <|begin_of_text|>);
+ * for the others the caller prepends BOS when the vocabulary asks for one (woolly_chat_bos_in_text). */
+#ifndef WOOLLY_CHAT_H
+#define WOOLLY_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum woolly_chat_family {
+    WOOLLY_CHAT_PLAIN = 0,
+    WOOLLY_CHAT_GRANITE,
+    WOOLLY_CHAT_LLAMA3,
+    WOOLLY_CHAT_CHATML,
+    WOOLLY_CHAT_LLAMA2,
+};
+
+typedef struct woolly_chat_msg {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+} woolly_chat_msg;
+
+/* The family of a template text (NULL or unrecognized: plain). */
+enum woolly_chat_family woolly_chat_detect(const char *tmpl, size_t len);
+/* "granite", "llama3", "chatml", "llama2", "plain"; and back (-1 if unknown). */
+const char *woolly_chat_family_name(enum woolly_chat_family f);
+int woolly_chat_family_from_name(const char *name);
+bool woolly_chat_bos_in_text(enum woolly_chat_family f);
+
+/* Renders the conversation, then, if add_assistant, the opening of the assistant's turn. Writes at most
+ * cap - 1 bytes and a NUL; returns the full length (render again with a larger buffer if it is >= cap),
+ * or -1 for a role the family cannot express (a system message after the first turn in llama2). */
+long woolly_chat_render(enum woolly_chat_family f, const woolly_chat_msg *msgs, size_t n, bool add_assistant,
+                        char *out, size_t cap);
+
+#endif

@@ -1,0 +1,312 @@
+#include "cli_common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu.h"
+#include "threadpool.h"
+
+void cli_add(cli_table *t, cli_flag f)
+{
+    if (t->n < CLI_MAX_FLAGS) /* the tables are static in the commands; a full one is a coding error */
+        t->flags[t->n++] = f;
+}
+
+static const cli_flag *lookup(const cli_table *t, const char *name, size_t len)
+{
+    for (int i = 0; i < t->n; i++) {
+        const cli_flag *f = &t->flags[i];
+        if ((f->short_name && strlen(f->short_name) == len && !strncmp(f->short_name, name, len)) ||
+            (f->long_name && strlen(f->long_name) == len && !strncmp(f->long_name, name, len)))
+            return f;
+    }
+    return NULL;
+}
+
+static int set_value(const char *cmd, const char *flag, const cli_flag *f, const char *v)
+{
+    char *end;
+    errno = 0;
+    switch (f->kind) {
+    case CLI_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (end == v || *end || errno) {
+            fprintf(stderr, "woolly %s: %s expects an integer, got '%s'\n", cmd, flag, v);
+            return -1;
+        }
+        if ((double)x < f->lo || (double)x > f->hi) {
+            fprintf(stderr, "woolly %s: %s %lld is out of range [%.0f, %.0f]\n", cmd, flag, x, f->lo, f->hi);
+            return -1;
+        }
+        *(int32_t *)f->dst = (int32_t)x;
+        return 0;
+    }
+    case CLI_U64: {
+        if (*v == '-') {
+            fprintf(stderr, "woolly %s: %s expects a non-negative integer, got '%s'\n", cmd, flag, v);
+            return -1;
+        }
+        unsigned long long x = strtoull(v, &end, 10);
+        if (end == v || *end || errno) {
+            fprintf(stderr, "woolly %s: %s expects a non-negative integer, got '%s'\n", cmd, flag, v);
+            return -1;
+        }
+        *(uint64_t *)f->dst = (uint64_t)x;
+        return 0;
+    }
+    case CLI_FLOAT: {
+        double x = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite(x)) {
+            fprintf(stderr, "woolly %s: %s expects a number, got '%s'\n", cmd, flag, v);
+            return -1;
+        }
+        if (x < f->lo || x > f->hi) {
+            fprintf(stderr, "woolly %s: %s %g is out of range [%g, %g]\n", cmd, flag, x, f->lo, f->hi);
+            return -1;
+        }
+        *(float *)f->dst = (float)x;
+        return 0;
+    }
+    case CLI_STR:
+        *(const char **)f->dst = v;
+        return 0;
+    case CLI_BOOL:
+        *(bool *)f->dst = true;
+        return 0;
+    }
+    return -1;
+}
+
+int cli_parse(const cli_table *t, int argc, char **argv, const char *synopsis)
+{
+    const char *cmd = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cli_usage(stdout, t, cmd, synopsis);
+            return 1;
+        }
+        if (a[0] != '-' || !a[1]) {
+            fprintf(stderr, "woolly %s: unexpected argument '%s' (see woolly %s --help)\n", cmd, a, cmd);
+            return -1;
+        }
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL; /* --flag=value */
+        const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const cli_flag *f = lookup(t, a, len);
+        if (!f) {
+            fprintf(stderr, "woolly %s: unknown flag '%.*s' (see woolly %s --help)\n", cmd, (int)len, a, cmd);
+            return -1;
+        }
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)len, a);
+        const char *v = NULL;
+        if (f->kind == CLI_BOOL) {
+            if (eq) {
+                fprintf(stderr, "woolly %s: %s takes no value\n", cmd, flag);
+                return -1;
+            }
+        } else if (eq) {
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            fprintf(stderr, "woolly %s: %s needs a value (%s)\n", cmd, flag, f->meta ? f->meta : "VALUE");
+            return -1;
+        }
+        if (set_value(cmd, flag, f, v))
+            return -1;
+        if (f->seen)
+            *f->seen = true;
+    }
+    return 0;
+}
+
+void cli_usage(FILE *out, const cli_table *t, const char *cmd, const char *synopsis)
+{
+    fprintf(out, "usage: woolly %s %s\n\noptions:\n", cmd, synopsis);
+    for (int i = 0; i < t->n; i++) {
+        const cli_flag *f = &t->flags[i];
+        char names[64];
+        snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "",
+                 f->short_name ? ", " : "", f->long_name, f->kind == CLI_BOOL ? "" : " ",
+                 f->kind == CLI_BOOL ? "" : (f->meta ? f->meta : "X"));
+        fprintf(out, "  %-28s %s\n", names, f->help);
+    }
+    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+/* ---- flag groups ---------------------------------------------------------------------------------- */
+
+void cli_add_context_flags(cli_table *t, cli_context_opts *o)
+{
+    o->n_ctx = 0;
+    o->n_batch = 512;
+    o->n_threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
+    if (o->n_threads > WOOLLY_MAX_THREADS)
+        o->n_threads = WOOLLY_MAX_THREADS;
+    o->kv_type = "f16";
+    o->n_ctx_given = false;
+    cli_add(t, (cli_flag){"-t", "--threads", CLI_INT, &o->n_threads, 1, WOOLLY_MAX_THREADS, "N",
+                          "threads (default: the number of cores)", NULL});
+    cli_add(t, (cli_flag){
+                   "-c", "--ctx-size", CLI_INT, &o->n_ctx, 1, 1 << 24, "N",
+                   "context size in tokens (default: the model's, at most 4096 and what fits in 1/4 of RAM)",
+                   &o->n_ctx_given});
+    cli_add(t, (cli_flag){"-b", "--batch-size", CLI_INT, &o->n_batch, 1, 1 << 16, "N",
+                          "tokens per prompt-processing batch (default 512)", NULL});
+    cli_add(t, (cli_flag){NULL, "--kv-type", CLI_STR, &o->kv_type, 0, 0, "f16|f32",
+                          "KV cache type (default f16)", NULL});
+}
+
+int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+                       woolly_context_params *p)
+{
+    *p = woolly_context_default_params();
+    if (!strcmp(o->kv_type, "f16")) {
+        p->kv_type = WOOLLY_KV_F16;
+    } else if (!strcmp(o->kv_type, "f32")) {
+        p->kv_type = WOOLLY_KV_F32;
+    } else {
+        fprintf(stderr, "woolly %s: --kv-type '%s' is not f16 or f32\n", cmd, o->kv_type);
+        return -1;
+    }
+    p->n_ctx = o->n_ctx_given ? o->n_ctx : 0;
+    p->n_batch = o->n_batch;
+    p->n_threads = o->n_threads;
+    if (o->n_ctx_given && o->n_ctx > woolly_model_n_ctx_train(m))
+        fprintf(stderr,
+                "woolly %s: warning: --ctx-size %d exceeds the %d positions the model was trained with; "
+                "quality may degrade past them\n",
+                cmd, o->n_ctx, woolly_model_n_ctx_train(m));
+    return 0;
+}
+
+void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o)
+{
+    o->p = woolly_sampler_default_params();
+    o->seed_given = false;
+    cli_add(t, (cli_flag){NULL, "--temp", CLI_FLOAT, &o->p.temp, 0, 100, "T",
+                          "temperature; 0 is greedy (default 0.8)", NULL});
+    cli_add(t, (cli_flag){NULL, "--top-k", CLI_INT, &o->p.top_k, 0, INT32_MAX, "K",
+                          "keep the K most likely tokens; 0 = off (default 40)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--top-p", CLI_FLOAT, &o->p.top_p, 1e-9, 1, "P",
+                       "keep the most likely tokens up to probability mass P; 1 = off (default 0.95)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--min-p", CLI_FLOAT, &o->p.min_p, 0, 1, "P",
+                       "drop tokens less likely than P times the most likely; 0 = off (default 0.05)", NULL});
+    cli_add(t, (cli_flag){NULL, "--repeat-penalty", CLI_FLOAT, &o->p.repeat_penalty, 1e-6, 100, "X",
+                          "penalize recently seen tokens; 1 = off (default 1)", NULL});
+    cli_add(t, (cli_flag){NULL, "--repeat-last-n", CLI_INT, &o->p.repeat_last_n, 0, 1 << 20, "N",
+                          "tokens the repeat penalty looks back over (default 64)", NULL});
+    cli_add(t, (cli_flag){NULL, "--seed", CLI_U64, &o->p.seed, 0, 0, "S",
+                          "random seed (default: from the clock, printed)", &o->seed_given});
+}
+
+void cli_sampling_finish(const char *cmd, cli_sampling_opts *o)
+{
+    if (o->seed_given || o->p.temp == 0.0f)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o->p.seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+    fprintf(stderr, "woolly %s: seed %llu\n", cmd, (unsigned long long)o->p.seed);
+}
+
+/* ---- helpers -------------------------------------------------------------------------------------- */
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s)
+{
+    if (!path) {
+        fprintf(stderr, "woolly %s: no model given (-m MODEL.gguf)\n", cmd);
+        return NULL;
+    }
+    const double t0 = cli_now_s();
+    woolly_model *m = woolly_model_open(path);
+    if (!m) {
+        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        return NULL;
+    }
+    if (load_s)
+        *load_s = cli_now_s() - t0;
+    return m;
+}
+
+int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly_token **out)
+{
+    int32_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    woolly_token *ids = malloc(sizeof *ids * (size_t)n);
+    if (!ids) {
+        fprintf(stderr, "woolly %s: out of memory for %d tokens\n", cmd, n);
+        return -1;
+    }
+    const char *p = s;
+    for (int32_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        while (*p == ' ')
+            p++;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',' && *end != ' ')) {
+            fprintf(stderr, "woolly %s: token %d of --tokens is not an integer: '%.*s'\n", cmd, i,
+                    (int)strcspn(p, ","), p);
+            free(ids);
+            return -1;
+        }
+        if (v < 0 || v >= n_vocab) {
+            fprintf(stderr, "woolly %s: token id %lld (at index %d) is out of range [0, %d)\n", cmd, v, i,
+                    n_vocab);
+            free(ids);
+            return -1;
+        }
+        ids[i] = (woolly_token)v;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (*p == ',')
+            p++;
+    }
+    *out = ids;
+    return n;
+}
+
+woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos, int32_t *n)
+{
+    const size_t len = strlen(text);
+    int32_t cap = (int32_t)(len > (size_t)INT32_MAX - 8 ? INT32_MAX - 8 : len) + 8;
+    woolly_token *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) {
+        fprintf(stderr, "woolly %s: out of memory\n", cmd);
+        return NULL;
+    }
+    int32_t k = woolly_model_tokenize(m, text, len, add_bos, true, ids, cap);
+    if (k > cap) { /* more tokens than bytes + 8: cannot happen for sane vocabularies, but be exact */
+        woolly_token *bigger = realloc(ids, sizeof *ids * (size_t)k);
+        if (!bigger) {
+            free(ids);
+            fprintf(stderr, "woolly %s: out of memory\n", cmd);
+            return NULL;
+        }
+        ids = bigger;
+        k = woolly_model_tokenize(m, text, len, add_bos, true, ids, k);
+    }
+    if (k < 0) {
+        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        free(ids);
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}

@@ -1,0 +1,85 @@
+/* Flag parsing shared by the model commands (run, chat, logits, bench): a table of flags, each with its
+ * type, range and help line; every value is checked (a number that does not parse, is out of range or
+ * is missing is an error naming the flag), unknown flags are errors, `--help` prints the table. Also the
+ * flag groups several commands share (model, context, sampling) and small helpers. */
+#ifndef WOOLLY_CLI_COMMON_H
+#define WOOLLY_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "woolly.h"
+
+typedef enum cli_kind { CLI_INT, CLI_FLOAT, CLI_STR, CLI_BOOL, CLI_U64 } cli_kind;
+
+typedef struct cli_flag {
+    const char *short_name; /* "-m" or NULL */
+    const char *long_name;  /* "--model" */
+    cli_kind kind;
+    void *dst;        /* int32_t, float, const char *, bool, uint64_t */
+    double lo, hi;    /* range of CLI_INT / CLI_FLOAT values (inclusive) */
+    const char *meta; /* "N" in "--threads N" */
+    const char *help;
+    bool *seen; /* optional: set when the flag is given */
+} cli_flag;
+
+/* Up to this many flags per command. */
+#define CLI_MAX_FLAGS 40
+
+typedef struct cli_table {
+    cli_flag flags[CLI_MAX_FLAGS];
+    int n;
+} cli_table;
+
+void cli_add(cli_table *t, cli_flag f);
+
+/* Parses argv[1..argc) (argv[0] is the command name). Returns 0 on success, 1 if --help was printed
+ * (exit 0), -1 after printing an error to stderr (exit non-zero). */
+int cli_parse(const cli_table *t, int argc, char **argv, const char *synopsis);
+
+void cli_usage(FILE *f, const cli_table *t, const char *cmd, const char *synopsis);
+
+/* ---- flag groups ---------------------------------------------------------------------------------- */
+
+typedef struct cli_context_opts {
+    int32_t n_ctx, n_batch, n_threads;
+    const char *kv_type; /* "f16" | "f32" */
+    bool n_ctx_given;
+} cli_context_opts;
+
+/* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16). */
+void cli_add_context_flags(cli_table *t, cli_context_opts *o);
+
+/* Converts to context parameters; warns when the context exceeds the trained length. -1 after a
+ * message for a bad --kv-type. */
+int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+                       woolly_context_params *p);
+
+typedef struct cli_sampling_opts {
+    woolly_sampler_params p;
+    bool seed_given;
+} cli_sampling_opts;
+
+/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed. */
+void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o);
+/* Picks a seed from the clock when none was given (reported on stderr so a run can be repeated). */
+void cli_sampling_finish(const char *cmd, cli_sampling_opts *o);
+
+/* ---- helpers -------------------------------------------------------------------------------------- */
+
+double cli_now_s(void);
+
+/* Opens a model, printing the error; *load_s gets the time it took. */
+woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s);
+
+/* Comma-separated token ids ("1,2,3"): each must be a decimal integer in [0, n_vocab). Returns the
+ * count (ids heap-allocated) or -1 after a message. */
+int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly_token **ids);
+
+/* Tokenizes text into a heap array (the count in *n); NULL after a message. */
+woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos,
+                           int32_t *n);
+
+#endif

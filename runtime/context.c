@@ -1,0 +1,297 @@
+#include "context.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
+
+enum { DEFAULT_N_BATCH = 512, MAX_DEFAULT_N_CTX = 4096, MAX_N_BATCH = 1 << 16 };
+
+woolly_context_params woolly_context_default_params(void)
+{
+    return (woolly_context_params){
+        .n_ctx = 0,
+        .n_batch = DEFAULT_N_BATCH,
+        .n_threads = 0,
+        .kv_type = WOOLLY_KV_F16,
+        .logits_all = false,
+    };
+}
+
+static enum woolly_type kv_wtype(woolly_kv_type t)
+{
+    return t == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16;
+}
+
+int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
+{
+    const woolly_config *p = &m->cfg;
+    int32_t n = p->n_ctx_train < MAX_DEFAULT_N_CTX ? p->n_ctx_train : MAX_DEFAULT_N_CTX;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+        const double budget = (double)pages * (double)page / 4.0;
+        const double per_pos =
+            (double)woolly_kv_cache_bytes(kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
+        if (per_pos * n > budget)
+            n = (int32_t)(budget / per_pos);
+    }
+    return n > 0 ? n : 1;
+}
+
+/* The attention kernel for the cache type that serves this head dimension: the registry's choice
+ * unless it is specialized to another head dimension, then the best general one. */
+static int plan_type(woolly_context *c, enum woolly_type t, woolly_error *err)
+{
+    if (c->plans[t].gemv)
+        return 0;
+    return woolly_matmul_plan_init(&c->plans[t], t, WOOLLY_ACT_F32, err);
+}
+
+static int alloc_state(woolly_context *c, woolly_error *err)
+{
+    const woolly_config *p = &c->model->cfg;
+    const size_t nb = (size_t)c->params.n_batch;
+    const size_t q_dim = (size_t)p->n_head * p->head_dim, kv_dim = (size_t)p->n_head_kv * p->head_dim;
+    woolly_run_state *s = &c->s;
+    struct {
+        float **ptr;
+        size_t n;
+    } bufs[] = {
+        {&s->x, nb * p->n_embd},
+        {&s->xb, nb * p->n_embd},
+        {&s->xb2, nb * p->n_embd},
+        {&s->q, nb * q_dim},
+        {&s->k, nb * kv_dim},
+        {&s->v, nb * kv_dim},
+        {&s->att, nb * q_dim},
+        {&s->hb, nb * p->n_ff},
+        {&s->hb2, nb * p->n_ff},
+        {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
+        {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
+        {&s->logits, (c->params.logits_all ? nb : 1) * (size_t)p->n_vocab},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i].ptr = calloc(bufs[i].n, sizeof(float));
+        if (!*bufs[i].ptr)
+            return woolly_fail(
+                err, "out of memory for the run state (%zu floats); try a smaller --batch-size", bufs[i].n);
+    }
+    s->inv_freq = malloc(sizeof(double) * (size_t)(p->n_rot / 2));
+    if (!s->inv_freq)
+        return woolly_fail(err, "out of memory");
+    for (int32_t i = 0; i < p->n_rot / 2; i++) {
+        s->inv_freq[i] = pow((double)p->rope_base, -2.0 * i / p->n_rot);
+        if (c->model->w.rope_freqs)
+            s->inv_freq[i] /= (double)c->model->w.rope_freqs[i];
+    }
+
+    /* Packing scratch: the widest packed input of any matrix, for a full batch. */
+    size_t pack = 0;
+    const woolly_weights *w = &c->model->w;
+    for (int32_t l = 0; l < p->n_layer; l++) {
+        const woolly_layer *L = &w->layers[l];
+        const woolly_matrix *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+            const woolly_matmul_plan *pl = &c->plans[ms[i]->type];
+            if (pl->act != WOOLLY_ACT_F32) {
+                const size_t b = nb * woolly_act_row_bytes(pl->act, ms[i]->cols);
+                pack = b > pack ? b : pack;
+            }
+        }
+    }
+    if (c->plans[w->output.type].act != WOOLLY_ACT_F32) {
+        const size_t b = nb * woolly_act_row_bytes(c->plans[w->output.type].act, w->output.cols);
+        pack = b > pack ? b : pack;
+    }
+    if (pack && !(s->pack = malloc(pack)))
+        return woolly_fail(err, "out of memory for %zu bytes of packed activations", pack);
+    return 0;
+}
+
+static void free_state(woolly_run_state *s)
+{
+    float *bufs[] = {s->x,   s->xb, s->xb2, s->q,        s->k,        s->v,
+                     s->att, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(s->inv_freq);
+    free(s->pack);
+    memset(s, 0, sizeof *s);
+}
+
+woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *pp, woolly_error *err)
+{
+    woolly_context_params p = pp ? *pp : woolly_context_default_params();
+    const woolly_config *cfg = &m->cfg;
+    if (p.kv_type != WOOLLY_KV_F16 && p.kv_type != WOOLLY_KV_F32) {
+        woolly_fail(err, "KV cache type %d is unknown (F16 = 0, F32 = 1)", (int)p.kv_type);
+        return NULL;
+    }
+    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0) {
+        woolly_fail(err, "context parameters must not be negative (n_ctx %d, n_batch %d, n_threads %d)",
+                    p.n_ctx, p.n_batch, p.n_threads);
+        return NULL;
+    }
+    if (p.n_ctx == 0)
+        p.n_ctx = woolly_default_n_ctx(m, p.kv_type);
+    if (p.n_batch == 0)
+        p.n_batch = DEFAULT_N_BATCH;
+    if (p.n_batch > MAX_N_BATCH) {
+        woolly_fail(err, "batch size %d exceeds the maximum %d", p.n_batch, MAX_N_BATCH);
+        return NULL;
+    }
+    if (p.n_batch > p.n_ctx)
+        p.n_batch = p.n_ctx; /* a batch never holds more than the context */
+    if (p.n_threads == 0)
+        p.n_threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
+    if (p.n_threads > WOOLLY_MAX_THREADS) {
+        woolly_fail(err, "thread count %d exceeds the maximum %d", p.n_threads, WOOLLY_MAX_THREADS);
+        return NULL;
+    }
+
+    woolly_context *c = calloc(1, sizeof *c);
+    if (!c) {
+        woolly_fail(err, "out of memory");
+        return NULL;
+    }
+    c->model = m;
+    c->params = p;
+    const woolly_weights *w = &m->w;
+    int rc = plan_type(c, w->output.type, err);
+    for (int32_t l = 0; l < cfg->n_layer && !rc; l++) {
+        const woolly_layer *L = &w->layers[l];
+        rc = plan_type(c, L->wq.type, err) || plan_type(c, L->wk.type, err) ||
+             plan_type(c, L->wv.type, err) || plan_type(c, L->wo.type, err) ||
+             plan_type(c, L->w_gate.type, err) || plan_type(c, L->w_up.type, err) ||
+             plan_type(c, L->w_down.type, err);
+    }
+    if (!rc && !(c->attn = woolly_kernel_choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
+        rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
+                         p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
+    if (!rc)
+        rc = woolly_kv_cache_open(&c->kv, kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv,
+                                  cfg->head_dim, err);
+    if (!rc)
+        rc = alloc_state(c, err);
+    if (!rc && !(c->pool = woolly_threadpool_open(p.n_threads, err)))
+        rc = -1;
+    if (rc) {
+        woolly_context_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+void woolly_context_close(woolly_context *c)
+{
+    if (!c)
+        return;
+    woolly_threadpool_close(c->pool);
+    free_state(&c->s);
+    woolly_kv_cache_close(&c->kv);
+    free(c);
+}
+
+int woolly_context_eval(woolly_context *c, const woolly_token *ids, int32_t n, woolly_error *err)
+{
+    const woolly_config *p = &c->model->cfg;
+    if (n < 1 || !ids)
+        return woolly_fail(err, "nothing to evaluate (%d tokens)", n);
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= p->n_vocab)
+            return woolly_fail(err, "token id %d (at index %d) is out of range [0, %d)", ids[i], i,
+                               p->n_vocab);
+    if ((int64_t)c->n_past + n > c->params.n_ctx)
+        return woolly_fail(err,
+                           "context full: %d tokens in the cache + %d new ones exceed the context size %d "
+                           "(raise --ctx-size)",
+                           c->n_past, n, c->params.n_ctx);
+    if (c->params.logits_all && n > c->params.n_batch)
+        return woolly_fail(
+            err, "with logits for every token, evaluate at most n_batch = %d tokens per call (got %d)",
+            c->params.n_batch, n);
+    for (int32_t done = 0; done < n;) {
+        const int32_t chunk = n - done < c->params.n_batch ? n - done : c->params.n_batch;
+        woolly_forward(c, ids + done, chunk);
+        done += chunk;
+    }
+    c->last_n = n;
+    return 0;
+}
+
+/* ---- public API ---------------------------------------------------------------------------------- */
+
+woolly_context *woolly_context_open(woolly_model *m, const woolly_context_params *p)
+{
+    woolly_error err = {{0}};
+    if (!m) {
+        woolly_fail(&err, "woolly_context_open: no model");
+        woolly_set_last_error(&err);
+        return NULL;
+    }
+    woolly_context *c = woolly_context_create(m, p, &err);
+    if (!c)
+        woolly_set_last_error(&err);
+    return c;
+}
+
+int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n)
+{
+    woolly_error err = {{0}};
+    if (woolly_context_eval(c, ids, n, &err)) {
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    return 0;
+}
+
+const float *woolly_get_logits(woolly_context *c, int32_t i)
+{
+    if (c->n_logits == 0)
+        return NULL;
+    if (i == -1)
+        i = c->last_n - 1;
+    /* Row r of the buffer holds token (last_n - n_logits + r) of the last eval. */
+    const int32_t r = i - (c->last_n - c->n_logits);
+    if (i < 0 || i >= c->last_n || r < 0 || r >= c->n_logits) {
+        woolly_error err;
+        woolly_fail(&err, "no logits for token %d of the last evaluation (%d tokens, %s)", i, c->last_n,
+                    c->params.logits_all ? "logits of all" : "logits of the last only");
+        woolly_set_last_error(&err);
+        return NULL;
+    }
+    return c->s.logits + (size_t)r * c->model->cfg.n_vocab;
+}
+
+int32_t woolly_context_n_ctx(const woolly_context *c)
+{
+    return c->params.n_ctx;
+}
+int32_t woolly_context_n_batch(const woolly_context *c)
+{
+    return c->params.n_batch;
+}
+int32_t woolly_context_n_threads(const woolly_context *c)
+{
+    return c->params.n_threads;
+}
+int32_t woolly_context_n_past(const woolly_context *c)
+{
+    return c->n_past;
+}
+
+int woolly_context_rewind(woolly_context *c, int32_t n_past)
+{
+    if (n_past < 0 || n_past > c->n_past) {
+        woolly_error err;
+        woolly_fail(&err, "cannot rewind to position %d: the cache holds %d", n_past, c->n_past);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    c->n_past = n_past;
+    c->n_logits = 0;
+    c->last_n = 0;
+    return 0;
+}

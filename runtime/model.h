@@ -1,0 +1,91 @@
+/* A model: its hyperparameters (config), its weights (pointers into the mapped GGUF file, each with
+ * its shape), and its tokenizer. Everything is validated when the model is opened, so the forward pass
+ * never meets a tensor of the wrong shape or a type without a kernel.
+ *
+ * Shapes are written [rows][cols] as in y = W x: a matrix row is one output, cols (GGUF's ne[0]) is the
+ * length of the input. */
+#ifndef WOOLLY_MODEL_H
+#define WOOLLY_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "gguf.h"
+#include "tokenizer.h"
+#include "woolly.h"
+#include "wtype.h"
+
+enum woolly_arch { WOOLLY_ARCH_LLAMA = 0, WOOLLY_ARCH_GRANITE = 1 };
+
+typedef struct woolly_config {
+    enum woolly_arch arch;
+    int32_t n_vocab; /* rows of token_embd */
+    int32_t n_embd;  /* residual stream width */
+    int32_t n_layer;
+    int32_t n_head;    /* query heads */
+    int32_t n_head_kv; /* key/value heads; n_head / n_head_kv query heads share one (GQA) */
+    int32_t head_dim;
+    int32_t n_ff;        /* feed-forward hidden width */
+    int32_t n_ctx_train; /* context length the model was trained with */
+    int32_t n_rot;       /* dimensions of each head that RoPE rotates (from the start, in pairs) */
+    float rope_base;     /* theta_i = pos / rope_scale * rope_base^(-2i / n_rot) / rope_freqs[i] */
+    float rope_scale;    /* linear position scaling (rope.scaling.factor); 1 without scaling */
+    float rms_eps;
+    /* Granite's scales; 1 for llama (attention_scale: 1/sqrt(head_dim)). */
+    float embedding_scale; /* multiplies the token embeddings */
+    float residual_scale;  /* multiplies each block's output before its residual add */
+    float attention_scale; /* multiplies q.k before the softmax */
+    float logit_scale;     /* divides the logits */
+} woolly_config;
+
+/* A weight matrix in the mapping: [rows][cols] in its GGUF type. */
+typedef struct woolly_matrix {
+    const void *data;
+    enum woolly_type type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const char *name; /* the tensor's name, for messages */
+} woolly_matrix;
+
+typedef struct woolly_layer {
+    const float *attn_norm; /* [n_embd] */
+    woolly_matrix wq;       /* [n_head * head_dim][n_embd] */
+    woolly_matrix wk;       /* [n_head_kv * head_dim][n_embd] */
+    woolly_matrix wv;       /* [n_head_kv * head_dim][n_embd] */
+    woolly_matrix wo;       /* [n_embd][n_head * head_dim] */
+    const float *ffn_norm;  /* [n_embd] */
+    woolly_matrix w_gate;   /* [n_ff][n_embd] */
+    woolly_matrix w_up;     /* [n_ff][n_embd] */
+    woolly_matrix w_down;   /* [n_embd][n_ff] */
+} woolly_layer;
+
+typedef struct woolly_weights {
+    woolly_matrix token_embd; /* [n_vocab][n_embd], read one row at a time (dequantized) */
+    woolly_layer *layers;     /* [n_layer] */
+    const float *output_norm; /* [n_embd] */
+    woolly_matrix output;     /* [n_vocab][n_embd]; token_embd itself when the embeddings are tied */
+    const float *rope_freqs;  /* [n_rot / 2] frequency divisors (Llama 3.1 style), or NULL */
+} woolly_weights;
+
+struct woolly_model {
+    gguf_file *file;
+    woolly_config cfg;
+    woolly_weights w;
+    char arch_name[16];
+    char name[128];  /* general.name or the file name */
+    char label[128]; /* the file name, in messages */
+    uint64_t n_params, n_bytes;
+    woolly_tokenizer *tok; /* NULL if the vocabulary could not be read: tok_err says why */
+    woolly_error tok_err;
+    char *chat_template; /* tokenizer.chat_template (NUL-terminated copy) or NULL */
+    float *owned;        /* norm vectors converted to F32 when not stored as F32 */
+};
+
+/* Maps and validates a model; NULL with a message naming the file, tensor or key at fault. */
+woolly_model *woolly_model_load(const char *path, woolly_error *err);
+/* The same on an already parsed file, which the model takes over (closed by woolly_model_close, also
+ * on failure). */
+woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woolly_error *err);
+
+#endif

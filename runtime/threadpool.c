@@ -1,0 +1,185 @@
+#include "threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* Jobs in a forward pass come in quick succession (a few per layer), so a thread that has just finished
+ * one spins briefly before sleeping on the condition variable: waking a sleeping thread costs tens of
+ * microseconds, a decode step of a small model only a few hundred. */
+enum { SPIN_ITERS = 2000 };
+
+typedef struct worker {
+    woolly_threadpool *pool;
+    int ith;
+    pthread_t thread;
+} worker;
+
+struct woolly_threadpool {
+    int n;
+    worker *workers; /* n - 1 of them; the caller of run is thread 0 */
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* generation changed or stop */
+    pthread_cond_t done; /* pending reached 0 */
+
+    woolly_job_fn fn;
+    void *arg;
+    int n_use;              /* threads taking part in the current job */
+    atomic_uint generation; /* bumped once per job */
+    atomic_int pending;     /* workers still running the current job */
+    atomic_bool stop;
+};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    woolly_threadpool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = atomic_load(&p->generation);
+        for (int i = 0; i < SPIN_ITERS && g == seen && !atomic_load(&p->stop); i++) {
+            cpu_relax();
+            g = atomic_load(&p->generation);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->lock);
+            while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+        }
+        if (atomic_load(&p->stop))
+            return NULL;
+        seen = g;
+        if (w->ith < p->n_use)
+            p->fn(p->arg, w->ith, p->n_use);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+}
+
+woolly_threadpool *woolly_threadpool_open(int n_threads, woolly_error *err)
+{
+    if (n_threads < 1 || n_threads > WOOLLY_MAX_THREADS) {
+        woolly_fail(err, "thread count %d is out of range [1, %d]", n_threads, WOOLLY_MAX_THREADS);
+        return NULL;
+    }
+    woolly_threadpool *p = calloc(1, sizeof *p);
+    if (!p) {
+        woolly_fail(err, "out of memory for the thread pool");
+        return NULL;
+    }
+    p->n = n_threads;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->stop, false);
+    if (n_threads > 1) {
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            woolly_threadpool_close(p);
+            woolly_fail(err, "out of memory for %d worker threads", n_threads - 1);
+            return NULL;
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        worker *w = &p->workers[i - 1];
+        w->pool = p;
+        w->ith = i;
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            p->n = i; /* close joins only the threads that started */
+            woolly_threadpool_close(p);
+            woolly_fail(err, "cannot start worker thread %d of %d (error %d)", i, n_threads, rc);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void woolly_threadpool_close(woolly_threadpool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->stop, true);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 1; i < p->n; i++)
+        pthread_join(p->workers[i - 1].thread, NULL);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    free(p->workers);
+    free(p);
+}
+
+int woolly_threadpool_size(const woolly_threadpool *p)
+{
+    return p->n;
+}
+
+void woolly_threadpool_run(woolly_threadpool *p, woolly_job_fn fn, void *arg)
+{
+    woolly_threadpool_run_n(p, fn, arg, p->n);
+}
+
+int woolly_threads_for(const woolly_threadpool *p, double work, double min_per_thread)
+{
+    const double n = work / min_per_thread;
+    return n >= p->n ? p->n : n < 1.0 ? 1 : (int)n;
+}
+
+void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, int n_use)
+{
+    if (n_use > p->n)
+        n_use = p->n;
+    if (n_use <= 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->arg = arg;
+    p->n_use = n_use;
+    atomic_store(&p->pending, p->n - 1);
+    atomic_fetch_add(&p->generation, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+
+    fn(arg, 0, n_use);
+
+    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->pending) > 0; i++)
+        cpu_relax();
+    if (atomic_load(&p->pending) > 0) {
+        pthread_mutex_lock(&p->lock);
+        while (atomic_load(&p->pending) > 0)
+            pthread_cond_wait(&p->done, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+void woolly_split_range(long long n, int align, int ith, int nth, long long *lo, long long *hi)
+{
+    if (align < 1)
+        align = 1;
+    const long long units = (n + align - 1) / align;
+    long long a = units * ith / nth * align, b = units * (ith + 1) / nth * align;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}

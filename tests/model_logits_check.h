@@ -1,0 +1,177 @@
+/* Shared by the logits tests (test_model_logits*.c, split so that each executable stays short under the
+ * sanitizers): the reference files, the NMSE, and the two checks.
+ *
+ * Logits against the float64 references in ../shared/testdata/refs: NMSE per position
+ * (sum((x - ref)^2) / sum(ref^2)), averaged over the positions of each model's token sequence.
+ *   - the reference kernels (WOOLLY_ISA=scalar), through `woolly logits`: at most SCALAR_MAX_NMSE;
+ *   - the default dispatch (whatever this machine runs fastest), through the C API, with prompt batches
+ *     of 512 (the GEMM path), 1 (the decode path) and 7 (partial batches): at most each model's bar
+ *     (llama.cpp's mean for the quantized models, tighter ones for F32 and F16 weights);
+ *   - 1 and 2 threads agree to THREADS_MAX_NMSE.
+ * Each figure is printed to stderr ("NMSE <model> ...") so that it can be reported. */
+#ifndef WOOLLY_TEST_MODEL_LOGITS_H
+#define WOOLLY_TEST_MODEL_LOGITS_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "woolly.h"
+
+#define SCALAR_MAX_NMSE 1e-5
+#define THREADS_MAX_NMSE 1e-7
+enum { THREADS_TOKENS = 8 };
+
+typedef struct model_case {
+    const char *name;
+    double max_nmse; /* default dispatch */
+} model_case;
+
+/* The bars for the default dispatch: llama.cpp's mean NMSE for the quantized models (testdata README),
+ * 2e-7 for F32 weights and 1e-6 for F16 weights. */
+static const model_case MODELS[] = {
+    {"stories260K", 2e-7},       {"tiny-llama-q4_k_m", 2.1e-4}, {"tiny-llama-q6_k", 2.3e-4},
+    {"tiny-llama-q8_0", 1.2e-4}, {"tiny-llama-f16", 1e-6},      {"tiny-granite-q4_k_m", 4.7e-5},
+};
+
+typedef struct ref {
+    int32_t *ids;
+    int n_tokens, n_vocab;
+    float *logits; /* [n_tokens][n_vocab] */
+} ref;
+
+static inline ref load_ref(const char *model)
+{
+    char rel[256];
+    ref r;
+    snprintf(rel, sizeof rel, "refs/%s.tokens.txt", model);
+    char *txt = tu_read_file(tu_data(rel), NULL);
+    r.n_tokens = tu_parse_ids(txt, &r.ids);
+    free(txt);
+    size_t size;
+    snprintf(rel, sizeof rel, "refs/%s.ref64.f32", model);
+    r.logits = (float *)tu_read_file(tu_data(rel), &size);
+    cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "%s: reference size %zu",
+              model, size);
+    r.n_vocab = (int)(size / sizeof(float) / (size_t)r.n_tokens);
+    return r;
+}
+
+static inline void free_ref(ref *r)
+{
+    free(r->ids);
+    free(r->logits);
+}
+
+/* Mean over positions of the per-position NMSE of x against y. */
+static inline double mean_nmse(const float *x, const float *y, int n_tokens, int n_vocab)
+{
+    double sum = 0.0;
+    for (int t = 0; t < n_tokens; t++)
+        sum += tu_nmse(x + (size_t)t * n_vocab, y + (size_t)t * n_vocab, (size_t)n_vocab);
+    return sum / n_tokens;
+}
+
+static inline const char *model_path(const char *name)
+{
+    static char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    return tu_data(rel);
+}
+
+/* ---- the reference kernels, through the command ------------------------------------------------ */
+
+static inline void check_cli_scalar(const model_case *mc)
+{
+    ref r = load_ref(mc->name);
+    char ids[4096] = "", args[16384];
+    for (int i = 0; i < r.n_tokens; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r.ids[i]);
+    char out[4096];
+    snprintf(out, sizeof out, "%s", tu_tmp_path("logits.f32"));
+    /* The environment reaches the command through the shell tu_run_cli starts. */
+    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -t 2", model_path(mc->name), ids, out);
+    setenv("WOOLLY_ISA", "scalar", 1);
+    char *err;
+    const int st = tu_run_cli(args, NULL, &err);
+    unsetenv("WOOLLY_ISA");
+    cr_assert_eq(st, 0, "woolly logits failed on %s: %s", mc->name, err);
+    free(err);
+    size_t size;
+    float *x = (float *)tu_read_file(out, &size);
+    remove(out);
+    cr_assert_eq(size, (size_t)r.n_tokens * r.n_vocab * sizeof(float),
+                 "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r.n_tokens, r.n_vocab);
+    const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
+    fprintf(stderr, "NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g\n", mc->name, e);
+    cr_expect_leq(e, SCALAR_MAX_NMSE, "%s: scalar NMSE %.3g exceeds %.1g", mc->name, e, SCALAR_MAX_NMSE);
+    free(x);
+    free_ref(&r);
+}
+
+/* ---- the default dispatch, through the C API --------------------------------------------------- */
+
+/* Logits of the first n_tokens positions with the given batch size and thread count (heap,
+ * [n_tokens][n_vocab]). */
+static inline float *api_logits(woolly_model *m, const ref *r, int n_batch, int n_threads, int n_tokens)
+{
+    woolly_context_params p = woolly_context_default_params();
+    p.n_ctx = n_tokens;
+    p.n_batch = n_batch;
+    p.n_threads = n_threads;
+    p.logits_all = true;
+    woolly_context *c = woolly_context_open(m, &p);
+    cr_assert(c != NULL, "%s", woolly_last_error());
+    float *out = malloc(sizeof(float) * (size_t)n_tokens * r->n_vocab);
+    cr_assert(out != NULL);
+    for (int done = 0; done < n_tokens;) {
+        const int chunk = n_tokens - done < n_batch ? n_tokens - done : n_batch;
+        cr_assert_eq(woolly_eval(c, r->ids + done, chunk), 0, "%s", woolly_last_error());
+        for (int i = 0; i < chunk; i++) {
+            const float *row = woolly_get_logits(c, i);
+            cr_assert(row != NULL, "%s", woolly_last_error());
+            memcpy(out + (size_t)(done + i) * r->n_vocab, row, sizeof(float) * (size_t)r->n_vocab);
+        }
+        done += chunk;
+    }
+    cr_assert_eq(woolly_context_n_past(c), n_tokens);
+    woolly_context_close(c);
+    return out;
+}
+
+static inline void check_api_default(const model_case *mc)
+{
+    ref r = load_ref(mc->name);
+    woolly_model *m = woolly_model_open(model_path(mc->name));
+    cr_assert(m != NULL, "%s", woolly_last_error());
+    cr_assert_eq(woolly_model_n_vocab(m), r.n_vocab, "%s: vocabulary %d, reference rows of %d", mc->name,
+                 woolly_model_n_vocab(m), r.n_vocab);
+    static const struct {
+        int batch, threads;
+    } RUNS[] = {{512, 2}, {1, 2}, {7, 2}};
+    float *x[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = api_logits(m, &r, RUNS[i].batch, RUNS[i].threads, r.n_tokens);
+        const double e = mean_nmse(x[i], r.logits, r.n_tokens, r.n_vocab);
+        fprintf(stderr, "NMSE %-20s default dispatch, batch %3d, %d threads: %.3g (bar %.2g)\n", mc->name,
+                RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
+        cr_expect_leq(e, mc->max_nmse, "%s, batch %d, %d threads: NMSE %.3g exceeds %.2g", mc->name,
+                      RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
+    }
+    /* One thread on the first THREADS_TOKENS tokens (a full batch of 7 and a partial one): the same
+     * computation as the 2-thread run's up to the split of the work. */
+    const int nt = r.n_tokens < THREADS_TOKENS ? r.n_tokens : THREADS_TOKENS;
+    float *one = api_logits(m, &r, 7, 1, nt);
+    const double e = mean_nmse(x[2], one, nt, r.n_vocab);
+    fprintf(stderr, "NMSE %-20s 2 threads against 1 thread (batch 7, %d tokens): %.3g\n", mc->name, nt, e);
+    cr_expect_leq(e, THREADS_MAX_NMSE, "%s: 1 and 2 threads differ by NMSE %.3g", mc->name, e);
+    free(one);
+    for (int i = 0; i < 3; i++)
+        free(x[i]);
+    woolly_model_close(m);
+    free_ref(&r);
+}
+
+#endif

@@ -1,0 +1,198 @@
+/* The runtime's side of the kernels: the thread pool, the split of weight rows across threads, the
+ * matmul wrapper (against a direct kernel call and a float64 reference) and the activation packers a
+ * non-F32 plan would use. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "quant.h"
+#include "testutil.h"
+#include "threadpool.h"
+
+Test(threadpool, split_range_covers_every_item_once_in_aligned_chunks)
+{
+    const long long ns[] = {0, 1, 7, 64, 100, 1001};
+    const int aligns[] = {1, 4, 16};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof aligns / sizeof aligns[0]; b++)
+            for (int nth = 1; nth <= 5; nth++) {
+                long long expect_lo = 0;
+                for (int ith = 0; ith < nth; ith++) {
+                    long long lo, hi;
+                    woolly_split_range(ns[a], aligns[b], ith, nth, &lo, &hi);
+                    cr_assert_eq(lo, expect_lo, "n %lld align %d thread %d/%d starts at %lld", ns[a],
+                                 aligns[b], ith, nth, lo);
+                    cr_assert(lo <= hi && hi <= ns[a]);
+                    cr_assert(lo % aligns[b] == 0 || lo == ns[a], "chunk start %lld not aligned to %d", lo,
+                              aligns[b]);
+                    expect_lo = hi;
+                }
+                cr_assert_eq(expect_lo, ns[a], "n %lld align %d over %d threads: covered %lld", ns[a],
+                             aligns[b], nth, expect_lo);
+            }
+}
+
+typedef struct counts {
+    atomic_int calls[8];
+    atomic_int nth_seen;
+} counts;
+
+static void count_job(void *arg, int ith, int nth)
+{
+    counts *c = arg;
+    atomic_fetch_add(&c->calls[ith], 1);
+    atomic_store(&c->nth_seen, nth);
+}
+
+Test(threadpool, every_thread_runs_every_job_once)
+{
+    woolly_error err = {{0}};
+    woolly_threadpool *p = woolly_threadpool_open(4, &err);
+    cr_assert(p != NULL, "%s", err.msg);
+    cr_expect_eq(woolly_threadpool_size(p), 4);
+    static counts c;
+    for (int i = 0; i < 2000; i++)
+        woolly_threadpool_run(p, count_job, &c);
+    for (int t = 0; t < 4; t++)
+        cr_expect_eq(atomic_load(&c.calls[t]), 2000, "thread %d ran %d jobs", t, atomic_load(&c.calls[t]));
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < 100; i++)
+        woolly_threadpool_run_n(p, count_job, &c, 2);
+    cr_expect_eq(atomic_load(&c.calls[0]), 100);
+    cr_expect_eq(atomic_load(&c.calls[1]), 100);
+    cr_expect_eq(atomic_load(&c.calls[2]), 0, "a thread outside n_use ran the job");
+    cr_expect_eq(atomic_load(&c.nth_seen), 2);
+    woolly_threadpool_run_n(p, count_job, &c, 1);
+    cr_expect_eq(atomic_load(&c.calls[0]), 101);
+    cr_expect_eq(atomic_load(&c.calls[1]), 100, "n_use 1 runs on the caller only");
+    woolly_threadpool_close(p);
+
+    cr_expect_null(woolly_threadpool_open(0, &err));
+    cr_expect(strstr(err.msg, "thread count 0") != NULL, "%s", err.msg);
+    cr_expect_null(woolly_threadpool_open(WOOLLY_MAX_THREADS + 1, &err));
+}
+
+Test(threadpool, threads_for_small_and_large_work)
+{
+    woolly_error err = {{0}};
+    woolly_threadpool *p = woolly_threadpool_open(3, &err);
+    cr_assert(p != NULL, "%s", err.msg);
+    cr_expect_eq(woolly_threads_for(p, 10, 100), 1);
+    cr_expect_eq(woolly_threads_for(p, 250, 100), 2);
+    cr_expect_eq(woolly_threads_for(p, 1e9, 100), 3);
+    woolly_threadpool_close(p);
+}
+
+/* Q4_K weights of rows x k, random; their dequantized floats in *deq. */
+static void *random_q4k(int64_t rows, int64_t k, float **deq)
+{
+    const size_t rb = woolly_row_bytes(WOOLLY_TYPE_Q4_K, k);
+    uint8_t *w = malloc(rb * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    *deq = malloc(sizeof(float) * (size_t)(rows * k));
+    cr_assert(w && row && *deq);
+    tu_rng rng = {7};
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < k; i++)
+            row[i] = tu_rand_normal(&rng);
+        cr_assert_eq(woolly_quantize_row(WOOLLY_TYPE_Q4_K, row, w + (size_t)r * rb, k), rb);
+        cr_assert_eq(woolly_dequantize_row(WOOLLY_TYPE_Q4_K, w + (size_t)r * rb, *deq + r * k, k), 0);
+    }
+    free(row);
+    return w;
+}
+
+Test(matmul, threads_split_rows_without_changing_the_result)
+{
+    enum { ROWS = 37, K = 4096, M = 5 }; /* large enough that woolly_matmul uses every thread */
+    float *deq;
+    void *wdata = random_q4k(ROWS, K, &deq);
+    const woolly_matrix w = {wdata, WOOLLY_TYPE_Q4_K, ROWS, K, woolly_row_bytes(WOOLLY_TYPE_Q4_K, K), "w"};
+    woolly_matmul_plan plan;
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_matmul_plan_init(&plan, WOOLLY_TYPE_Q4_K, WOOLLY_ACT_F32, &err), 0, "%s", err.msg);
+    static float x[M * K], y[M * ROWS], direct[M * ROWS];
+    tu_rng rng = {11};
+    for (int i = 0; i < M * K; i++)
+        x[i] = tu_rand_normal(&rng);
+
+    for (int m = 1; m <= M; m += M - 1) { /* the GEMV slot (m = 1) and the GEMM slot */
+        const woolly_kernel *k = m == 1 ? plan.gemv : plan.gemm;
+        const woolly_matmul_args a = {w.data, w.row_bytes, x, K * sizeof(float), direct, ROWS, K, m, 0, ROWS};
+        k->matmul(&a);
+        double num = 0, den = 0;
+        for (int t = 0; t < m; t++)
+            for (int r = 0; r < ROWS; r++) {
+                double ref = 0;
+                for (int i = 0; i < K; i++)
+                    ref += (double)deq[r * K + i] * x[t * K + i];
+                num += (direct[t * ROWS + r] - ref) * (direct[t * ROWS + r] - ref);
+                den += ref * ref;
+            }
+        cr_expect_leq(num / den, 1e-10, "%s against float64: NMSE %g", k->name, num / den);
+        for (int nth = 1; nth <= 3; nth++) {
+            woolly_threadpool *p = woolly_threadpool_open(nth, &err);
+            cr_assert(p != NULL, "%s", err.msg);
+            memset(y, 0xFF, sizeof y);
+            woolly_matmul(p, &plan, &w, x, m, y, ROWS, NULL);
+            cr_expect(memcmp(y, direct, sizeof(float) * (size_t)(m * ROWS)) == 0,
+                      "m %d, %d threads: differs from one kernel call over all rows", m, nth);
+            woolly_threadpool_close(p);
+        }
+    }
+    free(wdata);
+    free(deq);
+}
+
+Test(matmul, a_slot_without_kernels_is_an_error)
+{
+    woolly_matmul_plan plan;
+    woolly_error err = {{0}};
+    cr_expect_eq(woolly_matmul_plan_init(&plan, WOOLLY_TYPE_Q4_0, WOOLLY_ACT_F32, &err), -1);
+    cr_expect(strstr(err.msg, "Q4_0") != NULL, "%s", err.msg);
+}
+
+Test(matmul, activation_packers)
+{
+    enum { K = 64, M = 2 };
+    static float x[M * K];
+    tu_rng rng = {5};
+    for (int i = 0; i < M * K; i++)
+        x[i] = 3.0f * tu_rand_normal(&rng);
+    x[5] = 0.0f;
+    for (int i = 32; i < 64; i++)
+        x[i] = 0.0f; /* an all-zero block: scale 0, no division by zero */
+
+    cr_expect_eq(woolly_act_row_bytes(WOOLLY_ACT_F32, K), K * 4);
+    cr_expect_eq(woolly_act_row_bytes(WOOLLY_ACT_F16, K), K * 2);
+    cr_expect_eq(woolly_act_row_bytes(WOOLLY_ACT_Q8, K), 2 * sizeof(woolly_block_q8x32));
+    cr_expect_eq(woolly_act_row_bytes(WOOLLY_ACT_Q8, 48), 0, "Q8 rows are whole blocks of 32");
+
+    uint16_t h[M * K];
+    woolly_act_pack(WOOLLY_ACT_F16, x, K, 0, M, K, h, K * 2);
+    for (int i = 0; i < M * K; i++)
+        cr_assert_eq(h[i], woolly_f32_to_f16(x[i]));
+
+    woolly_block_q8x32 q[M * K / 32];
+    woolly_act_pack(WOOLLY_ACT_Q8, x, K, 0, M, K, q, woolly_act_row_bytes(WOOLLY_ACT_Q8, K));
+    for (int b = 0; b < M * K / 32; b++) {
+        float amax = 0;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+            sum += q[b].q[i];
+            cr_assert_leq(fabsf(x[b * 32 + i] - q[b].d * q[b].q[i]), 0.5001f * q[b].d + 1e-30f,
+                          "block %d value %d: %g packed as %d x %g", b, i, x[b * 32 + i], q[b].q[i], q[b].d);
+        }
+        cr_expect_float_eq(q[b].d, amax / 127.0f, 1e-6f * amax + 1e-30f);
+        cr_expect_float_eq(q[b].s, q[b].d * (float)sum, 1e-5f * fabsf(q[b].s) + 1e-30f);
+    }
+    cr_expect_eq(q[1].d, 0.0f);
+
+    float f[M * K];
+    woolly_act_pack(WOOLLY_ACT_F32, x, K, 0, M, K, f, K * 4);
+    cr_expect(memcmp(f, x, sizeof f) == 0);
+}

@@ -1,0 +1,254 @@
+/* The sampler: greedy, temperature, top-k, top-p, min-p, repetition penalty, seeds, bad parameters. The
+ * distributions are checked by drawing many times with a fixed seed and comparing the frequencies with
+ * the probabilities the filters should leave. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "sampler.h"
+
+enum { N_DRAWS = 40000 };
+#define FREQ_TOL 0.015 /* ~ 4 standard deviations of a frequency near 0.5 over N_DRAWS draws */
+
+static woolly_sampler_params plain(float temp)
+{
+    woolly_sampler_params p = woolly_sampler_default_params();
+    p.temp = temp;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.seed = 1234;
+    return p;
+}
+
+static woolly_sampler *make(int n_vocab, const woolly_sampler_params *p)
+{
+    woolly_error err = {{0}};
+    woolly_sampler *s = woolly_sampler_create(n_vocab, p, &err);
+    cr_assert(s != NULL, "%s", err.msg);
+    return s;
+}
+
+/* Frequencies of each id over N_DRAWS draws from the same logits. */
+static void frequencies(woolly_sampler *s, const float *logits, int n, double *freq)
+{
+    for (int i = 0; i < n; i++)
+        freq[i] = 0.0;
+    for (int k = 0; k < N_DRAWS; k++) {
+        const woolly_token t = woolly_sampler_sample(s, logits);
+        cr_assert(t >= 0 && t < n, "sampled id %d out of range", t);
+        freq[t] += 1.0 / N_DRAWS;
+    }
+}
+
+static void logits_of(const double *p, int n, float *logits)
+{
+    for (int i = 0; i < n; i++)
+        logits[i] = p[i] > 0 ? (float)log(p[i]) : -INFINITY;
+}
+
+static void expect_freqs(const double *freq, const double *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        cr_expect(fabs(freq[i] - want[i]) <= FREQ_TOL, "%s: id %d drawn with frequency %.4f, expected %.4f",
+                  what, i, freq[i], want[i]);
+}
+
+Test(sampler, greedy_takes_the_largest_and_the_lowest_id_on_ties)
+{
+    woolly_sampler_params p = plain(0.0f);
+    woolly_sampler *s = make(5, &p);
+    const float a[5] = {0.1f, 3.0f, -2.0f, 2.9f, 0.0f};
+    cr_expect_eq(woolly_sampler_sample(s, a), 1);
+    const float tie[5] = {1.0f, 5.0f, 2.0f, 5.0f, 5.0f};
+    cr_expect_eq(woolly_sampler_sample(s, tie), 1);
+    cr_expect_eq(woolly_sample_greedy(tie, 5), 1);
+    const float neg[5] = {-9.0f, -3.0f, -1.5f, -8.0f, -2.0f};
+    cr_expect_eq(woolly_sampler_sample(s, neg), 2);
+    woolly_sampler_close(s);
+}
+
+Test(sampler, temperature_one_follows_the_softmax)
+{
+    const double prob[4] = {0.1, 0.2, 0.3, 0.4};
+    float logits[4];
+    logits_of(prob, 4, logits);
+    woolly_sampler_params p = plain(1.0f);
+    woolly_sampler *s = make(4, &p);
+    double f[4];
+    frequencies(s, logits, 4, f);
+    expect_freqs(f, prob, 4, "temperature 1");
+    woolly_sampler_close(s);
+}
+
+Test(sampler, temperature_sharpens_and_flattens)
+{
+    const double prob[3] = {0.2, 0.3, 0.5};
+    float logits[3];
+    logits_of(prob, 3, logits);
+    const float temps[2] = {0.5f, 2.0f};
+    for (int k = 0; k < 2; k++) {
+        double want[3], sum = 0;
+        for (int i = 0; i < 3; i++)
+            sum += want[i] = pow(prob[i], 1.0 / temps[k]);
+        for (int i = 0; i < 3; i++)
+            want[i] /= sum;
+        woolly_sampler_params p = plain(temps[k]);
+        woolly_sampler *s = make(3, &p);
+        double f[3];
+        frequencies(s, logits, 3, f);
+        expect_freqs(f, want, 3, temps[k] < 1 ? "temperature 0.5" : "temperature 2");
+        woolly_sampler_close(s);
+    }
+}
+
+Test(sampler, top_k_keeps_the_k_most_likely)
+{
+    const double prob[5] = {0.05, 0.4, 0.1, 0.3, 0.15};
+    float logits[5];
+    logits_of(prob, 5, logits);
+    woolly_sampler_params p = plain(1.0f);
+    p.top_k = 2;
+    woolly_sampler *s = make(5, &p);
+    double f[5];
+    frequencies(s, logits, 5, f);
+    const double want[5] = {0, 0.4 / 0.7, 0, 0.3 / 0.7, 0};
+    expect_freqs(f, want, 5, "top-k 2");
+    woolly_sampler_close(s);
+}
+
+Test(sampler, top_k_one_is_greedy)
+{
+    woolly_sampler_params p = plain(1.5f);
+    p.top_k = 1;
+    woolly_sampler *s = make(6, &p);
+    const float logits[6] = {0.5f, 0.4f, 0.45f, 0.1f, 0.49f, -1.0f};
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(woolly_sampler_sample(s, logits), 0);
+    woolly_sampler_close(s);
+}
+
+Test(sampler, top_p_keeps_the_smallest_set_reaching_the_mass)
+{
+    const double prob[4] = {0.15, 0.5, 0.05, 0.3};
+    float logits[4];
+    logits_of(prob, 4, logits);
+    woolly_sampler_params p = plain(1.0f);
+    p.top_p = 0.7f; /* 0.5 + 0.3 = 0.8 >= 0.7: ids 1 and 3 */
+    woolly_sampler *s = make(4, &p);
+    double f[4];
+    frequencies(s, logits, 4, f);
+    const double want[4] = {0, 0.5 / 0.8, 0, 0.3 / 0.8};
+    expect_freqs(f, want, 4, "top-p 0.7");
+    woolly_sampler_close(s);
+}
+
+Test(sampler, min_p_drops_tokens_far_below_the_best)
+{
+    const double prob[4] = {0.5, 0.3, 0.15, 0.05};
+    float logits[4];
+    logits_of(prob, 4, logits);
+    woolly_sampler_params p = plain(1.0f);
+    p.min_p = 0.2f; /* keep p >= 0.1: ids 0, 1, 2 */
+    woolly_sampler *s = make(4, &p);
+    double f[4];
+    frequencies(s, logits, 4, f);
+    const double want[4] = {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0};
+    expect_freqs(f, want, 4, "min-p 0.2");
+    woolly_sampler_close(s);
+}
+
+Test(sampler, repetition_penalty_over_the_window)
+{
+    woolly_sampler_params p = plain(0.0f);
+    p.repeat_penalty = 1.5f;
+    p.repeat_last_n = 2;
+    woolly_sampler *s = make(8, &p);
+    const float pos[8] = {2.0f, 1.9f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -1.0f};
+    cr_expect_eq(woolly_sampler_sample(s, pos), 0);
+    woolly_sampler_accept(s, 0); /* 2.0 / 1.5 = 1.33 < 1.9 */
+    cr_expect_eq(woolly_sampler_sample(s, pos), 1);
+    woolly_sampler_accept(s, 0); /* repeated in the window: still penalized once */
+    cr_expect_eq(woolly_sampler_sample(s, pos), 1);
+    woolly_sampler_accept(s, 5);
+    woolly_sampler_accept(s, 6); /* 0 has left the window of 2 */
+    cr_expect_eq(woolly_sampler_sample(s, pos), 0);
+
+    const float neg[8] = {-1.0f, -1.2f, -5.0f, -5.0f, -5.0f, -5.0f, -5.0f, -5.0f};
+    woolly_sampler_reset(s);
+    woolly_sampler_accept(s, 0); /* -1.0 * 1.5 = -1.5 < -1.2 */
+    cr_expect_eq(woolly_sampler_sample(s, neg), 1);
+    woolly_sampler_reset(s);
+    cr_expect_eq(woolly_sampler_sample(s, neg), 0);
+    woolly_sampler_close(s);
+}
+
+Test(sampler, the_seed_makes_draws_reproducible)
+{
+    float logits[64];
+    for (int i = 0; i < 64; i++)
+        logits[i] = (float)sin(i * 0.7);
+    woolly_sampler_params p = plain(1.0f);
+    woolly_token a[100], b[100], c[100];
+    woolly_sampler *s = make(64, &p);
+    for (int i = 0; i < 100; i++)
+        a[i] = woolly_sampler_sample(s, logits);
+    woolly_sampler_reset(s);
+    for (int i = 0; i < 100; i++)
+        b[i] = woolly_sampler_sample(s, logits);
+    woolly_sampler_close(s);
+    p.seed = 4321;
+    s = make(64, &p);
+    for (int i = 0; i < 100; i++)
+        c[i] = woolly_sampler_sample(s, logits);
+    woolly_sampler_close(s);
+    cr_expect(memcmp(a, b, sizeof a) == 0, "the same seed gave different draws");
+    cr_expect(memcmp(a, c, sizeof a) != 0, "different seeds gave the same 100 draws");
+}
+
+Test(sampler, large_vocabulary_with_all_filters)
+{
+    enum { V = 50000 };
+    static float logits[V];
+    for (int i = 0; i < V; i++)
+        logits[i] = (float)(5.0 * sin(i * 0.013) + (i == 31337 ? 20.0 : 0.0));
+    woolly_sampler_params p = woolly_sampler_default_params();
+    p.seed = 7;
+    woolly_sampler *s = make(V, &p);
+    for (int i = 0; i < 50; i++) {
+        const woolly_token t = woolly_sampler_sample(s, logits);
+        cr_assert_eq(t, 31337, "a logit 20 above the rest must win under the defaults, got %d", t);
+    }
+    woolly_sampler_close(s);
+}
+
+Test(sampler, bad_parameters_are_named)
+{
+    static const struct {
+        const char *field;
+        float temp, top_p, min_p, penalty;
+        int top_k, last_n;
+    } BAD[] = {
+        {"temperature", -1.0f, 1.0f, 0.0f, 1.0f, 0, 64},   {"top-p", 1.0f, 0.0f, 0.0f, 1.0f, 0, 64},
+        {"top-p", 1.0f, 1.5f, 0.0f, 1.0f, 0, 64},          {"min-p", 1.0f, 1.0f, -0.1f, 1.0f, 0, 64},
+        {"repeat penalty", 1.0f, 1.0f, 0.0f, 0.0f, 0, 64}, {"top-k", 1.0f, 1.0f, 0.0f, 1.0f, -3, 64},
+        {"repeat-last-n", 1.0f, 1.0f, 0.0f, 1.0f, 0, -1},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        woolly_sampler_params p = plain(BAD[i].temp);
+        p.top_p = BAD[i].top_p;
+        p.min_p = BAD[i].min_p;
+        p.repeat_penalty = BAD[i].penalty;
+        p.top_k = BAD[i].top_k;
+        p.repeat_last_n = BAD[i].last_n;
+        woolly_error err = {{0}};
+        cr_expect_null(woolly_sampler_create(10, &p, &err), "case %zu accepted", i);
+        cr_expect(strstr(err.msg, BAD[i].field) != NULL, "message '%s' does not name %s", err.msg,
+                  BAD[i].field);
+    }
+    woolly_sampler_params p = plain(1.0f);
+    woolly_error err = {{0}};
+    cr_expect_null(woolly_sampler_create(0, &p, &err));
+    cr_expect(strstr(err.msg, "vocabulary") != NULL, "%s", err.msg);
+}
