@@ -276,8 +276,8 @@ static void build_decoded(woolly_tokenizer *t)
         size_t m = 0;
         uint8_t ty = t->type[id];
         int bv = ty == WOOLLY_TOKEN_BYTE ? byte_token_value(s, n) : -1;
-        if (ty == WOOLLY_TOKEN_CONTROL) {
-            m = 0;
+        if (ty == WOOLLY_TOKEN_CONTROL || ty == WOOLLY_TOKEN_UNUSED) {
+            m = 0; /* markup and padding stand for no text */
         } else if (bv >= 0) {
             o[m++] = (char)bv;
         } else if (ty == WOOLLY_TOKEN_UNKNOWN ||

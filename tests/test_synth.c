@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "quant.h"
 #include "testutil.h"
+#include "tokenizer.h"
 
 /* The generator's sample statistics over a whole tensor (>= 65536 values) are this close to the
  * requested N(0, 0.02) / 1 + N(0, 0.1) (relative, for the standard deviation). */
@@ -400,6 +401,15 @@ Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe, .timeout = 60)
                    eos = get_u32(g, "tokenizer.ggml.eos_token_id");
     cr_assert(bos == eos && gguf_str_eq(tokens->strs[bos], "<|endoftext|>"));
     cr_assert(gguf_find_kv(g, "tokenizer.chat_template") == NULL);
+    /* The padding tokens stand for no text: a random model that samples them prints nothing for them. */
+    woolly_error err = {{0}};
+    woolly_tokenizer *tok = woolly_tokenizer_open(g, &err);
+    cr_assert(tok != NULL, "%s", err.msg);
+    const int32_t last = (int32_t)tokens->n - 1;
+    cr_assert(strncmp(woolly_tokenizer_piece(tok, last), "<|filler_", 9) == 0, "last token is %s",
+              woolly_tokenizer_piece(tok, last));
+    cr_assert_eq(woolly_token_bytes(tok, last, NULL, 0), 0);
+    woolly_tokenizer_close(tok);
     /* every key that is not the tokenizer's is as in the reference; tensors as in the reference but for
      * the vocabulary dimension */
     for (uint64_t i = 0; i < ref->n_kv; i++) {
