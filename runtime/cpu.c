@@ -7,28 +7,17 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
-static bool os_saves_zmm(void)
+/* The register state the OS saves on a context switch (XCR0's low bits; 0 without OSXSAVE). */
+static unsigned os_saved_state(void)
 {
     unsigned a, b, c, d;
     __cpuid(1, a, b, c, d);
     if (!(c & bit_OSXSAVE))
-        return false;
+        return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     (void)hi;
-    return (lo & 0xE6) == 0xE6; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM state enabled */
-}
-
-static bool os_saves_ymm(void)
-{
-    unsigned a, b, c, d;
-    __cpuid(1, a, b, c, d);
-    if (!(c & bit_OSXSAVE))
-        return false;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    return (lo & 0x6) == 0x6;
+    return lo;
 }
 
 static void detect(woolly_cpu *cpu)
@@ -42,7 +31,9 @@ static void detect(woolly_cpu *cpu)
     __cpuid(1, a, b, c, d);
     cpu->family = ((a >> 8) & 0xF) + (((a >> 8) & 0xF) == 0xF ? (a >> 20) & 0xFF : 0);
     cpu->model = ((a >> 4) & 0xF) | ((a >> 12) & 0xF0);
-    const bool ymm = os_saves_ymm(), zmm = os_saves_zmm();
+    const unsigned xcr0 = os_saved_state();
+    const bool ymm = (xcr0 & 0x6) == 0x6;   /* XMM, YMM state */
+    const bool zmm = (xcr0 & 0xE6) == 0xE6; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM state */
     cpu->fma = ymm && (c & bit_FMA);
     cpu->f16c = ymm && (c & bit_F16C);
     if (max >= 7) {

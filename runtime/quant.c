@@ -17,31 +17,11 @@ uint16_t woolly_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
-bool woolly_can_dequantize(enum woolly_type t)
-{
-    switch (t) {
-    case WOOLLY_TYPE_F32:
-    case WOOLLY_TYPE_F16:
-    case WOOLLY_TYPE_BF16:
-    case WOOLLY_TYPE_Q8_0:
-    case WOOLLY_TYPE_Q4_K:
-    case WOOLLY_TYPE_Q5_K:
-    case WOOLLY_TYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
-bool woolly_can_quantize(enum woolly_type t)
-{
-    return woolly_can_dequantize(t);
-}
-
 /* ---- Q8_0: 32 values share one f16 scale; q in [-127, 127] --------------------------------------- */
 
-static void dequantize_q8_0(const woolly_block_q8_0 *b, float *y, int64_t nb)
+static void dequantize_q8_0(const void *blocks, float *y, int64_t nb)
 {
+    const woolly_block_q8_0 *b = blocks;
     for (int64_t i = 0; i < nb; i++) {
         const float d = woolly_f16_to_f32(b[i].d);
         for (int l = 0; l < WOOLLY_QK8_0; l++)
@@ -64,8 +44,9 @@ static float q8_0_assign(const float *x, uint16_t d16, int8_t *q)
 
 /* The scale first maps the largest magnitude to 127 (rounded outward to f16 so that it still fits);
  * then the least-squares scale for the chosen integers is tried and kept if it lowers the error. */
-static void quantize_q8_0(const float *x, woolly_block_q8_0 *b, int64_t nb)
+static void quantize_q8_0(const float *x, void *blocks, int64_t nb)
 {
+    woolly_block_q8_0 *b = blocks;
     for (int64_t i = 0; i < nb; i++) {
         const float *xb = x + i * WOOLLY_QK8_0;
         float amax = 0;
@@ -90,12 +71,81 @@ static void quantize_q8_0(const float *x, woolly_block_q8_0 *b, int64_t nb)
     }
 }
 
+/* ---- the plain formats: a block is one value ------------------------------------------------------ */
+
+static void dequantize_f32(const void *src, float *y, int64_t n)
+{
+    memcpy(y, src, (size_t)n * sizeof *y);
+}
+
+static void quantize_f32(const float *x, void *dst, int64_t n)
+{
+    memcpy(dst, x, (size_t)n * sizeof *x);
+}
+
+static void dequantize_f16(const void *src, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = woolly_f16_to_f32(((const uint16_t *)src)[i]);
+}
+
+static void quantize_f16(const float *x, void *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        ((uint16_t *)dst)[i] = woolly_f32_to_f16(x[i]);
+}
+
+static void dequantize_bf16(const void *src, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = woolly_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+
+static void quantize_bf16(const float *x, void *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        ((uint16_t *)dst)[i] = woolly_f32_to_bf16(x[i]);
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------------- */
+
+/* Every supported type, both directions over nb whole blocks. */
+static const struct quant_format {
+    enum woolly_type type;
+    void (*dequantize)(const void *blocks, float *y, int64_t nb);
+    void (*quantize)(const float *x, void *blocks, int64_t nb);
+} FORMATS[] = {
+    {WOOLLY_TYPE_F32, dequantize_f32, quantize_f32},
+    {WOOLLY_TYPE_F16, dequantize_f16, quantize_f16},
+    {WOOLLY_TYPE_BF16, dequantize_bf16, quantize_bf16},
+    {WOOLLY_TYPE_Q8_0, dequantize_q8_0, quantize_q8_0},
+    {WOOLLY_TYPE_Q4_K, woolly_dequantize_q4_k, woolly_quantize_q4_k},
+    {WOOLLY_TYPE_Q5_K, woolly_dequantize_q5_k, woolly_quantize_q5_k},
+    {WOOLLY_TYPE_Q6_K, woolly_dequantize_q6_k, woolly_quantize_q6_k},
+};
+
+static const struct quant_format *format_of(enum woolly_type t)
+{
+    for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++)
+        if (FORMATS[i].type == t)
+            return &FORMATS[i];
+    return NULL;
+}
+
+bool woolly_can_dequantize(enum woolly_type t)
+{
+    return format_of(t) != NULL;
+}
+
+bool woolly_can_quantize(enum woolly_type t)
+{
+    return format_of(t) != NULL;
+}
 
 /* Whole blocks in n elements of type t; -1 if t is not supported here or n is not a whole number. */
 static int64_t whole_blocks(enum woolly_type t, int64_t n)
 {
-    if (!woolly_can_dequantize(t) || n < 0)
+    if (!format_of(t) || n < 0)
         return -1;
     const int64_t be = woolly_type_get(t)->block_elems;
     return n % be == 0 ? n / be : -1;
@@ -106,68 +156,15 @@ int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64
     const int64_t nb = whole_blocks(t, n);
     if (nb < 0)
         return -1;
-    switch (t) {
-    case WOOLLY_TYPE_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
-    case WOOLLY_TYPE_F16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = woolly_f16_to_f32(((const uint16_t *)src)[i]);
-        break;
-    case WOOLLY_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = woolly_bf16_to_f32(((const uint16_t *)src)[i]);
-        break;
-    case WOOLLY_TYPE_Q8_0:
-        dequantize_q8_0(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q4_K:
-        woolly_dequantize_q4_k(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q5_K:
-        woolly_dequantize_q5_k(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q6_K:
-        woolly_dequantize_q6_k(src, dst, nb);
-        break;
-    default:
-        return -1;
-    }
+    format_of(t)->dequantize(src, dst, nb);
     return 0;
 }
 
 size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n)
 {
     const int64_t nb = whole_blocks(t, n);
-    if (!woolly_can_quantize(t) || nb <= 0)
+    if (nb <= 0)
         return 0;
-    const size_t bytes = woolly_row_bytes(t, n);
-    switch (t) {
-    case WOOLLY_TYPE_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
-    case WOOLLY_TYPE_F16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = woolly_f32_to_f16(src[i]);
-        break;
-    case WOOLLY_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = woolly_f32_to_bf16(src[i]);
-        break;
-    case WOOLLY_TYPE_Q8_0:
-        quantize_q8_0(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q4_K:
-        woolly_quantize_q4_k(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q5_K:
-        woolly_quantize_q5_k(src, dst, nb);
-        break;
-    case WOOLLY_TYPE_Q6_K:
-        woolly_quantize_q6_k(src, dst, nb);
-        break;
-    default:
-        return 0;
-    }
-    return bytes;
+    format_of(t)->quantize(src, dst, nb);
+    return woolly_row_bytes(t, n);
 }

@@ -1,5 +1,7 @@
 /* Per-format reference conversions behind quant.h's dispatch. Each function converts `nb` whole blocks
- * (nb * 256 elements for the K-quants); the caller has checked the length. Internal to the runtime. */
+ * (nb * 256 elements for the K-quants) of the format's block struct (woolly_block_q4_k...); the caller
+ * has checked the length. The blocks are untyped so that quant.c can list every format in one table.
+ * Internal to the runtime. */
 #ifndef WOOLLY_QUANT_FORMATS_H
 #define WOOLLY_QUANT_FORMATS_H
 
@@ -8,13 +10,13 @@
 
 #include "kernels.h"
 
-void woolly_dequantize_q4_k(const woolly_block_q4_k *b, float *y, int64_t nb);
-void woolly_dequantize_q5_k(const woolly_block_q5_k *b, float *y, int64_t nb);
-void woolly_dequantize_q6_k(const woolly_block_q6_k *b, float *y, int64_t nb);
+void woolly_dequantize_q4_k(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q5_k(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb);
 
-void woolly_quantize_q4_k(const float *x, woolly_block_q4_k *b, int64_t nb);
-void woolly_quantize_q5_k(const float *x, woolly_block_q5_k *b, int64_t nb);
-void woolly_quantize_q6_k(const float *x, woolly_block_q6_k *b, int64_t nb);
+void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb);
 
 /* Nearest integer of v clamped to [lo, hi] (lo <= 0; ties round up). Clamping happens in float first, so
  * huge values and NaN (which becomes lo) never reach an out-of-range conversion; the shift by -lo makes

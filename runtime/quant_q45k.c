@@ -26,37 +26,36 @@ enum { CANDS = 13 };
 
 /* ---- dequantization ----------------------------------------------------------------------------- */
 
-void woolly_dequantize_q4_k(const woolly_block_q4_k *b, float *y, int64_t nb)
+/* One super-block; qh is NULL for Q4_K, Q5_K's fifth bits otherwise. */
+static void dequantize_k_block(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const uint8_t *qs,
+                               const uint8_t *qh, float *y)
 {
-    for (int64_t i = 0; i < nb; i++, y += WOOLLY_QK_K) {
-        const float d = woolly_f16_to_f32(b[i].d), dmin = woolly_f16_to_f32(b[i].dmin);
-        for (int j = 0; j < NSUB; j++) {
-            uint8_t sc, m;
-            woolly_k_scale_min(j, b[i].scales, &sc, &m);
-            /* bytes 32*(j/2).. hold sub-block j in the low nibbles (even j) or high nibbles (odd j) */
-            const uint8_t *qs = b[i].qs + SUB * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < SUB; l++)
-                y[SUB * j + l] = d * sc * (float)((qs[l] >> shift) & 0xF) - dmin * m;
+    const float d = woolly_f16_to_f32(d16), dmin = woolly_f16_to_f32(dmin16);
+    for (int j = 0; j < NSUB; j++) {
+        uint8_t sc, m;
+        woolly_k_scale_min(j, scales, &sc, &m);
+        /* bytes 32*(j/2).. hold sub-block j in the low nibbles (even j) or high nibbles (odd j) */
+        const uint8_t *qj = qs + SUB * (j / 2);
+        const int shift = 4 * (j % 2);
+        for (int l = 0; l < SUB; l++) {
+            const int q = ((qj[l] >> shift) & 0xF) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
+            y[SUB * j + l] = d * sc * (float)q - dmin * m;
         }
     }
 }
 
-void woolly_dequantize_q5_k(const woolly_block_q5_k *b, float *y, int64_t nb)
+void woolly_dequantize_q4_k(const void *blocks, float *y, int64_t nb)
 {
-    for (int64_t i = 0; i < nb; i++, y += WOOLLY_QK_K) {
-        const float d = woolly_f16_to_f32(b[i].d), dmin = woolly_f16_to_f32(b[i].dmin);
-        for (int j = 0; j < NSUB; j++) {
-            uint8_t sc, m;
-            woolly_k_scale_min(j, b[i].scales, &sc, &m);
-            const uint8_t *qs = b[i].qs + SUB * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < SUB; l++) {
-                const int q = ((qs[l] >> shift) & 0xF) | (((b[i].qh[l] >> j) & 1) << 4);
-                y[SUB * j + l] = d * sc * (float)q - dmin * m;
-            }
-        }
-    }
+    const woolly_block_q4_k *b = blocks;
+    for (int64_t i = 0; i < nb; i++)
+        dequantize_k_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, NULL, y + i * WOOLLY_QK_K);
+}
+
+void woolly_dequantize_q5_k(const void *blocks, float *y, int64_t nb)
+{
+    const woolly_block_q5_k *b = blocks;
+    for (int64_t i = 0; i < nb; i++)
+        dequantize_k_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh, y + i * WOOLLY_QK_K);
 }
 
 /* ---- step 1: one sub-block ---------------------------------------------------------------------- */
@@ -238,8 +237,11 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
         nudge_scales(x, nmax, k, j);
 }
 
-static void pack_scales(const k_block *k, uint8_t *s)
+/* The factors and 6-bit scales, laid out the same in both formats. */
+static void pack_header(const k_block *k, uint16_t *d, uint16_t *dmin, uint8_t *s)
 {
+    *d = k->d16;
+    *dmin = k->dmin16;
     /* sub-blocks 0-3: 6 bits in bytes 0-3 (scale) and 4-7 (min); sub-blocks 4-7: low 4 bits in bytes
      * 8-11, high 2 bits in the top bits of bytes 0-7 (the inverse of woolly_k_scale_min) */
     for (int j = 0; j < 4; j++) {
@@ -249,37 +251,38 @@ static void pack_scales(const k_block *k, uint8_t *s)
     }
 }
 
-void woolly_quantize_q4_k(const float *x, woolly_block_q4_k *b, int64_t nb)
+/* Sub-block j's low 4 bits go to bytes 32*(j/2).., in the low nibbles (even j) or high nibbles (odd j). */
+static void pack_low_nibbles(const k_block *k, uint8_t *qs)
 {
+    for (int j = 0; j < NSUB; j += 2)
+        for (int l = 0; l < SUB; l++)
+            qs[SUB * (j / 2) + l] =
+                (uint8_t)((k->q[SUB * j + l] & 0xF) | (k->q[SUB * (j + 1) + l] & 0xF) << 4);
+}
+
+void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb)
+{
+    woolly_block_q4_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         k_block k;
         quantize_k_block(x, 15, &k);
-        b[i].d = k.d16;
-        b[i].dmin = k.dmin16;
-        pack_scales(&k, b[i].scales);
-        for (int j = 0; j < NSUB; j += 2)
-            for (int l = 0; l < SUB; l++)
-                b[i].qs[SUB * (j / 2) + l] = (uint8_t)(k.q[SUB * j + l] | (k.q[SUB * (j + 1) + l] << 4));
+        pack_header(&k, &b[i].d, &b[i].dmin, b[i].scales);
+        pack_low_nibbles(&k, b[i].qs);
     }
 }
 
-void woolly_quantize_q5_k(const float *x, woolly_block_q5_k *b, int64_t nb)
+void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb)
 {
+    woolly_block_q5_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         k_block k;
         quantize_k_block(x, 31, &k);
-        b[i].d = k.d16;
-        b[i].dmin = k.dmin16;
-        pack_scales(&k, b[i].scales);
+        pack_header(&k, &b[i].d, &b[i].dmin, b[i].scales);
+        pack_low_nibbles(&k, b[i].qs);
+        /* the fifth bit of value l of sub-block j is bit j of qh[l] */
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int j = 0; j < NSUB; j++)
-            for (int l = 0; l < SUB; l++) {
-                const uint8_t q = k.q[SUB * j + l];
-                if (j % 2 == 0)
-                    b[i].qs[SUB * (j / 2) + l] = q & 0xF;
-                else
-                    b[i].qs[SUB * (j / 2) + l] |= (uint8_t)((q & 0xF) << 4);
-                b[i].qh[l] |= (uint8_t)(((q >> 4) & 1) << j);
-            }
+            for (int l = 0; l < SUB; l++)
+                b[i].qh[l] |= (uint8_t)(((k.q[SUB * j + l] >> 4) & 1) << j);
     }
 }

@@ -25,8 +25,9 @@ enum { SUB = 16, NSUB = WOOLLY_QK_K / SUB, QMIN = -32, QMAX = 31 };
 #define CAND_STEP 0.25f
 enum { CANDS = 11 };
 
-void woolly_dequantize_q6_k(const woolly_block_q6_k *b, float *y, int64_t nb)
+void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb)
 {
+    const woolly_block_q6_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, y += WOOLLY_QK_K) {
         const float d = woolly_f16_to_f32(b[i].d);
         for (int h = 0; h < 2; h++) {
@@ -171,8 +172,9 @@ static void quantize_block(const float *x, q6_block *k)
         nudge_scale(x, k, j);
 }
 
-void woolly_quantize_q6_k(const float *x, woolly_block_q6_k *b, int64_t nb)
+void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb)
 {
+    woolly_block_q6_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         q6_block k;
         quantize_block(x, &k);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer_heap.h"
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
@@ -146,57 +147,13 @@ typedef struct bpe_sym {
     int32_t prev, next;
 } bpe_sym;
 
-typedef struct bpe_cand {
-    int32_t rank;
-    int32_t left; /* symbol index (= position order) */
-    int32_t left_id, right_id, merged;
-} bpe_cand;
-
 typedef struct bpe_work {
     bpe_sym *sym;
-    bpe_cand *heap;
-    size_t cap; /* symbols; the heap holds up to 3 * cap */
-    size_t n_heap;
+    size_t cap; /* symbols */
+    woolly_merge_heap heap;
 } bpe_work;
 
-static bool cand_before(const bpe_cand *x, const bpe_cand *y)
-{
-    return x->rank < y->rank || (x->rank == y->rank && x->left < y->left);
-}
-
-static void heap_push(bpe_work *w, bpe_cand c)
-{
-    size_t i = w->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_before(&c, &w->heap[parent]))
-            break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = c;
-}
-
-static bpe_cand heap_pop(bpe_work *w)
-{
-    bpe_cand top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && cand_before(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!cand_before(&w->heap[c], &last))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n > 0)
-        w->heap[i] = last;
-    return top;
-}
-
+/* Queues the pair starting at symbol left if a merge joins it (key = rank: lowest first). */
 static void try_pair(const woolly_tokenizer *t, bpe_work *w, int32_t left)
 {
     if (left < 0)
@@ -209,7 +166,8 @@ static void try_pair(const woolly_tokenizer *t, bpe_work *w, int32_t left)
         return;
     int32_t rank = merge_find(&t->merges, a, b, &merged);
     if (rank >= 0)
-        heap_push(w, (bpe_cand){rank, left, a, b, merged});
+        woolly_merge_heap_push(&w->heap,
+                               (woolly_merge_cand){rank, left, right, merged, (uint32_t)a, (uint32_t)b});
 }
 
 static int work_reserve(bpe_work *w, size_t n, woolly_error *err)
@@ -220,13 +178,11 @@ static int work_reserve(bpe_work *w, size_t n, woolly_error *err)
     while (cap < n)
         cap *= 2;
     bpe_sym *s = realloc(w->sym, cap * sizeof *s);
-    if (s)
-        w->sym = s;
-    bpe_cand *h = realloc(w->heap, 3 * cap * sizeof *h);
-    if (h)
-        w->heap = h;
-    if (!s || !h)
+    if (!s)
         return woolly_fail(err, "tokenizer: out of memory for a piece of %zu bytes", n);
+    w->sym = s;
+    if (woolly_merge_heap_reserve(&w->heap, cap, err))
+        return -1;
     w->cap = cap;
     return 0;
 }
@@ -256,13 +212,13 @@ static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n
     }
     if (m == 0)
         return 0;
-    w->n_heap = 0;
+    w->heap.n = 0;
     for (int32_t i = 0; i + 1 < m; i++)
         try_pair(t, w, i);
-    while (w->n_heap > 0) {
-        bpe_cand c = heap_pop(w);
+    while (w->heap.n > 0) {
+        woolly_merge_cand c = woolly_merge_heap_pop(&w->heap);
         bpe_sym *l = &sym[c.left];
-        if (l->id != c.left_id || l->next < 0 || sym[l->next].id != c.right_id)
+        if (l->id != (int32_t)c.left_tag || l->next < 0 || sym[l->next].id != (int32_t)c.right_tag)
             continue; /* stale: one side has changed since the pair was queued */
         int32_t r = l->next;
         l->id = c.merged;
@@ -291,7 +247,7 @@ int woolly_bpe_encode(const woolly_tokenizer *t, const char *text, size_t len, w
     for (int64_t i = 0; i < n && rc == 0; i++)
         rc = bpe_piece(t, (const unsigned char *)text + bounds[i], bounds[i + 1] - bounds[i], &w, out, err);
     free(w.sym);
-    free(w.heap);
+    woolly_merge_heap_free(&w.heap);
     free(bounds);
     return rc;
 }

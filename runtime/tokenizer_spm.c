@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer_heap.h"
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
@@ -23,18 +24,11 @@ typedef struct spm_sym {
     int32_t prev, next;
 } spm_sym;
 
-typedef struct spm_cand {
-    float score;
-    int32_t left, right;
-    uint32_t len; /* of the merged piece: a queued pair is stale unless its sides still add up */
-    int32_t id;
-} spm_cand;
-
 typedef struct spm_work {
     const char *s; /* the escaped text */
     spm_sym *sym;
-    spm_cand *heap;
-    size_t cap, n_heap;
+    size_t cap; /* symbols */
+    woolly_merge_heap heap;
 } spm_work;
 
 static bool mergeable(const woolly_tokenizer *t, int32_t id)
@@ -42,44 +36,7 @@ static bool mergeable(const woolly_tokenizer *t, int32_t id)
     return id >= 0 && (t->type[id] == WOOLLY_TOKEN_NORMAL || t->type[id] == WOOLLY_TOKEN_USER_DEFINED);
 }
 
-static bool cand_before(const spm_cand *x, const spm_cand *y)
-{
-    return x->score > y->score || (x->score == y->score && x->left < y->left);
-}
-
-static void heap_push(spm_work *w, spm_cand c)
-{
-    size_t i = w->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_before(&c, &w->heap[parent]))
-            break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = c;
-}
-
-static spm_cand heap_pop(spm_work *w)
-{
-    spm_cand top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && cand_before(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!cand_before(&w->heap[c], &last))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n > 0)
-        w->heap[i] = last;
-    return top;
-}
-
+/* Queues the pair starting at symbol left if it spells a mergeable piece (key = -score: highest first). */
 static void try_pair(const woolly_tokenizer *t, spm_work *w, int32_t left)
 {
     if (left < 0)
@@ -88,10 +45,10 @@ static void try_pair(const woolly_tokenizer *t, spm_work *w, int32_t left)
     if (right < 0)
         return;
     const spm_sym *l = &w->sym[left], *r = &w->sym[right];
-    uint32_t len = l->len + r->len;
-    int32_t id = woolly_vocab_lookup(t, w->s + l->start, len);
+    int32_t id = woolly_vocab_lookup(t, w->s + l->start, l->len + r->len);
     if (mergeable(t, id))
-        heap_push(w, (spm_cand){t->score[id], left, right, len, id});
+        woolly_merge_heap_push(&w->heap,
+                               (woolly_merge_cand){-(double)t->score[id], left, right, id, l->len, r->len});
 }
 
 static int emit_symbol(const woolly_tokenizer *t, const char *p, size_t n, woolly_ids *out, woolly_error *err)
@@ -126,13 +83,11 @@ static int spm_stretch(const woolly_tokenizer *t, spm_work *w, uint32_t b, uint3
         while (cap < max_syms)
             cap *= 2;
         spm_sym *s = realloc(w->sym, cap * sizeof *s);
-        if (s)
-            w->sym = s;
-        spm_cand *h = realloc(w->heap, 3 * cap * sizeof *h);
-        if (h)
-            w->heap = h;
-        if (!s || !h)
+        if (!s)
             return woolly_fail(err, "tokenizer: out of memory for a text of %zu bytes", max_syms);
+        w->sym = s;
+        if (woolly_merge_heap_reserve(&w->heap, cap, err))
+            return -1;
         w->cap = cap;
     }
     int32_t n = 0;
@@ -145,15 +100,16 @@ static int spm_stretch(const woolly_tokenizer *t, spm_work *w, uint32_t b, uint3
         n++;
         i += (uint32_t)k;
     }
-    w->n_heap = 0;
+    w->heap.n = 0;
     for (int32_t i = 0; i + 1 < n; i++)
         try_pair(t, w, i);
-    while (w->n_heap > 0) {
-        spm_cand c = heap_pop(w);
+    while (w->heap.n > 0) {
+        woolly_merge_cand c = woolly_merge_heap_pop(&w->heap);
         spm_sym *l = &w->sym[c.left], *r = &w->sym[c.right];
-        if (l->len == 0 || r->len == 0 || l->next != c.right || l->len + r->len != c.len)
+        /* Stale unless both sides are still as queued (a merged-away side has length 0). */
+        if (l->next != c.right || l->len != c.left_tag || r->len != c.right_tag)
             continue;
-        l->len = c.len;
+        l->len += r->len;
         l->next = r->next;
         if (l->next >= 0)
             w->sym[l->next].prev = c.left;
@@ -194,7 +150,7 @@ int woolly_spm_encode(const woolly_tokenizer *t, const char *text, size_t len, b
         }
     }
 
-    spm_work w = {s, NULL, NULL, 0, 0};
+    spm_work w = {s, NULL, 0, {0}};
     int rc = 0;
     if (!t->spm_cut_at_space) {
         rc = spm_stretch(t, &w, 0, (uint32_t)n, out, err);
@@ -221,7 +177,7 @@ int woolly_spm_encode(const woolly_tokenizer *t, const char *text, size_t len, b
             rc = spm_stretch(t, &w, (uint32_t)b, (uint32_t)n, out, err);
     }
     free(w.sym);
-    free(w.heap);
+    woolly_merge_heap_free(&w.heap);
     free(s);
     return rc;
 }

@@ -7,31 +7,8 @@
 
 #include "gguf.h"
 #include "kernels.h"
+#include "gguf_check.h"
 #include "testutil.h"
-
-static gguf_file *open_data(const char *rel)
-{
-    woolly_error err = {{0}};
-    gguf_file *g = gguf_open(tu_data(rel), &err);
-    cr_assert(g != NULL, "%s: %s", rel, err.msg);
-    return g;
-}
-
-static uint32_t get_u32(const gguf_file *g, const char *key)
-{
-    woolly_error err = {{0}};
-    uint32_t v = 0;
-    cr_assert(gguf_get_u32(g, key, &v, &err), "key %s: %s", key, err.msg);
-    return v;
-}
-
-static float get_f32(const gguf_file *g, const char *key)
-{
-    woolly_error err = {{0}};
-    float v = 0;
-    cr_assert(gguf_get_f32(g, key, &v, &err), "key %s: %s", key, err.msg);
-    return v;
-}
 
 static void assert_str(const gguf_file *g, const char *key, const char *want)
 {
@@ -93,21 +70,21 @@ static bool is_norm(const char *name)
 
 Test(gguf_models, stories260K)
 {
-    gguf_file *g = open_data("models/stories260K.gguf");
+    gguf_file *g = tu_gguf_open_data("models/stories260K.gguf");
     cr_assert_eq(g->version, 3);
     cr_assert_eq(g->n_kv, 19);
     cr_assert_eq(g->n_tensors, 48); /* 3 global + 5 layers x 9 */
     cr_assert_eq(g->alignment, 32);
     assert_str(g, "general.architecture", "llama");
     assert_str(g, "tokenizer.ggml.model", "llama");
-    cr_assert_eq(get_u32(g, "llama.embedding_length"), 64);
-    cr_assert_eq(get_u32(g, "llama.block_count"), 5);
-    cr_assert_eq(get_u32(g, "llama.attention.head_count"), 8);
-    cr_assert_eq(get_u32(g, "llama.attention.head_count_kv"), 4);
-    cr_assert_eq(get_u32(g, "llama.feed_forward_length"), 172);
-    cr_assert_eq(get_u32(g, "tokenizer.ggml.bos_token_id"), 1);
-    cr_assert_eq(get_u32(g, "tokenizer.ggml.eos_token_id"), 2);
-    cr_assert_float_eq(get_f32(g, "llama.attention.layer_norm_rms_epsilon"), 1e-5f, 1e-9f);
+    cr_assert_eq(tu_gguf_u32(g, "llama.embedding_length"), 64);
+    cr_assert_eq(tu_gguf_u32(g, "llama.block_count"), 5);
+    cr_assert_eq(tu_gguf_u32(g, "llama.attention.head_count"), 8);
+    cr_assert_eq(tu_gguf_u32(g, "llama.attention.head_count_kv"), 4);
+    cr_assert_eq(tu_gguf_u32(g, "llama.feed_forward_length"), 172);
+    cr_assert_eq(tu_gguf_u32(g, "tokenizer.ggml.bos_token_id"), 1);
+    cr_assert_eq(tu_gguf_u32(g, "tokenizer.ggml.eos_token_id"), 2);
+    cr_assert_float_eq(tu_gguf_f32(g, "llama.attention.layer_norm_rms_epsilon"), 1e-5f, 1e-9f);
     cr_assert_eq(arr_len(g, "tokenizer.ggml.tokens", GGUF_STRING), 512);
     cr_assert_eq(arr_len(g, "tokenizer.ggml.scores", GGUF_F32), 512);
     cr_assert_eq(arr_len(g, "tokenizer.ggml.token_type", GGUF_I32), 512);
@@ -157,7 +134,7 @@ static void check_tiny_hparams(const gguf_file *g, const char *arch)
     assert_str(g, "general.architecture", arch);
 #define HP(suffix, want)                                                                                     \
     snprintf(key, sizeof key, "%s." suffix, arch);                                                           \
-    cr_assert_eq(get_u32(g, key), want, "%s", key)
+    cr_assert_eq(tu_gguf_u32(g, key), want, "%s", key)
     HP("embedding_length", 256);
     HP("feed_forward_length", 768);
     HP("block_count", 2);
@@ -171,14 +148,14 @@ static void check_tiny_hparams(const gguf_file *g, const char *arch)
 /* tiny-llama-*: 2 layers x 9 tensors + token_embd, output_norm, output. */
 static gguf_file *open_tiny_llama(const char *rel)
 {
-    gguf_file *g = open_data(rel);
+    gguf_file *g = tu_gguf_open_data(rel);
     cr_assert_eq(g->version, 3);
     cr_assert_eq(g->n_tensors, 21);
     check_tiny_hparams(g, "llama");
-    cr_assert_float_eq(get_f32(g, "llama.rope.freq_base"), 10000.0f, 1e-3f);
+    cr_assert_float_eq(tu_gguf_f32(g, "llama.rope.freq_base"), 10000.0f, 1e-3f);
     assert_str(g, "tokenizer.ggml.model", "llama");
     cr_assert_eq(arr_len(g, "tokenizer.ggml.tokens", GGUF_STRING), 32000);
-    cr_assert_eq(get_u32(g, "llama.vocab_size"), 32000);
+    cr_assert_eq(tu_gguf_u32(g, "llama.vocab_size"), 32000);
     bool add_bos = false;
     woolly_error err = {{0}};
     cr_assert(gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, &err));
@@ -207,7 +184,7 @@ Test(gguf_models, tiny_llama_q4_k_m_types)
         n_q6 += t->type == WOOLLY_TYPE_Q6_K;
     }
     cr_assert_eq(n_q6, 3);
-    cr_assert_eq(get_u32(g, "general.file_type"), 15); /* MOSTLY_Q4_K_M */
+    cr_assert_eq(tu_gguf_u32(g, "general.file_type"), 15); /* MOSTLY_Q4_K_M */
     gguf_close(g);
 }
 
@@ -257,15 +234,15 @@ Test(gguf_models, tiny_llama_f16_weights_are_n_0_002)
 
 Test(gguf_models, tiny_granite)
 {
-    gguf_file *g = open_data("models/tiny-granite-q4_k_m.gguf");
+    gguf_file *g = tu_gguf_open_data("models/tiny-granite-q4_k_m.gguf");
     cr_assert_eq(g->n_tensors, 20); /* tied embeddings: no output.weight */
     cr_assert_null(gguf_find_tensor(g, "output.weight"));
     check_tiny_hparams(g, "granite");
-    cr_assert_float_eq(get_f32(g, "granite.rope.freq_base"), 1e7f, 1.0f);
-    cr_assert_float_eq(get_f32(g, "granite.embedding_scale"), 12.0f, 1e-6f);
-    cr_assert_float_eq(get_f32(g, "granite.residual_scale"), 0.22f, 1e-6f);
-    cr_assert_float_eq(get_f32(g, "granite.attention.scale"), 0.0078125f, 1e-9f);
-    cr_assert_float_eq(get_f32(g, "granite.logit_scale"), 16.0f, 1e-6f);
+    cr_assert_float_eq(tu_gguf_f32(g, "granite.rope.freq_base"), 1e7f, 1.0f);
+    cr_assert_float_eq(tu_gguf_f32(g, "granite.embedding_scale"), 12.0f, 1e-6f);
+    cr_assert_float_eq(tu_gguf_f32(g, "granite.residual_scale"), 0.22f, 1e-6f);
+    cr_assert_float_eq(tu_gguf_f32(g, "granite.attention.scale"), 0.0078125f, 1e-9f);
+    cr_assert_float_eq(tu_gguf_f32(g, "granite.logit_scale"), 16.0f, 1e-6f);
     assert_str(g, "tokenizer.ggml.model", "gpt2");
     assert_str(g, "tokenizer.ggml.pre", "starcoder");
     cr_assert_eq(arr_len(g, "tokenizer.ggml.tokens", GGUF_STRING), 49152);
@@ -281,7 +258,7 @@ Test(gguf_models, tiny_granite)
 static void check_vocab(const char *rel, const char *arch, const char *model, const char *pre,
                         uint64_t n_vocab, uint64_t n_merges)
 {
-    gguf_file *g = open_data(rel);
+    gguf_file *g = tu_gguf_open_data(rel);
     cr_assert_eq(g->n_tensors, 0);
     cr_assert_eq(g->data_offset, g->size, "a vocabulary file's (empty) data section is at its end");
     assert_str(g, "general.architecture", arch);
@@ -305,7 +282,7 @@ Test(gguf_models, vocab_files)
 
 Test(gguf_models, gpt2_vocab_strings)
 {
-    gguf_file *g = open_data("vocab/ggml-vocab-gpt-2.gguf");
+    gguf_file *g = tu_gguf_open_data("vocab/ggml-vocab-gpt-2.gguf");
     const gguf_array *tok = NULL, *merges = NULL;
     woolly_error err = {{0}};
     cr_assert(gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING, &tok, &err));
@@ -313,7 +290,7 @@ Test(gguf_models, gpt2_vocab_strings)
     cr_assert(gguf_str_eq(tok->strs[0], "!"));
     cr_assert(gguf_str_eq(tok->strs[50256], "<|endoftext|>"));
     cr_assert(gguf_str_eq(merges->strs[0], "\xc4\xa0 t")); /* "Ġ t" */
-    cr_assert_eq(get_u32(g, "tokenizer.ggml.bos_token_id"), 50256);
+    cr_assert_eq(tu_gguf_u32(g, "tokenizer.ggml.bos_token_id"), 50256);
     const gguf_array *types = NULL;
     cr_assert(gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_I32, &types, &err));
     cr_assert_eq(gguf_arr_i64(types, 50256), 3, "token_type of <|endoftext|> is CONTROL");
@@ -323,7 +300,7 @@ Test(gguf_models, gpt2_vocab_strings)
 
 Test(gguf_models, typed_getters_reject_wrong_types)
 {
-    gguf_file *g = open_data("models/stories260K.gguf");
+    gguf_file *g = tu_gguf_open_data("models/stories260K.gguf");
     woolly_error err = {{0}};
     uint32_t u = 0;
     float f = 0;

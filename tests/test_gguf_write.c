@@ -8,75 +8,8 @@
 
 #include "gguf.h"
 #include "gguf_write.h"
+#include "gguf_check.h"
 #include "testutil.h"
-
-static bool str_same(gguf_str a, gguf_str b)
-{
-    return a.len == b.len && !memcmp(a.ptr, b.ptr, (size_t)a.len);
-}
-
-static size_t elem_size(enum gguf_vtype t)
-{
-    switch (t) {
-    case GGUF_U8:
-    case GGUF_I8:
-    case GGUF_BOOL:
-        return 1;
-    case GGUF_U16:
-    case GGUF_I16:
-        return 2;
-    case GGUF_U32:
-    case GGUF_I32:
-    case GGUF_F32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
-static bool array_same(const gguf_array *a, const gguf_array *b)
-{
-    if (a->type != b->type || a->n != b->n)
-        return false;
-    if (a->type == GGUF_STRING) {
-        for (uint64_t i = 0; i < a->n; i++)
-            if (!str_same(a->strs[i], b->strs[i]))
-                return false;
-        return true;
-    }
-    if (a->type == GGUF_ARRAY) {
-        for (uint64_t i = 0; i < a->n; i++)
-            if (!array_same(&a->items[i].v.arr, &b->items[i].v.arr))
-                return false;
-        return true;
-    }
-    return a->n == 0 || !memcmp(a->data, b->data, (size_t)a->n * elem_size(a->type));
-}
-
-static bool value_same(const gguf_value *a, const gguf_value *b)
-{
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-    case GGUF_STRING:
-        return str_same(a->v.str, b->v.str);
-    case GGUF_ARRAY:
-        return array_same(&a->v.arr, &b->v.arr);
-    case GGUF_F32:
-    case GGUF_F64:
-        return !memcmp(&a->v.f64, &b->v.f64, sizeof(double));
-    default:
-        return a->v.u64 == b->v.u64;
-    }
-}
-
-static gguf_file *open_or_fail(const char *path)
-{
-    woolly_error err = {{0}};
-    gguf_file *g = gguf_open(path, &err);
-    cr_assert(g != NULL, "%s", err.msg);
-    return g;
-}
 
 static const gguf_value *value_of(const gguf_file *g, const char *key)
 {
@@ -137,8 +70,9 @@ Test(gguf_write, every_value_type_and_tensor_types_round_trip)
     char key[64];
     for (size_t i = 0; i < sizeof num_types / sizeof num_types[0]; i++) {
         enum gguf_vtype t = num_types[i];
-        gguf_array a = {
-            .type = t, .n = t == GGUF_BOOL ? 3 : 16 / elem_size(t), .data = t == GGUF_BOOL ? BOOLS : RAW};
+        gguf_array a = {.type = t,
+                        .n = t == GGUF_BOOL ? 3 : 16u / (unsigned)gguf_vtype_size(t),
+                        .data = t == GGUF_BOOL ? BOOLS : RAW};
         snprintf(key, sizeof key, "t.num_%s", gguf_vtype_name(t));
         gguf_writer_copy_kv(w, &(gguf_kv){{key, strlen(key)}, {.type = GGUF_ARRAY, .v.arr = a}});
     }
@@ -195,13 +129,13 @@ Test(gguf_write, every_value_type_and_tensor_types_round_trip)
         cr_assert_eq(gguf_writer_write_data(w, data[i], sizes[i], &err), 0, "%s", err.msg);
     cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
 
-    gguf_file *g = open_or_fail(path);
+    gguf_file *g = tu_gguf_open(path);
     cr_assert_eq(g->version, 3);
     cr_assert_eq(g->alignment, 32);
     cr_assert_eq(g->data_offset % 32, 0);
     cr_assert_eq(g->size % 32, 0, "file padded to the alignment");
     for (size_t i = 0; i < sizeof SCALARS / sizeof SCALARS[0]; i++)
-        cr_assert(value_same(value_of(g, SCALARS[i].key), &SCALARS[i].v), "%s", SCALARS[i].key);
+        cr_assert(tu_gguf_value_equal(value_of(g, SCALARS[i].key), &SCALARS[i].v), "%s", SCALARS[i].key);
     uint32_t u = 0;
     int64_t i64 = value_of(g, "t.i32")->v.i64;
     cr_assert(gguf_get_u32(g, "t.u32", &u, &err) && u == 7);
@@ -230,12 +164,12 @@ Test(gguf_write, every_value_type_and_tensor_types_round_trip)
         snprintf(key, sizeof key, "t.num_%s", gguf_vtype_name(num_types[i]));
         enum gguf_vtype t = num_types[i];
         cr_assert(gguf_get_arr(g, key, t, &a, &err), "%s: %s", key, err.msg);
-        cr_assert_eq(a->n, t == GGUF_BOOL ? 3 : 16 / elem_size(t), "%s", key);
+        cr_assert_eq(a->n, t == GGUF_BOOL ? 3 : 16u / (unsigned)gguf_vtype_size(t), "%s", key);
         cr_assert(!memcmp(a->data, t == GGUF_BOOL ? BOOLS : RAW, t == GGUF_BOOL ? 3 : 16), "%s", key);
         if (t != GGUF_F32 && t != GGUF_F64)
-            cr_assert_eq(gguf_arr_i64(a, 0), elem_size(t) == 8 ? 0x200000001ll : 1, "%s", key);
+            cr_assert_eq(gguf_arr_i64(a, 0), gguf_vtype_size(t) == 8 ? 0x200000001ll : 1, "%s", key);
     }
-    cr_assert(value_same(value_of(g, "t.nested"), &nested));
+    cr_assert(tu_gguf_value_equal(value_of(g, "t.nested"), &nested));
     const gguf_array *deep = &value_of(g, "t.nested")->v.arr.items[2].v.arr.items[0].v.arr;
     cr_assert(deep->type == GGUF_STRING && gguf_str_eq(deep->strs[1], "yy"));
 
@@ -265,7 +199,7 @@ Test(gguf_write, every_value_type_and_tensor_types_round_trip)
  * whether the new file is byte-identical to the original. */
 static bool rewrite_and_compare(const char *rel)
 {
-    gguf_file *src = open_or_fail(tu_data(rel));
+    gguf_file *src = tu_gguf_open(tu_data(rel));
     const char *path = tu_tmp_path("rewrite.gguf");
     woolly_error err = {{0}};
     gguf_writer *w = gguf_writer_open(path, &err);
@@ -282,11 +216,11 @@ static bool rewrite_and_compare(const char *rel)
                      err.msg);
     cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
 
-    gguf_file *g = open_or_fail(path);
+    gguf_file *g = tu_gguf_open(path);
     cr_assert_eq(g->n_kv, src->n_kv);
     for (uint64_t i = 0; i < src->n_kv; i++) {
-        cr_assert(str_same(g->kv[i].key, src->kv[i].key), "kv %lu", (unsigned long)i);
-        cr_assert(value_same(&g->kv[i].value, &src->kv[i].value), "%.*s", (int)src->kv[i].key.len,
+        cr_assert(tu_gguf_str_equal(g->kv[i].key, src->kv[i].key), "kv %lu", (unsigned long)i);
+        cr_assert(tu_gguf_value_equal(&g->kv[i].value, &src->kv[i].value), "%.*s", (int)src->kv[i].key.len,
                   src->kv[i].key.ptr);
     }
     cr_assert_eq(g->n_tensors, src->n_tensors);
@@ -416,7 +350,7 @@ Test(gguf_write, vocabulary_only_file)
     gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", TOK, 3);
     cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
     cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
-    gguf_file *g = open_or_fail(path);
+    gguf_file *g = tu_gguf_open(path);
     cr_assert_eq(g->n_tensors, 0);
     cr_assert_eq(g->n_kv, 2);
     gguf_close(g);

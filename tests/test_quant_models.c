@@ -12,6 +12,7 @@
 
 #include "gguf.h"
 #include "quant.h"
+#include "gguf_check.h"
 #include "testutil.h"
 
 /* NMSE of llama.cpp's files against the F16 source, N(0, 0.02) weights: Q4_K 5.1e-3, Q6_K 3.2e-4,
@@ -28,10 +29,7 @@ static gguf_file *open_model(const char *name)
 {
     char rel[128];
     snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    woolly_error err = {{0}};
-    gguf_file *g = gguf_open(tu_data(rel), &err);
-    cr_assert(g != NULL, "%s: %s", rel, err.msg);
-    return g;
+    return tu_gguf_open_data(rel);
 }
 
 static int64_t n_elems(const gguf_tensor *t)

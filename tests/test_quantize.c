@@ -11,23 +11,16 @@
 #include "gguf.h"
 #include "quant.h"
 #include "quantize.h"
+#include "gguf_check.h"
 #include "testutil.h"
 
 #define MAX_RMS_RATIO 1.02
-
-static gguf_file *open_path(const char *path)
-{
-    woolly_error err = {{0}};
-    gguf_file *g = gguf_open(path, &err);
-    cr_assert(g != NULL, "%s: %s", path, err.msg);
-    return g;
-}
 
 static gguf_file *open_model(const char *name)
 {
     char rel[128];
     snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    return open_path(tu_data(rel));
+    return tu_gguf_open_data(rel);
 }
 
 /* Runs `woolly quantize <flags> <model> OUT TYPE`; returns OUT (heap). */
@@ -59,68 +52,6 @@ static float *dequantize_tensor(const gguf_tensor *t)
     return y;
 }
 
-static size_t elem_size(enum gguf_vtype t)
-{
-    switch (t) {
-    case GGUF_U8:
-    case GGUF_I8:
-    case GGUF_BOOL:
-        return 1;
-    case GGUF_U16:
-    case GGUF_I16:
-        return 2;
-    case GGUF_U32:
-    case GGUF_I32:
-    case GGUF_F32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
-static bool str_equal(gguf_str a, gguf_str b)
-{
-    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
-}
-
-static bool value_equal(const gguf_value *a, const gguf_value *b);
-
-static bool array_equal(const gguf_array *a, const gguf_array *b)
-{
-    if (a->type != b->type || a->n != b->n)
-        return false;
-    for (uint64_t i = 0; i < a->n; i++) {
-        if (a->type == GGUF_STRING && !str_equal(a->strs[i], b->strs[i]))
-            return false;
-        if (a->type == GGUF_ARRAY && !value_equal(&a->items[i], &b->items[i]))
-            return false;
-    }
-    return a->type == GGUF_STRING || a->type == GGUF_ARRAY ||
-           memcmp(a->data, b->data, a->n * elem_size(a->type)) == 0;
-}
-
-static bool value_equal(const gguf_value *a, const gguf_value *b)
-{
-    if (a->type != b->type)
-        return false;
-    switch (a->type) {
-    case GGUF_STRING:
-        return str_equal(a->v.str, b->v.str);
-    case GGUF_ARRAY:
-        return array_equal(&a->v.arr, &b->v.arr);
-    default:
-        return memcmp(&a->v, &b->v, sizeof a->v.u64) == 0;
-    }
-}
-
-static uint32_t get_u32(const gguf_file *g, const char *key)
-{
-    woolly_error err = {{0}};
-    uint32_t v = 0;
-    cr_assert(gguf_get_u32(g, key, &v, &err), "key %s: %s", key, err.msg);
-    return v;
-}
-
 /* Every key of `in` is in `out` with the same value, except general.file_type, which is `file_type`. */
 static void assert_metadata_kept(const gguf_file *in, const gguf_file *out, uint32_t file_type)
 {
@@ -130,10 +61,10 @@ static void assert_metadata_kept(const gguf_file *in, const gguf_file *out, uint
         const gguf_kv *o = gguf_find_kv(out, key);
         cr_assert(o != NULL, "key %s lost", key);
         if (strcmp(key, "general.file_type") != 0)
-            cr_assert(value_equal(&in->kv[i].value, &o->value), "key %s changed", key);
+            cr_assert(tu_gguf_value_equal(&in->kv[i].value, &o->value), "key %s changed", key);
     }
-    cr_assert_eq(get_u32(out, "general.file_type"), file_type);
-    cr_assert_eq(get_u32(out, "general.quantization_version"), 2);
+    cr_assert_eq(tu_gguf_u32(out, "general.file_type"), file_type);
+    cr_assert_eq(tu_gguf_u32(out, "general.quantization_version"), 2);
 }
 
 /* Same tensors in the same order with the same shapes, and the types of `want`. */
@@ -177,7 +108,7 @@ static void assert_quality(const gguf_file *got, const gguf_file *src, const ggu
 static void check_against_reference(const char *type, const char *reference, uint32_t file_type)
 {
     char *out = quantize("tiny-llama-f16", type, "");
-    gguf_file *got = open_path(out), *src = open_model("tiny-llama-f16"), *ref = open_model(reference);
+    gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-f16"), *ref = open_model(reference);
     assert_tensors_like(got, src, ref);
     assert_metadata_kept(src, got, file_type);
     assert_quality(got, src, ref);
@@ -204,7 +135,7 @@ Test(quantize, q8_0_matches_llama_cpp, .timeout = 60)
 Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
 {
     char *out = quantize("tiny-llama-f16", "F16", "");
-    gguf_file *got = open_path(out), *src = open_model("tiny-llama-f16");
+    gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-f16");
     assert_metadata_kept(src, got, 1);
     cr_assert_eq(got->n_tensors, src->n_tensors);
     for (uint64_t i = 0; i < got->n_tensors; i++) {
@@ -220,7 +151,7 @@ Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
 Test(quantize, f16_of_q8_0_rounds_each_value_once, .timeout = 60)
 {
     char *out = quantize("tiny-llama-q8_0", "F16", "");
-    gguf_file *got = open_path(out), *src = open_model("tiny-llama-q8_0");
+    gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-q8_0");
     assert_metadata_kept(src, got, 1);
     for (uint64_t i = 0; i < got->n_tensors; i++) {
         const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
@@ -257,7 +188,7 @@ Test(quantize, rows_that_are_not_whole_k_blocks_fall_back, .timeout = 60)
     snprintf(args, sizeof args, "quantize %s %s Q4_K_M", tu_data("models/stories260K.gguf"), out);
     cr_assert_eq(tu_run_cli(args, &so, &se), 0, "%s", se);
     cr_assert(strstr(se, "not a multiple of 256") != NULL, "no note about the fallback: %s", se);
-    gguf_file *got = open_path(out), *src = open_model("stories260K");
+    gguf_file *got = tu_gguf_open(out), *src = open_model("stories260K");
     for (uint64_t i = 0; i < got->n_tensors; i++) {
         const gguf_tensor *t = &got->tensors[i];
         const enum woolly_type want =

@@ -10,6 +10,7 @@
 
 #include "gguf.h"
 #include "quant.h"
+#include "gguf_check.h"
 #include "testutil.h"
 #include "tokenizer.h"
 
@@ -17,19 +18,6 @@
  * requested N(0, 0.02) / 1 + N(0, 0.1) (relative, for the standard deviation). */
 #define WEIGHT_STD_MAX_REL_ERR 0.02
 #define NORM_STD_MAX_REL_ERR 0.15 /* a norm has only 256 values */
-
-static gguf_file *open_path(const char *path)
-{
-    woolly_error err = {{0}};
-    gguf_file *g = gguf_open(path, &err);
-    cr_assert(g != NULL, "%s: %s", path, err.msg);
-    return g;
-}
-
-static gguf_file *open_data(const char *rel)
-{
-    return open_path(tu_data(rel));
-}
 
 /* Runs `woolly synth ARGS -o OUT` and returns OUT (heap). `tag` names the output file. */
 static char *synth(const char *tag, const char *args)
@@ -58,59 +46,6 @@ static bool key_is(const gguf_kv *kv, const char *key)
     return gguf_str_eq(kv->key, key);
 }
 
-static bool str_equal(gguf_str a, gguf_str b)
-{
-    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
-}
-
-static size_t elem_size(enum gguf_vtype t)
-{
-    switch (t) {
-    case GGUF_U8:
-    case GGUF_I8:
-    case GGUF_BOOL:
-        return 1;
-    case GGUF_U16:
-    case GGUF_I16:
-        return 2;
-    case GGUF_U32:
-    case GGUF_I32:
-    case GGUF_F32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
-static bool value_equal(const gguf_value *a, const gguf_value *b)
-{
-    if (a->type != b->type)
-        return false;
-    if (a->type == GGUF_STRING)
-        return str_equal(a->v.str, b->v.str);
-    if (a->type != GGUF_ARRAY)
-        return memcmp(&a->v, &b->v, sizeof a->v.u64) == 0;
-    const gguf_array *x = &a->v.arr, *y = &b->v.arr;
-    if (x->type != y->type || x->n != y->n)
-        return false;
-    for (uint64_t i = 0; i < x->n; i++) {
-        if (x->type == GGUF_STRING && !str_equal(x->strs[i], y->strs[i]))
-            return false;
-        if (x->type == GGUF_ARRAY && !value_equal(&x->items[i], &y->items[i]))
-            return false;
-    }
-    return x->type == GGUF_STRING || x->type == GGUF_ARRAY ||
-           memcmp(x->data, y->data, x->n * elem_size(x->type)) == 0;
-}
-
-static uint32_t get_u32(const gguf_file *g, const char *key)
-{
-    woolly_error err = {{0}};
-    uint32_t v = 0;
-    cr_assert(gguf_get_u32(g, key, &v, &err), "key %s: %s", key, err.msg);
-    return v;
-}
-
 /* Same keys in the same order (and, if `values`, the same values); tensors with the same names,
  * shapes, types and order. */
 static void assert_layout_like(const gguf_file *got, const gguf_file *ref, bool values)
@@ -118,12 +53,12 @@ static void assert_layout_like(const gguf_file *got, const gguf_file *ref, bool 
     cr_assert_eq(got->n_kv, ref->n_kv, "%llu keys, the reference has %llu", (unsigned long long)got->n_kv,
                  (unsigned long long)ref->n_kv);
     for (uint64_t i = 0; i < ref->n_kv; i++) {
-        cr_assert(str_equal(got->kv[i].key, ref->kv[i].key), "key %llu is '%.*s', the reference has '%.*s'",
-                  (unsigned long long)i, (int)got->kv[i].key.len, got->kv[i].key.ptr, (int)ref->kv[i].key.len,
-                  ref->kv[i].key.ptr);
+        cr_assert(tu_gguf_str_equal(got->kv[i].key, ref->kv[i].key),
+                  "key %llu is '%.*s', the reference has '%.*s'", (unsigned long long)i,
+                  (int)got->kv[i].key.len, got->kv[i].key.ptr, (int)ref->kv[i].key.len, ref->kv[i].key.ptr);
         if (values)
-            cr_assert(value_equal(&got->kv[i].value, &ref->kv[i].value), "key '%.*s' has another value",
-                      (int)ref->kv[i].key.len, ref->kv[i].key.ptr);
+            cr_assert(tu_gguf_value_equal(&got->kv[i].value, &ref->kv[i].value),
+                      "key '%.*s' has another value", (int)ref->kv[i].key.len, ref->kv[i].key.ptr);
     }
     cr_assert_eq(got->n_tensors, ref->n_tensors);
     for (uint64_t i = 0; i < ref->n_tensors; i++) {
@@ -139,7 +74,7 @@ static void assert_layout_like(const gguf_file *got, const gguf_file *ref, bool 
 Test(synth, tiny_with_llama_vocab_is_laid_out_like_the_reference, .timeout = 60)
 {
     char *out = synth("tiny-spm.gguf", vocab_arg("ggml-vocab-llama-spm"));
-    gguf_file *got = open_path(out), *ref = open_data("models/tiny-llama-q4_k_m.gguf");
+    gguf_file *got = tu_gguf_open(out), *ref = tu_gguf_open_data("models/tiny-llama-q4_k_m.gguf");
     assert_layout_like(got, ref, true);
     gguf_close(got), gguf_close(ref);
     remove(out), free(out);
@@ -150,7 +85,7 @@ Test(synth, tiny_granite_with_starcoder_vocab_is_laid_out_like_the_reference, .t
     char args[8192];
     snprintf(args, sizeof args, "--preset tiny-granite %s", vocab_arg("ggml-vocab-starcoder"));
     char *out = synth("tiny-granite.gguf", args);
-    gguf_file *got = open_path(out), *ref = open_data("models/tiny-granite-q4_k_m.gguf");
+    gguf_file *got = tu_gguf_open(out), *ref = tu_gguf_open_data("models/tiny-granite-q4_k_m.gguf");
     assert_layout_like(got, ref, true);
     gguf_close(got), gguf_close(ref);
     remove(out), free(out);
@@ -184,7 +119,7 @@ Test(synth, same_seed_same_bytes_whatever_the_threads, .timeout = 60)
 Test(synth, another_seed_gives_other_weights, .timeout = 60)
 {
     char *a = synth("seed1.gguf", "--seed 1"), *b = synth("seed2.gguf", "--seed 2");
-    gguf_file *ga = open_path(a), *gb = open_path(b);
+    gguf_file *ga = tu_gguf_open(a), *gb = tu_gguf_open(b);
     assert_layout_like(ga, gb, true); /* the metadata does not depend on the seed */
     for (uint64_t i = 0; i < ga->n_tensors; i++) {
         const gguf_tensor *x = &ga->tensors[i], *y = &gb->tensors[i];
@@ -216,8 +151,8 @@ static void stats(const gguf_tensor *t, double *mean, double *std)
 Test(synth, weights_and_norms_have_the_requested_distribution, .timeout = 60)
 {
     char *out = synth("f32.gguf", "--type F32 --seed 3");
-    gguf_file *g = open_path(out);
-    cr_assert_eq(get_u32(g, "general.file_type"), 0);
+    gguf_file *g = tu_gguf_open(out);
+    cr_assert_eq(tu_gguf_u32(g, "general.file_type"), 0);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         cr_assert_eq(t->type, WOOLLY_TYPE_F32, "%s", t->name);
@@ -241,8 +176,8 @@ static void check_uniform_type(const char *type, enum woolly_type want, uint32_t
     snprintf(args, sizeof args, "--type %s", type);
     snprintf(tag, sizeof tag, "type-%s.gguf", type);
     char *out = synth(tag, args);
-    gguf_file *g = open_path(out);
-    cr_assert_eq(get_u32(g, "general.file_type"), file_type);
+    gguf_file *g = tu_gguf_open(out);
+    cr_assert_eq(tu_gguf_u32(g, "general.file_type"), file_type);
     for (uint64_t i = 0; i < g->n_tensors; i++)
         cr_assert_eq(g->tensors[i].type, g->tensors[i].n_dims == 1 ? WOOLLY_TYPE_F32 : want, "%s: %s",
                      g->tensors[i].name, woolly_type_get(g->tensors[i].type)->name);
@@ -265,7 +200,7 @@ Test(synth, rows_that_are_not_whole_k_blocks_fall_back, .timeout = 60)
     snprintf(cmd, sizeof cmd, "synth --n-embd 96 --n-ff 200 --n-head 2 --n-head-kv 1 -o %s", out);
     cr_assert_eq(tu_run_cli(cmd, &so, &se), 0, "%s", se);
     cr_assert(strstr(se, "not a multiple of 256") != NULL, "no note: %s", se);
-    gguf_file *g = open_path(out);
+    gguf_file *g = tu_gguf_open(out);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         const enum woolly_type want =
@@ -337,15 +272,15 @@ static void assert_valid_bpe(const gguf_file *g, uint64_t n)
     const gguf_array *merges = arr(g, "tokenizer.ggml.merges", GGUF_STRING);
     cr_assert_eq(tokens->n, n);
     cr_assert_eq(types->n, n);
-    cr_assert_eq(get_u32(g, "llama.vocab_size"), n);
+    cr_assert_eq(tu_gguf_u32(g, "llama.vocab_size"), n);
     cr_assert(merges->n >= 200, "only %llu merges learned", (unsigned long long)merges->n);
 
     uint8_t *reached = calloc(n, 1); /* 1: byte token, 2: merge result */
     cr_assert(reached);
     for (uint64_t i = 0; i < n; i++)
         for (uint64_t j = i + 1; j < n && j < i + 2000; j++) /* learned tokens are within the first ~2000 */
-            cr_assert(!str_equal(tokens->strs[i], tokens->strs[j]), "tokens %llu and %llu are the same",
-                      (unsigned long long)i, (unsigned long long)j);
+            cr_assert(!tu_gguf_str_equal(tokens->strs[i], tokens->strs[j]),
+                      "tokens %llu and %llu are the same", (unsigned long long)i, (unsigned long long)j);
     /* GPT-2's byte map: '!'..'~' stand for themselves, the space is U+0120 (UTF-8 C4 A0), byte 0 U+0100 */
     int bytes_found = 0;
     for (int b = 0; b < 256; b++) {
@@ -394,11 +329,11 @@ static void assert_valid_bpe(const gguf_file *g, uint64_t n)
 Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe, .timeout = 60)
 {
     char *out = synth("builtin.gguf", "");
-    gguf_file *g = open_path(out), *ref = open_data("models/tiny-llama-q4_k_m.gguf");
+    gguf_file *g = tu_gguf_open(out), *ref = tu_gguf_open_data("models/tiny-llama-q4_k_m.gguf");
     assert_valid_bpe(g, 4096);
     const gguf_array *tokens = arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
-    const uint32_t bos = get_u32(g, "tokenizer.ggml.bos_token_id"),
-                   eos = get_u32(g, "tokenizer.ggml.eos_token_id");
+    const uint32_t bos = tu_gguf_u32(g, "tokenizer.ggml.bos_token_id"),
+                   eos = tu_gguf_u32(g, "tokenizer.ggml.eos_token_id");
     cr_assert(bos == eos && gguf_str_eq(tokens->strs[bos], "<|endoftext|>"));
     cr_assert(gguf_find_kv(g, "tokenizer.chat_template") == NULL);
     /* The padding tokens stand for no text: a random model that samples them prints nothing for them. */
@@ -421,7 +356,7 @@ Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe, .timeout = 60)
         const gguf_kv *mine = gguf_find_kv(g, key);
         cr_assert(mine != NULL, "key %s missing", key);
         if (!key_is(kv, "llama.vocab_size"))
-            cr_assert(value_equal(&mine->value, &kv->value), "key %s differs", key);
+            cr_assert(tu_gguf_value_equal(&mine->value, &kv->value), "key %s differs", key);
     }
     cr_assert_eq(g->n_tensors, ref->n_tensors);
     for (uint64_t i = 0; i < ref->n_tensors; i++) {
@@ -440,7 +375,7 @@ static void check_template(const char *family, const char *const *markers, const
     snprintf(args, sizeof args, "--chat-template %s --n-vocab 3000", family);
     snprintf(tag, sizeof tag, "chat-%s.gguf", family);
     char *out = synth(tag, args);
-    gguf_file *g = open_path(out);
+    gguf_file *g = tu_gguf_open(out);
     assert_valid_bpe(g, 3000);
     woolly_error err = {{0}};
     gguf_str tmpl;
@@ -459,8 +394,10 @@ static void check_template(const char *family, const char *const *markers, const
         cr_assert(memmem(tmpl.ptr, tmpl.len, *m, strlen(*m)) != NULL, "%s template does not use %s", family,
                   *m);
     }
-    cr_assert(gguf_str_eq(tokens->strs[get_u32(g, "tokenizer.ggml.bos_token_id")], bos), "%s: bos", family);
-    cr_assert(gguf_str_eq(tokens->strs[get_u32(g, "tokenizer.ggml.eos_token_id")], eos), "%s: eos", family);
+    cr_assert(gguf_str_eq(tokens->strs[tu_gguf_u32(g, "tokenizer.ggml.bos_token_id")], bos), "%s: bos",
+              family);
+    cr_assert(gguf_str_eq(tokens->strs[tu_gguf_u32(g, "tokenizer.ggml.eos_token_id")], eos), "%s: eos",
+              family);
     gguf_close(g);
     remove(out), free(out);
 }
@@ -482,7 +419,7 @@ Test(synth, vocab_file_with_a_chat_template, .timeout = 60)
     char args[8192];
     snprintf(args, sizeof args, "--type Q8_0 --chat-template granite %s", vocab_arg("ggml-vocab-starcoder"));
     char *out = synth("starcoder-granite-template.gguf", args);
-    gguf_file *g = open_path(out), *v = open_data("vocab/ggml-vocab-starcoder.gguf");
+    gguf_file *g = tu_gguf_open(out), *v = tu_gguf_open_data("vocab/ggml-vocab-starcoder.gguf");
     /* every tokenizer key of the vocab file, unchanged, plus the template */
     for (uint64_t i = 0; i < v->n_kv; i++) {
         const gguf_kv *kv = &v->kv[i];
@@ -490,13 +427,14 @@ Test(synth, vocab_file_with_a_chat_template, .timeout = 60)
         snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
         const gguf_kv *mine = gguf_find_kv(g, key);
         if (strncmp(key, "tokenizer.", 10) == 0)
-            cr_assert(mine && value_equal(&mine->value, &kv->value), "tokenizer key %s not copied", key);
+            cr_assert(mine && tu_gguf_value_equal(&mine->value, &kv->value), "tokenizer key %s not copied",
+                      key);
     }
     woolly_error err = {{0}};
     gguf_str tmpl;
     cr_assert(gguf_get_str(g, "tokenizer.chat_template", &tmpl, &err));
     cr_assert(memmem(tmpl.ptr, tmpl.len, "<|start_of_role|>", 17) != NULL);
-    cr_assert_eq(get_u32(g, "llama.vocab_size"), 49152);
+    cr_assert_eq(tu_gguf_u32(g, "llama.vocab_size"), 49152);
     gguf_close(g), gguf_close(v);
     remove(out), free(out);
 }

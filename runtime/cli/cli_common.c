@@ -140,6 +140,11 @@ void cli_usage(FILE *out, const cli_table *t, const char *cmd, const char *synop
 
 /* ---- flag groups ---------------------------------------------------------------------------------- */
 
+void cli_add_model_flag(cli_table *t, const char **path)
+{
+    cli_add(t, (cli_flag){"-m", "--model", CLI_STR, path, 0, 0, "FILE", "the GGUF model", NULL});
+}
+
 void cli_add_context_flags(cli_table *t, cli_context_opts *o)
 {
     o->n_ctx = 0;
@@ -225,6 +230,17 @@ double cli_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int cli_missing(const char *cmd, const char *what)
+{
+    fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd, what, cmd);
+    return 2;
+}
+
+void cli_api_error(const char *cmd)
+{
+    fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+}
+
 woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s)
 {
     if (!path) {
@@ -234,7 +250,7 @@ woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s)
     const double t0 = cli_now_s();
     woolly_model *m = woolly_model_open(path);
     if (!m) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         return NULL;
     }
     if (load_s)
@@ -303,7 +319,7 @@ woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *t
         k = woolly_model_tokenize(m, text, len, add_bos, true, ids, k);
     }
     if (k < 0) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         free(ids);
         return NULL;
     }

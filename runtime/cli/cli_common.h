@@ -49,6 +49,9 @@ typedef struct cli_context_opts {
     bool n_ctx_given;
 } cli_context_opts;
 
+/* -m/--model FILE. */
+void cli_add_model_flag(cli_table *t, const char **path);
+
 /* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16). */
 void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
@@ -70,6 +73,12 @@ void cli_sampling_finish(const char *cmd, cli_sampling_opts *o);
 /* ---- helpers -------------------------------------------------------------------------------------- */
 
 double cli_now_s(void);
+
+/* "woolly CMD: WHAT is required (see woolly CMD --help)"; returns 2, the exit status of a usage error. */
+int cli_missing(const char *cmd, const char *what);
+
+/* Prints the C API's last error (woolly_last_error) for a failed call. */
+void cli_api_error(const char *cmd);
 
 /* Opens a model, printing the error; *load_s gets the time it took. */
 woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s);

@@ -53,7 +53,7 @@ int woolly_cmd_bench(int argc, char **argv)
     int32_t n_prompt = 512, n_gen = 128, reps = 5;
     cli_context_opts ctx_opts;
     cli_table t = {.n = 0};
-    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-p", "--n-prompt", CLI_INT, &n_prompt, 0, 1 << 20, "N",
                            "prompt tokens of the pp test; 0 skips it (default 512)", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-gen", CLI_INT, &n_gen, 0, 1 << 20, "N",
@@ -64,10 +64,8 @@ int woolly_cmd_bench(int argc, char **argv)
     const int rc = cli_parse(&t, argc, argv, "-m MODEL [-p 512] [-n 128] [-t T] [-r REPS]");
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (!model_path) {
-        fprintf(stderr, "woolly %s: -m MODEL is required (see woolly %s --help)\n", cmd, cmd);
-        return 2;
-    }
+    if (!model_path)
+        return cli_missing(cmd, "-m MODEL");
     if (n_prompt == 0 && n_gen == 0) {
         fprintf(stderr, "woolly %s: nothing to measure (-p 0 and -n 0)\n", cmd);
         return 2;
@@ -96,7 +94,7 @@ int woolly_cmd_bench(int argc, char **argv)
         goto done;
     }
     if (!(c = woolly_context_open(m, &cp))) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         goto done;
     }
     /* Fixed pseudo-random token ids: what the speed depends on is their count, not their text. */
@@ -123,14 +121,14 @@ int woolly_cmd_bench(int argc, char **argv)
         if (n == 0)
             continue;
         if (run_once(c, ids, n, batched) < 0) { /* warm-up */
-            fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+            cli_api_error(cmd);
             goto done;
         }
         double sum = 0.0;
         for (int32_t r = 0; r < reps; r++) {
             const double s = run_once(c, ids, n, batched);
             if (s < 0) {
-                fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+                cli_api_error(cmd);
                 goto done;
             }
             tps[r] = s > 0 ? n / s : 0.0;

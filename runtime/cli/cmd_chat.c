@@ -95,7 +95,7 @@ int woolly_cmd_chat(int argc, char **argv)
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
     cli_table t = {.n = 0};
-    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
     cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_STR, &tmpl_name, 0, 0, "NAME",
                            "granite|llama3|chatml|llama2|plain (default: recognized from the model)", NULL});
@@ -109,10 +109,8 @@ int woolly_cmd_chat(int argc, char **argv)
     const int rc = cli_parse(&t, argc, argv, "-m MODEL [options]   (then type; /exit or end of input quits)");
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (!model_path) {
-        fprintf(stderr, "woolly %s: -m MODEL is required (see woolly %s --help)\n", cmd, cmd);
-        return 2;
-    }
+    if (!model_path)
+        return cli_missing(cmd, "-m MODEL");
     int forced = -1;
     if (tmpl_name && (forced = woolly_chat_family_from_name(tmpl_name)) < 0) {
         fprintf(stderr, "woolly %s: --chat-template '%s' is not granite, llama3, chatml, llama2 or plain\n",
@@ -140,7 +138,7 @@ int woolly_cmd_chat(int argc, char **argv)
     if (cli_context_params(cmd, &ctx_opts, m, &cp))
         goto done;
     if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         goto done;
     }
     const enum woolly_chat_family fam =
@@ -203,7 +201,7 @@ int woolly_cmd_chat(int argc, char **argv)
             fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
                     n_ids - keep);
         if (woolly_eval(c, ids + keep, n_ids - keep)) {
-            fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+            cli_api_error(cmd);
             goto done;
         }
         memcpy(hist + keep, ids + keep, sizeof *ids * (size_t)(n_ids - keep));
@@ -230,7 +228,7 @@ int woolly_cmd_chat(int argc, char **argv)
                 goto done;
             }
             if (woolly_eval(c, &tok, 1)) {
-                fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+                cli_api_error(cmd);
                 goto done;
             }
             hist[n_hist++] = tok;

@@ -13,7 +13,7 @@ int woolly_cmd_logits(int argc, char **argv)
     const char *model_path = NULL, *tokens = NULL, *out_path = NULL;
     cli_context_opts ctx_opts;
     cli_table t = {.n = 0};
-    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){NULL, "--tokens", CLI_STR, &tokens, 0, 0, "IDS",
                            "comma-separated token ids, evaluated as one sequence (e.g. 1,403,407)", NULL});
     cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "FILE",
@@ -22,14 +22,12 @@ int woolly_cmd_logits(int argc, char **argv)
     const int rc = cli_parse(&t, argc, argv, "-m MODEL --tokens 1,2,3 -o OUT.f32 [options]");
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (!tokens || !out_path || !model_path) {
-        fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd,
-                !model_path ? "-m MODEL"
-                : !tokens   ? "--tokens IDS"
-                            : "-o OUT.f32",
-                cmd);
-        return 2;
-    }
+    if (!model_path)
+        return cli_missing(cmd, "-m MODEL");
+    if (!tokens)
+        return cli_missing(cmd, "--tokens IDS");
+    if (!out_path)
+        return cli_missing(cmd, "-o OUT.f32");
 
     woolly_model *m = cli_open_model(cmd, model_path, NULL);
     if (!m)
@@ -52,7 +50,7 @@ int woolly_cmd_logits(int argc, char **argv)
     }
     cp.logits_all = true;
     if (!(c = woolly_context_open(m, &cp))) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         goto done;
     }
     if (!(f = fopen(out_path, "wb"))) {
@@ -63,7 +61,7 @@ int woolly_cmd_logits(int argc, char **argv)
     for (int32_t done = 0; done < n;) {
         const int32_t chunk = n - done < nb ? n - done : nb;
         if (woolly_eval(c, ids + done, chunk)) {
-            fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+            cli_api_error(cmd);
             goto done;
         }
         for (int32_t i = 0; i < chunk; i++) {

@@ -45,7 +45,7 @@ int woolly_cmd_run(int argc, char **argv)
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
     cli_table t = {.n = 0};
-    cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-p", "--prompt", CLI_STR, &prompt, 0, 0, "TEXT", "the prompt", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens to generate at most (default 128)", NULL});
@@ -56,11 +56,8 @@ int woolly_cmd_run(int argc, char **argv)
     const int rc = cli_parse(&t, argc, argv, "-m MODEL -p PROMPT [-n N] [options]");
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (!model_path || !prompt) {
-        fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd,
-                !model_path ? "-m MODEL" : "-p PROMPT", cmd);
-        return 2;
-    }
+    if (!model_path || !prompt)
+        return cli_missing(cmd, !model_path ? "-m MODEL" : "-p PROMPT");
     if (!*prompt) {
         fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
         return 2;
@@ -86,7 +83,7 @@ int woolly_cmd_run(int argc, char **argv)
         goto done;
     }
     if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
+        cli_api_error(cmd);
         goto done;
     }
     const int32_t n_ctx = woolly_context_n_ctx(c);
