@@ -141,6 +141,8 @@ Test(cli_errors, clear_messages)
     expect_failure(args, "'x2'");
     snprintf(args, sizeof args, "detokenize -m %s", tu_data(SPM));
     expect_failure(args, "no token ids");
+    snprintf(args, sizeof args, "detokenize -m %s ,", tu_data(SPM));
+    expect_failure(args, "no token ids");
     expect_failure("tokenize -m /nonexistent/model.gguf hi", "/nonexistent/model.gguf");
     expect_failure("tokenize hi", "no model");
     snprintf(args, sizeof args, "tokenize -m %s --file /nonexistent/text.txt", tu_data(SPM));

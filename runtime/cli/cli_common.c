@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cpu.h"
@@ -325,4 +326,15 @@ woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *t
     }
     *n = k;
     return ids;
+}
+
+bool cli_output_is_input(const char *cmd, const char *out, const char *in)
+{
+    struct stat so, si;
+    if (!out || !in || stat(out, &so) != 0 || stat(in, &si) != 0)
+        return false;
+    if (so.st_dev != si.st_dev || so.st_ino != si.st_ino)
+        return false;
+    fprintf(stderr, "woolly %s: the output %s is the input %s: refusing to overwrite it\n", cmd, out, in);
+    return true;
 }

@@ -77,6 +77,10 @@ double cli_now_s(void);
 /* "woolly CMD: WHAT is required (see woolly CMD --help)"; returns 2, the exit status of a usage error. */
 int cli_missing(const char *cmd, const char *what);
 
+/* An output must never be one of a command's inputs (the input is memory-mapped while the output is
+ * written): true, after a message, if `out` names the same existing file as `in`. */
+bool cli_output_is_input(const char *cmd, const char *out, const char *in);
+
 /* Prints the C API's last error (woolly_last_error) for a failed call. */
 void cli_api_error(const char *cmd);
 

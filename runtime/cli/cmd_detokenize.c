@@ -62,7 +62,6 @@ int woolly_cmd_detokenize(int argc, char **argv)
 {
     const char *model = NULL;
     id_list ids = {0};
-    bool have_ids = false;
     int rc = 0;
     for (int i = 1; i < argc && rc == 0; i++) {
         const char *a = argv[i];
@@ -82,12 +81,11 @@ int woolly_cmd_detokenize(int argc, char **argv)
             usage(stderr);
             rc = 2;
         } else {
-            have_ids = true;
             if (parse_ids(a, &ids))
                 rc = 2;
         }
     }
-    if (rc == 0 && (!model || !have_ids)) {
+    if (rc == 0 && (!model || ids.n == 0)) {
         fprintf(stderr, "woolly detokenize: %s\n\n", model ? "no token ids given" : "no model (-m MODEL)");
         usage(stderr);
         rc = 2;

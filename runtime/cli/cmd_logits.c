@@ -28,6 +28,8 @@ int woolly_cmd_logits(int argc, char **argv)
         return cli_missing(cmd, "--tokens IDS");
     if (!out_path)
         return cli_missing(cmd, "-o OUT.f32");
+    if (cli_output_is_input(cmd, out_path, model_path))
+        return 2;
 
     woolly_model *m = cli_open_model(cmd, model_path, NULL);
     if (!m)

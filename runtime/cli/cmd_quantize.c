@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "quantize.h"
 
@@ -74,6 +75,8 @@ int woolly_cmd_quantize(int argc, char **argv)
                 pos[2]);
         return 2;
     }
+    if (cli_output_is_input("quantize", pos[1], pos[0]))
+        return 2;
     woolly_error err = {{0}};
     if (woolly_quantize_file(pos[0], pos[1], (enum woolly_ftype)f, &p, &err) != 0) {
         fprintf(stderr, "woolly quantize: %s\n", err.msg);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "synth.h"
 
@@ -202,6 +203,8 @@ int woolly_cmd_synth(int argc, char **argv)
         c.n_vocab = n_vocab;
     else if (c.vocab_path)
         c.n_vocab = 0; /* the vocab file decides */
+    if (cli_output_is_input("synth", out, c.vocab_path))
+        return 2;
     if (woolly_synth_validate(&c, &err) != 0) {
         fprintf(stderr, "woolly synth: %s\n", err.msg);
         return 2;
