@@ -3,7 +3,8 @@
  *
  * Logits against the float64 references in ../shared/testdata/refs: NMSE per position
  * (sum((x - ref)^2) / sum(ref^2)), averaged over the positions of each model's token sequence.
- *   - the reference kernels (WOOLLY_ISA=scalar), through `woolly logits`: at most SCALAR_MAX_NMSE;
+ *   - the reference kernels (WOOLLY_ISA=scalar), through `woolly logits` with batches of 512, 1 and 7:
+ *     at most SCALAR_MAX_NMSE, and -t 1 agrees with -t 2;
  *   - the default dispatch (whatever this machine runs fastest), through the C API, with prompt batches
  *     of 512 (the GEMM path), 1 (the decode path) and 7 (partial batches): at most each model's bar
  *     (llama.cpp's mean for the quantized models, tighter ones for F32 and F16 weights);
@@ -22,7 +23,6 @@
 
 #define SCALAR_MAX_NMSE 1e-5
 #define THREADS_MAX_NMSE 1e-7
-enum { THREADS_TOKENS = 8 };
 
 typedef struct model_case {
     const char *name;
@@ -83,31 +83,54 @@ static inline const char *model_path(const char *name)
 
 /* ---- the reference kernels, through the command ------------------------------------------------ */
 
-static inline void check_cli_scalar(const model_case *mc)
+/* `woolly logits` on the model's reference sequence under WOOLLY_ISA=scalar (heap, [n_tokens][n_vocab]). */
+static inline float *cli_scalar_logits(const model_case *mc, const ref *r, int batch, int threads)
 {
-    ref r = load_ref(mc->name);
-    char ids[4096] = "", args[16384];
-    for (int i = 0; i < r.n_tokens; i++)
-        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r.ids[i]);
-    char out[4096];
+    char ids[4096] = "", args[16384], out[4096];
+    for (int i = 0; i < r->n_tokens; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r->ids[i]);
     snprintf(out, sizeof out, "%s", tu_tmp_path("logits.f32"));
+    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -b %d -t %d", model_path(mc->name), ids, out,
+             batch, threads);
     /* The environment reaches the command through the shell tu_run_cli starts. */
-    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -t 2", model_path(mc->name), ids, out);
     setenv("WOOLLY_ISA", "scalar", 1);
     char *err;
     const int st = tu_run_cli(args, NULL, &err);
     unsetenv("WOOLLY_ISA");
-    cr_assert_eq(st, 0, "woolly logits failed on %s: %s", mc->name, err);
+    cr_assert_eq(st, 0, "woolly %s failed: %s", args, err);
     free(err);
     size_t size;
     float *x = (float *)tu_read_file(out, &size);
     remove(out);
-    cr_assert_eq(size, (size_t)r.n_tokens * r.n_vocab * sizeof(float),
-                 "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r.n_tokens, r.n_vocab);
-    const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
-    fprintf(stderr, "NMSE %-20s scalar kernels, batch 512 (woolly logits): %.3g\n", mc->name, e);
-    cr_expect_leq(e, SCALAR_MAX_NMSE, "%s: scalar NMSE %.3g exceeds %.1g", mc->name, e, SCALAR_MAX_NMSE);
-    free(x);
+    cr_assert_eq(size, (size_t)r->n_tokens * r->n_vocab * sizeof(float),
+                 "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r->n_tokens, r->n_vocab);
+    return x;
+}
+
+/* The reference kernels through the command: batches of 512 (GEMM), 1 (decode) and 7 (partial), each
+ * at most SCALAR_MAX_NMSE; and -t 1 against -t 2 on the whole sequence. */
+static inline void check_cli_scalar(const model_case *mc)
+{
+    ref r = load_ref(mc->name);
+    static const int BATCHES[] = {512, 1, 7};
+    float *two = NULL;
+    for (size_t i = 0; i < sizeof BATCHES / sizeof BATCHES[0]; i++) {
+        float *x = cli_scalar_logits(mc, &r, BATCHES[i], 2);
+        const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
+        fprintf(stderr, "NMSE %-20s scalar kernels, batch %3d, 2 threads (woolly logits): %.3g\n", mc->name,
+                BATCHES[i], e);
+        cr_expect_leq(e, SCALAR_MAX_NMSE, "%s, batch %d: scalar NMSE %.3g exceeds %.1g", mc->name, BATCHES[i],
+                      e, SCALAR_MAX_NMSE);
+        if (i == 0)
+            two = x;
+        else
+            free(x);
+    }
+    float *one = cli_scalar_logits(mc, &r, 512, 1);
+    const double e = mean_nmse(two, one, r.n_tokens, r.n_vocab);
+    fprintf(stderr, "NMSE %-20s scalar kernels, -t 2 against -t 1 (woolly logits): %.3g\n", mc->name, e);
+    cr_expect_leq(e, THREADS_MAX_NMSE, "%s: -t 1 and -t 2 differ by NMSE %.3g", mc->name, e);
+    free(one), free(two);
     free_ref(&r);
 }
 
@@ -160,12 +183,10 @@ static inline void check_api_default(const model_case *mc)
         cr_expect_leq(e, mc->max_nmse, "%s, batch %d, %d threads: NMSE %.3g exceeds %.2g", mc->name,
                       RUNS[i].batch, RUNS[i].threads, e, mc->max_nmse);
     }
-    /* One thread on the first THREADS_TOKENS tokens (a full batch of 7 and a partial one): the same
-     * computation as the 2-thread run's up to the split of the work. */
-    const int nt = r.n_tokens < THREADS_TOKENS ? r.n_tokens : THREADS_TOKENS;
-    float *one = api_logits(m, &r, 7, 1, nt);
-    const double e = mean_nmse(x[2], one, nt, r.n_vocab);
-    fprintf(stderr, "NMSE %-20s 2 threads against 1 thread (batch 7, %d tokens): %.3g\n", mc->name, nt, e);
+    /* One thread on the whole sequence in batches of 7 (full and partial ones). */
+    float *one = api_logits(m, &r, 7, 1, r.n_tokens);
+    const double e = mean_nmse(x[2], one, r.n_tokens, r.n_vocab);
+    fprintf(stderr, "NMSE %-20s 2 threads against 1 thread (batch 7): %.3g\n", mc->name, e);
     cr_expect_leq(e, THREADS_MAX_NMSE, "%s: 1 and 2 threads differ by NMSE %.3g", mc->name, e);
     free(one);
     for (int i = 0; i < 3; i++)
