@@ -114,13 +114,13 @@ Test(cli_run, bad_input)
     snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 50 --ctx-size 16 --temp 0", stories());
     expect_failure(args, "context of 16 positions is full");
     snprintf(args, sizeof args, "run -m %s -p hi --bogus", stories());
-    expect_failure(args, "unknown flag '--bogus'");
+    expect_failure(args, "unknown option '--bogus'");
     snprintf(args, sizeof args, "run -m %s -p hi -t 0", stories());
     expect_failure(args, "-t 0 is out of range");
     snprintf(args, sizeof args, "run -m %s -p hi -t 1025", stories());
     expect_failure(args, "-t 1025 is out of range");
     snprintf(args, sizeof args, "run -m %s -p hi -t two", stories());
-    expect_failure(args, "expects an integer");
+    expect_failure(args, "-t 'two' is not an integer");
     snprintf(args, sizeof args, "run -m %s -p", stories());
     expect_failure(args, "-p needs a value");
     snprintf(args, sizeof args, "run -m %s -p hi --temp -1", stories());

@@ -27,87 +27,142 @@ static const cli_flag *lookup(const cli_table *t, const char *name, size_t len)
     return NULL;
 }
 
+/* Whether v is one of the '|'-separated names. */
+static bool in_list(const char *names, const char *v)
+{
+    for (const char *p = names; *p; p += *p == '|') {
+        const size_t n = strcspn(p, "|");
+        if (strlen(v) == n && !strncmp(p, v, n))
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+static int bad_value(const char *cmd, const char *flag, const char *v, const char *what)
+{
+    fprintf(stderr, "woolly %s: %s '%s' is not %s\n", cmd, flag, v, what);
+    return -1;
+}
+
 static int set_value(const char *cmd, const char *flag, const cli_flag *f, const char *v)
 {
+    const bool any = f->lo == f->hi; /* no range beyond the type's own */
+    const double lo = any ? (f->kind == CLI_INT ? INT32_MIN : -HUGE_VAL) : f->lo;
+    const double hi = any ? (f->kind == CLI_INT ? INT32_MAX : HUGE_VAL) : f->hi;
     char *end;
     errno = 0;
     switch (f->kind) {
-    case CLI_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (end == v || *end || errno) {
-            fprintf(stderr, "woolly %s: %s expects an integer, got '%s'\n", cmd, flag, v);
+    case CLI_INT:
+    case CLI_I64: {
+        const long long x = strtoll(v, &end, 10);
+        if (end == v || *end || errno)
+            return bad_value(cmd, flag, v, "an integer");
+        if ((double)x < lo || (double)x > hi) {
+            fprintf(stderr, "woolly %s: %s %lld is out of range [%.0f, %.0f]\n", cmd, flag, x, lo, hi);
             return -1;
         }
-        if ((double)x < f->lo || (double)x > f->hi) {
-            fprintf(stderr, "woolly %s: %s %lld is out of range [%.0f, %.0f]\n", cmd, flag, x, f->lo, f->hi);
-            return -1;
-        }
-        *(int32_t *)f->dst = (int32_t)x;
+        if (f->kind == CLI_INT)
+            *(int32_t *)f->dst = (int32_t)x;
+        else
+            *(int64_t *)f->dst = x;
         return 0;
     }
     case CLI_U64: {
-        if (*v == '-') {
-            fprintf(stderr, "woolly %s: %s expects a non-negative integer, got '%s'\n", cmd, flag, v);
-            return -1;
-        }
-        unsigned long long x = strtoull(v, &end, 10);
-        if (end == v || *end || errno) {
-            fprintf(stderr, "woolly %s: %s expects a non-negative integer, got '%s'\n", cmd, flag, v);
-            return -1;
-        }
-        *(uint64_t *)f->dst = (uint64_t)x;
+        const unsigned long long x = strtoull(v, &end, 10);
+        if (*v == '-' || end == v || *end || errno)
+            return bad_value(cmd, flag, v, "an integer in [0, 2^64-1]");
+        *(uint64_t *)f->dst = x;
         return 0;
     }
     case CLI_FLOAT: {
-        double x = strtod(v, &end);
-        if (end == v || *end || errno || !isfinite(x)) {
-            fprintf(stderr, "woolly %s: %s expects a number, got '%s'\n", cmd, flag, v);
-            return -1;
-        }
-        if (x < f->lo || x > f->hi) {
-            fprintf(stderr, "woolly %s: %s %g is out of range [%g, %g]\n", cmd, flag, x, f->lo, f->hi);
+        const double x = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite((float)x))
+            return bad_value(cmd, flag, v, "a finite number");
+        if (x < lo || x > hi) {
+            fprintf(stderr, "woolly %s: %s %g is out of range [%g, %g]\n", cmd, flag, x, lo, hi);
             return -1;
         }
         *(float *)f->dst = (float)x;
         return 0;
     }
+    case CLI_ENUM:
+        if (!in_list(f->meta, v)) {
+            fprintf(stderr, "woolly %s: unknown %s '%s' (expected %s)\n", cmd, flag, v, f->meta);
+            return -1;
+        }
+        /* fall through */
     case CLI_STR:
         *(const char **)f->dst = v;
         return 0;
     case CLI_BOOL:
-        *(bool *)f->dst = true;
+    case CLI_BOOL_OFF:
+        *(bool *)f->dst = f->kind == CLI_BOOL;
         return 0;
     }
     return -1;
 }
 
-int cli_parse(const cli_table *t, int argc, char **argv, const char *synopsis)
+static void usage(FILE *out, const cli_table *t, const char *cmd)
+{
+    fprintf(out, "usage: woolly %s %s\n\n%s%soptions:\n", cmd, t->synopsis, t->about ? t->about : "",
+            t->about ? "\n" : "");
+    for (int i = 0; i < t->n; i++) {
+        const cli_flag *f = &t->flags[i];
+        const bool no_value = f->kind == CLI_BOOL || f->kind == CLI_BOOL_OFF;
+        char names[128];
+        snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "",
+                 f->short_name ? ", " : "", f->long_name, no_value ? "" : " ",
+                 no_value ? "" : (f->meta ? f->meta : "X"));
+        if (strlen(names) > 28) { /* a long list of names: the help goes on the next line */
+            fprintf(out, "  %s\n", names);
+            names[0] = '\0';
+        }
+        fprintf(out, "  %-28s %s\n", names, f->help);
+    }
+    if (t->max_args > 0)
+        fprintf(out, "  %-28s %s\n", "--", "what follows are arguments, even if they start with '-'");
+    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+}
+
+int cli_parse(cli_table *t, int argc, char **argv)
 {
     const char *cmd = argv[0];
+    bool options_done = false;
+    t->n_args = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            cli_usage(stdout, t, cmd, synopsis);
-            return 1;
+        char *a = argv[i];
+        if (!options_done && !strcmp(a, "--")) {
+            options_done = true;
+            continue;
         }
-        if (a[0] != '-' || !a[1]) {
-            fprintf(stderr, "woolly %s: unexpected argument '%s' (see woolly %s --help)\n", cmd, a, cmd);
-            return -1;
+        /* An argument: no flag is "-" or looks like a negative integer (a token id, say). */
+        if (options_done || a[0] != '-' || !a[1] || !a[1 + strspn(a + 1, "0123456789")]) {
+            if (t->n_args == t->max_args) {
+                fprintf(stderr, "woolly %s: unexpected argument '%s' (see woolly %s --help)\n", cmd, a, cmd);
+                return 2;
+            }
+            argv[++t->n_args] = a; /* slot n_args <= i: already read */
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout, t, cmd);
+            return 0;
         }
         const char *eq = a[1] == '-' ? strchr(a, '=') : NULL; /* --flag=value */
         const size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const cli_flag *f = lookup(t, a, len);
         if (!f) {
-            fprintf(stderr, "woolly %s: unknown flag '%.*s' (see woolly %s --help)\n", cmd, (int)len, a, cmd);
-            return -1;
+            fprintf(stderr, "woolly %s: unknown option '%.*s' (see woolly %s --help)\n", cmd, (int)len, a, cmd);
+            return 2;
         }
         char flag[64];
         snprintf(flag, sizeof flag, "%.*s", (int)len, a);
         const char *v = NULL;
-        if (f->kind == CLI_BOOL) {
+        if (f->kind == CLI_BOOL || f->kind == CLI_BOOL_OFF) {
             if (eq) {
                 fprintf(stderr, "woolly %s: %s takes no value\n", cmd, flag);
-                return -1;
+                return 2;
             }
         } else if (eq) {
             v = eq + 1;
@@ -115,28 +170,19 @@ int cli_parse(const cli_table *t, int argc, char **argv, const char *synopsis)
             v = argv[++i];
         } else {
             fprintf(stderr, "woolly %s: %s needs a value (%s)\n", cmd, flag, f->meta ? f->meta : "VALUE");
-            return -1;
+            return 2;
         }
         if (set_value(cmd, flag, f, v))
-            return -1;
-        if (f->seen)
-            *f->seen = true;
+            return 2;
+        if (f->count)
+            ++*f->count;
     }
-    return 0;
-}
-
-void cli_usage(FILE *out, const cli_table *t, const char *cmd, const char *synopsis)
-{
-    fprintf(out, "usage: woolly %s %s\n\noptions:\n", cmd, synopsis);
-    for (int i = 0; i < t->n; i++) {
-        const cli_flag *f = &t->flags[i];
-        char names[64];
-        snprintf(names, sizeof names, "%s%s%s%s%s", f->short_name ? f->short_name : "",
-                 f->short_name ? ", " : "", f->long_name, f->kind == CLI_BOOL ? "" : " ",
-                 f->kind == CLI_BOOL ? "" : (f->meta ? f->meta : "X"));
-        fprintf(out, "  %-28s %s\n", names, f->help);
+    if (t->n_args < t->min_args) {
+        fprintf(stderr, "woolly %s: expected %s, got %d argument%s (see woolly %s --help)\n", cmd, t->args,
+                t->n_args, t->n_args == 1 ? "" : "s", cmd);
+        return 2;
     }
-    fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+    return CLI_PROCEED;
 }
 
 /* ---- flag groups ---------------------------------------------------------------------------------- */
@@ -154,7 +200,7 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
     if (o->n_threads > WOOLLY_MAX_THREADS)
         o->n_threads = WOOLLY_MAX_THREADS;
     o->kv_type = "f16";
-    o->n_ctx_given = false;
+    o->n_ctx_given = 0;
     cli_add(t, (cli_flag){"-t", "--threads", CLI_INT, &o->n_threads, 1, WOOLLY_MAX_THREADS, "N",
                           "threads (default: the number of cores)", NULL});
     cli_add(t, (cli_flag){
@@ -163,22 +209,15 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
                    &o->n_ctx_given});
     cli_add(t, (cli_flag){"-b", "--batch-size", CLI_INT, &o->n_batch, 1, 1 << 16, "N",
                           "tokens per prompt-processing batch (default 512)", NULL});
-    cli_add(t, (cli_flag){NULL, "--kv-type", CLI_STR, &o->kv_type, 0, 0, "f16|f32",
+    cli_add(t, (cli_flag){NULL, "--kv-type", CLI_ENUM, &o->kv_type, 0, 0, "f16|f32",
                           "KV cache type (default f16)", NULL});
 }
 
-int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
-                       woolly_context_params *p)
+void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+                        woolly_context_params *p)
 {
     *p = woolly_context_default_params();
-    if (!strcmp(o->kv_type, "f16")) {
-        p->kv_type = WOOLLY_KV_F16;
-    } else if (!strcmp(o->kv_type, "f32")) {
-        p->kv_type = WOOLLY_KV_F32;
-    } else {
-        fprintf(stderr, "woolly %s: --kv-type '%s' is not f16 or f32\n", cmd, o->kv_type);
-        return -1;
-    }
+    p->kv_type = !strcmp(o->kv_type, "f32") ? WOOLLY_KV_F32 : WOOLLY_KV_F16;
     p->n_ctx = o->n_ctx_given ? o->n_ctx : 0;
     p->n_batch = o->n_batch;
     p->n_threads = o->n_threads;
@@ -187,13 +226,12 @@ int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_
                 "woolly %s: warning: --ctx-size %d exceeds the %d positions the model was trained with; "
                 "quality may degrade past them\n",
                 cmd, o->n_ctx, woolly_model_n_ctx_train(m));
-    return 0;
 }
 
 void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o)
 {
     o->p = woolly_sampler_default_params();
-    o->seed_given = false;
+    o->seed_given = 0;
     cli_add(t, (cli_flag){NULL, "--temp", CLI_FLOAT, &o->p.temp, 0, 100, "T",
                           "temperature; 0 is greedy (default 0.8)", NULL});
     cli_add(t, (cli_flag){NULL, "--top-k", CLI_INT, &o->p.top_k, 0, INT32_MAX, "K",

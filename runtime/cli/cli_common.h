@@ -1,7 +1,8 @@
-/* Flag parsing shared by the model commands (run, chat, logits, bench): a table of flags, each with its
- * type, range and help line; every value is checked (a number that does not parse, is out of range or
- * is missing is an error naming the flag), unknown flags are errors, `--help` prints the table. Also the
- * flag groups several commands share (model, context, sampling) and small helpers. */
+/* The one argument parser of every `woolly` command: a table of flags, each with its type, range and
+ * help line, plus how many positional arguments the command takes. Every value is checked (a number that
+ * does not parse, is out of range or is missing, a name not in its list: an error naming the flag and
+ * the value), unknown flags are errors, `--help` prints the table. Also the flag groups several commands
+ * share (model, context, sampling) and small helpers. */
 #ifndef WOOLLY_CLI_COMMON_H
 #define WOOLLY_CLI_COMMON_H
 
@@ -12,41 +13,58 @@
 
 #include "woolly.h"
 
-typedef enum cli_kind { CLI_INT, CLI_FLOAT, CLI_STR, CLI_BOOL, CLI_U64 } cli_kind;
+typedef enum cli_kind {
+    CLI_INT,      /* int32_t in [lo, hi] */
+    CLI_I64,      /* int64_t in [lo, hi] */
+    CLI_U64,      /* uint64_t, any value (a seed) */
+    CLI_FLOAT,    /* finite float in [lo, hi] */
+    CLI_STR,      /* const char * */
+    CLI_ENUM,     /* const char *, one of the '|'-separated names in meta ("f16|f32") */
+    CLI_BOOL,     /* bool set to true, no value */
+    CLI_BOOL_OFF, /* bool set to false, no value (--untied) */
+} cli_kind;
 
 typedef struct cli_flag {
     const char *short_name; /* "-m" or NULL */
     const char *long_name;  /* "--model" */
     cli_kind kind;
-    void *dst;        /* int32_t, float, const char *, bool, uint64_t */
-    double lo, hi;    /* range of CLI_INT / CLI_FLOAT values (inclusive) */
-    const char *meta; /* "N" in "--threads N" */
+    void *dst;
+    double lo, hi;    /* inclusive range of numbers; lo == hi means any value the type holds */
+    const char *meta; /* "N" in "--threads N"; the names of a CLI_ENUM */
     const char *help;
-    bool *seen; /* optional: set when the flag is given */
+    int *count; /* optional: counts how often the flag was given */
 } cli_flag;
 
 /* Up to this many flags per command. */
 #define CLI_MAX_FLAGS 40
 
 typedef struct cli_table {
+    const char *synopsis; /* "[-t N] IN.gguf OUT.gguf TYPE", after "usage: woolly CMD" */
+    const char *about;    /* optional paragraph(s) of --help, each line ending in '\n' */
+    const char *args;     /* the positional arguments, named for messages ("IN.gguf OUT.gguf TYPE") */
+    int min_args, max_args;
     cli_flag flags[CLI_MAX_FLAGS];
     int n;
+    int n_args; /* set by cli_parse */
 } cli_table;
 
 void cli_add(cli_table *t, cli_flag f);
 
-/* Parses argv[1..argc) (argv[0] is the command name). Returns 0 on success, 1 if --help was printed
- * (exit 0), -1 after printing an error to stderr (exit non-zero). */
-int cli_parse(const cli_table *t, int argc, char **argv, const char *synopsis);
+/* cli_parse's "go on and run the command". */
+#define CLI_PROCEED (-1)
 
-void cli_usage(FILE *f, const cli_table *t, const char *cmd, const char *synopsis);
+/* Parses argv[1..argc) (argv[0] is the command name). Like getopt, it moves the positional arguments
+ * to argv[1..t->n_args], in their order: those not starting with '-', "-" itself, negative integers
+ * ("-5") and everything after "--". Returns CLI_PROCEED, or the exit status to return: 0 after --help,
+ * 2 after printing a usage error to stderr. */
+int cli_parse(cli_table *t, int argc, char **argv);
 
 /* ---- flag groups ---------------------------------------------------------------------------------- */
 
 typedef struct cli_context_opts {
     int32_t n_ctx, n_batch, n_threads;
     const char *kv_type; /* "f16" | "f32" */
-    bool n_ctx_given;
+    int n_ctx_given;
 } cli_context_opts;
 
 /* -m/--model FILE. */
@@ -55,14 +73,13 @@ void cli_add_model_flag(cli_table *t, const char **path);
 /* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16). */
 void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
-/* Converts to context parameters; warns when the context exceeds the trained length. -1 after a
- * message for a bad --kv-type. */
-int cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
+/* Converts to context parameters; warns when the context exceeds the trained length. */
+void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
                        woolly_context_params *p);
 
 typedef struct cli_sampling_opts {
     woolly_sampler_params p;
-    bool seed_given;
+    int seed_given;
 } cli_sampling_opts;
 
 /* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed. */

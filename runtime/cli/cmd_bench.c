@@ -52,7 +52,7 @@ int woolly_cmd_bench(int argc, char **argv)
     const char *model_path = NULL;
     int32_t n_prompt = 512, n_gen = 128, reps = 5;
     cli_context_opts ctx_opts;
-    cli_table t = {.n = 0};
+    cli_table t = {.synopsis = "-m MODEL [-p 512] [-n 128] [-t T] [-r REPS]"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-p", "--n-prompt", CLI_INT, &n_prompt, 0, 1 << 20, "N",
                            "prompt tokens of the pp test; 0 skips it (default 512)", NULL});
@@ -61,9 +61,9 @@ int woolly_cmd_bench(int argc, char **argv)
     cli_add(&t, (cli_flag){"-r", "--repetitions", CLI_INT, &reps, 1, 1000, "N",
                            "measured runs of each test, after one warm-up (default 5)", NULL});
     cli_add_context_flags(&t, &ctx_opts);
-    const int rc = cli_parse(&t, argc, argv, "-m MODEL [-p 512] [-n 128] [-t T] [-r REPS]");
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
     if (!model_path)
         return cli_missing(cmd, "-m MODEL");
     if (n_prompt == 0 && n_gen == 0) {
@@ -84,8 +84,7 @@ int woolly_cmd_bench(int argc, char **argv)
         fprintf(stderr, "woolly %s: out of memory\n", cmd);
         goto done;
     }
-    if (cli_context_params(cmd, &ctx_opts, m, &cp))
-        goto done;
+    cli_context_params(cmd, &ctx_opts, m, &cp);
     if (!ctx_opts.n_ctx_given)
         cp.n_ctx = longest;
     else if (cp.n_ctx < longest) {

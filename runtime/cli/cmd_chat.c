@@ -94,11 +94,11 @@ int woolly_cmd_chat(int argc, char **argv)
     bool verbose = false;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
-    cli_table t = {.n = 0};
+    cli_table t = {.synopsis = "-m MODEL [options]   (then type; /exit or end of input quits)"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_STR, &tmpl_name, 0, 0, "NAME",
-                           "granite|llama3|chatml|llama2|plain (default: recognized from the model)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, "granite|llama3|chatml|llama2|plain",
+                           "the prompt format (default: recognized from the model)", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens per reply at most (default 1024)", NULL});
     cli_add(&t, (cli_flag){"-v", "--verbose", CLI_BOOL, &verbose, 0, 0, NULL,
@@ -106,17 +106,12 @@ int woolly_cmd_chat(int argc, char **argv)
                            NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
-    const int rc = cli_parse(&t, argc, argv, "-m MODEL [options]   (then type; /exit or end of input quits)");
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
     if (!model_path)
         return cli_missing(cmd, "-m MODEL");
-    int forced = -1;
-    if (tmpl_name && (forced = woolly_chat_family_from_name(tmpl_name)) < 0) {
-        fprintf(stderr, "woolly %s: --chat-template '%s' is not granite, llama3, chatml, llama2 or plain\n",
-                cmd, tmpl_name);
-        return 2;
-    }
+    const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_sampling_finish(cmd, &samp);
 
     woolly_model *m = cli_open_model(cmd, model_path, NULL);
@@ -135,8 +130,7 @@ int woolly_cmd_chat(int argc, char **argv)
         fprintf(stderr, "woolly %s: %s: no usable tokenizer: %s\n", cmd, model_path, m->tok_err.msg);
         goto done;
     }
-    if (cli_context_params(cmd, &ctx_opts, m, &cp))
-        goto done;
+    cli_context_params(cmd, &ctx_opts, m, &cp);
     if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
         cli_api_error(cmd);
         goto done;

@@ -12,16 +12,16 @@ int woolly_cmd_logits(int argc, char **argv)
     const char *cmd = argv[0];
     const char *model_path = NULL, *tokens = NULL, *out_path = NULL;
     cli_context_opts ctx_opts;
-    cli_table t = {.n = 0};
+    cli_table t = {.synopsis = "-m MODEL --tokens 1,2,3 -o OUT.f32 [options]"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){NULL, "--tokens", CLI_STR, &tokens, 0, 0, "IDS",
                            "comma-separated token ids, evaluated as one sequence (e.g. 1,403,407)", NULL});
     cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "FILE",
                            "where to write the logits: float32 LE [n_tokens][n_vocab]", NULL});
     cli_add_context_flags(&t, &ctx_opts);
-    const int rc = cli_parse(&t, argc, argv, "-m MODEL --tokens 1,2,3 -o OUT.f32 [options]");
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
     if (!model_path)
         return cli_missing(cmd, "-m MODEL");
     if (!tokens)
@@ -42,8 +42,7 @@ int woolly_cmd_logits(int argc, char **argv)
     if (n < 0)
         goto done;
     woolly_context_params cp;
-    if (cli_context_params(cmd, &ctx_opts, m, &cp))
-        goto done;
+    cli_context_params(cmd, &ctx_opts, m, &cp);
     if (!ctx_opts.n_ctx_given)
         cp.n_ctx = n; /* exactly the sequence */
     else if (n > cp.n_ctx) {

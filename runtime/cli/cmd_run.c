@@ -44,7 +44,7 @@ int woolly_cmd_run(int argc, char **argv)
     bool ignore_eos = false;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
-    cli_table t = {.n = 0};
+    cli_table t = {.synopsis = "-m MODEL -p PROMPT [-n N] [options]"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-p", "--prompt", CLI_STR, &prompt, 0, 0, "TEXT", "the prompt", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
@@ -53,9 +53,9 @@ int woolly_cmd_run(int argc, char **argv)
                            "keep generating past end-of-generation tokens", NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
-    const int rc = cli_parse(&t, argc, argv, "-m MODEL -p PROMPT [-n N] [options]");
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
     if (!model_path || !prompt)
         return cli_missing(cmd, !model_path ? "-m MODEL" : "-p PROMPT");
     if (!*prompt) {
@@ -75,9 +75,9 @@ int woolly_cmd_run(int argc, char **argv)
     char *buf = NULL;
     int32_t n_prompt;
     woolly_context_params cp;
-    if (!(ids = cli_tokenize(cmd, m, prompt, woolly_model_adds_bos(m), &n_prompt)) ||
-        cli_context_params(cmd, &ctx_opts, m, &cp))
+    if (!(ids = cli_tokenize(cmd, m, prompt, woolly_model_adds_bos(m), &n_prompt)))
         goto done;
+    cli_context_params(cmd, &ctx_opts, m, &cp);
     if (n_prompt == 0) {
         fprintf(stderr, "woolly %s: the prompt has no tokens\n", cmd);
         goto done;
