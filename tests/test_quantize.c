@@ -221,11 +221,11 @@ Test(quantize, bad_arguments_fail_with_a_message)
     snprintf(args, sizeof args, "quantize %s %s Q3_K", in, out);
     assert_fails(args, "unknown type 'Q3_K'");
     snprintf(args, sizeof args, "quantize %s %s", in, out);
-    assert_fails(args, "expected IN OUT TYPE");
+    assert_fails(args, "expected IN.gguf OUT.gguf TYPE, got 2 arguments");
     snprintf(args, sizeof args, "quantize -t 0 %s %s Q8_0", in, out);
-    assert_fails(args, "-t '0'");
+    assert_fails(args, "-t 0 is out of range [1, 256]");
     snprintf(args, sizeof args, "quantize -t many %s %s Q8_0", in, out);
-    assert_fails(args, "-t 'many'");
+    assert_fails(args, "-t 'many' is not an integer");
     snprintf(args, sizeof args, "quantize --bogus %s %s Q8_0", in, out);
     assert_fails(args, "unknown option '--bogus'");
     snprintf(args, sizeof args, "quantize %s/nope.gguf %s Q8_0", tu_data("models"), out);
