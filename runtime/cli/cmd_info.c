@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "gguf.h"
 
@@ -67,15 +68,6 @@ static const char *file_type_name(uint32_t ft)
     default:
         return NULL;
     }
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: woolly info [--kv] MODEL.gguf\n\n"
-               "Shows a GGUF file's architecture, hyperparameters, tokenizer, tensor table (name, type,\n"
-               "shape, bytes) and totals with bits per weight. Works on vocabulary-only files.\n\n"
-               "  --kv        also list every metadata key with its type and value\n"
-               "  -h, --help  this help\n");
 }
 
 static void print_str(FILE *f, gguf_str s, uint64_t max)
@@ -254,30 +246,21 @@ static void print_all_kv(const gguf_file *g)
 
 int woolly_cmd_info(int argc, char **argv)
 {
-    const char *path = NULL;
     bool all_kv = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--kv")) {
-            all_kv = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "woolly info: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (path) {
-            fprintf(stderr, "woolly info: one model at a time ('%s' and '%s' given)\n", path, argv[i]);
-            return 2;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "woolly info: no model given\n");
-        usage(stderr);
-        return 2;
-    }
+    cli_table t = {
+        .synopsis = "[--kv] MODEL.gguf",
+        .about = "Shows a GGUF file's architecture, hyperparameters, tokenizer, tensor table (name, type,\n"
+                 "shape, bytes) and totals with bits per weight. Works on vocabulary-only files.\n",
+        .args = "MODEL.gguf",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    cli_add(&t, (cli_flag){NULL, "--kv", CLI_BOOL, &all_kv, 0, 0, NULL,
+                           "also list every metadata key with its type and value", NULL});
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
+    const char *path = argv[1];
 
     woolly_error err = {{0}};
     gguf_file *g = gguf_open(path, &err);
