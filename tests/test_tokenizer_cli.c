@@ -144,7 +144,7 @@ Test(cli_errors, clear_messages)
     snprintf(args, sizeof args, "detokenize -m %s ,", tu_data(SPM));
     expect_failure(args, "no token ids");
     expect_failure("tokenize -m /nonexistent/model.gguf hi", "/nonexistent/model.gguf");
-    expect_failure("tokenize hi", "no model");
+    expect_failure("tokenize hi", "-m MODEL is required");
     snprintf(args, sizeof args, "tokenize -m %s --file /nonexistent/text.txt", tu_data(SPM));
     expect_failure(args, "/nonexistent/text.txt");
     snprintf(args, sizeof args, "tokenize -m %s --bogus hi", tu_data(SPM));

@@ -139,7 +139,8 @@ int cli_parse(cli_table *t, int argc, char **argv)
         /* An argument: no flag is "-" or looks like a negative integer (a token id, say). */
         if (options_done || a[0] != '-' || !a[1] || !a[1 + strspn(a + 1, "0123456789")]) {
             if (t->n_args == t->max_args) {
-                fprintf(stderr, "woolly %s: unexpected argument '%s' (see woolly %s --help)\n", cmd, a, cmd);
+                fprintf(stderr, "woolly %s: unexpected argument '%s'%s%s (see woolly %s --help)\n", cmd, a,
+                        t->max_args ? " after " : "", t->max_args ? t->args : "", cmd);
                 return 2;
             }
             argv[++t->n_args] = a; /* slot n_args <= i: already read */

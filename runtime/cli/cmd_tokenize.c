@@ -3,21 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "tokenizer.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: woolly tokenize -m MODEL [--no-bos] [--special] (TEXT | --file FILE | -- TEXT)\n\n"
-            "Prints the token ids of TEXT (or of exactly the bytes of FILE), comma-separated on one line.\n"
-            "MODEL may be a full model or a vocabulary-only GGUF file.\n\n"
-            "  -m, --model MODEL  the GGUF file whose tokenizer to use\n"
-            "  --no-bos           do not prepend BOS (by default it is added when the vocabulary asks)\n"
-            "  --special          match special tokens (<s>, <|endoftext|>, ...) written in the text\n"
-            "  -f, --file FILE    read the text from FILE\n"
-            "  --                 what follows is the TEXT, even if it starts with '-'\n");
-}
 
 /* The whole file, exactly its bytes. */
 static char *read_all(const char *path, size_t *len)
@@ -49,50 +37,30 @@ static char *read_all(const char *path, size_t *len)
 int woolly_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
-    bool no_bos = false, special = false, options_done = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!options_done && !strcmp(a, "--")) {
-            options_done = true; /* a TEXT that starts with '-' follows */
-        } else if (options_done) {
-            if (text) {
-                fprintf(stderr, "woolly tokenize: more than one TEXT argument ('%s'); quote the text\n", a);
-                return 2;
-            }
-            text = a;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "woolly tokenize: %s needs a value\n", a);
-                return 2;
-            }
-            bool is_model = !strcmp(a, "-m") || !strcmp(a, "--model");
-            *(is_model ? &model : &file) = argv[++i];
-        } else if (!strcmp(a, "--no-bos")) {
-            no_bos = true;
-        } else if (!strcmp(a, "--special")) {
-            special = true;
-        } else if (a[0] == '-' && a[1] != 0) {
-            fprintf(stderr, "woolly tokenize: unknown option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
-        } else if (text) {
-            fprintf(stderr, "woolly tokenize: more than one TEXT argument ('%s'); quote the text\n", a);
-            return 2;
-        } else {
-            text = a;
-        }
-    }
-    if (!model) {
-        fprintf(stderr, "woolly tokenize: no model (-m MODEL)\n\n");
-        usage(stderr);
-        return 2;
-    }
+    bool no_bos = false, special = false;
+    cli_table ct = {
+        .synopsis = "-m MODEL [--no-bos] [--special] (TEXT | --file FILE | -- TEXT)",
+        .about = "Prints the token ids of TEXT (or of exactly the bytes of FILE), comma-separated on one line.\n"
+                 "MODEL may be a full model or a vocabulary-only GGUF file.\n",
+        .args = "TEXT",
+        .max_args = 1,
+    };
+    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL", "the GGUF file whose tokenizer to use",
+                           NULL});
+    cli_add(&ct, (cli_flag){NULL, "--no-bos", CLI_BOOL, &no_bos, 0, 0, NULL,
+                           "do not prepend BOS (by default it is added when the vocabulary asks)", NULL});
+    cli_add(&ct, (cli_flag){NULL, "--special", CLI_BOOL, &special, 0, 0, NULL,
+                           "match special tokens (<s>, <|endoftext|>, ...) written in the text", NULL});
+    cli_add(&ct, (cli_flag){"-f", "--file", CLI_STR, &file, 0, 0, "FILE", "read the text from FILE", NULL});
+    const int st = cli_parse(&ct, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
+    if (ct.n_args)
+        text = argv[1];
+    if (!model)
+        return cli_missing("tokenize", "-m MODEL");
     if ((text != NULL) == (file != NULL)) {
-        fprintf(stderr, "woolly tokenize: give either TEXT or --file FILE\n\n");
-        usage(stderr);
+        fprintf(stderr, "woolly tokenize: give either TEXT or --file FILE (see woolly tokenize --help)\n");
         return 2;
     }
 
