@@ -1,21 +1,13 @@
 /* woolly detokenize: the text of token ids. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "tokenizer.h"
-
-static void usage(FILE *f)
-{
-    fprintf(
-        f, "usage: woolly detokenize -m MODEL IDS...\n\n"
-           "Prints the text of the token ids IDS (separated by commas and/or spaces), exactly its bytes:\n"
-           "no newline is added. A SentencePiece vocabulary's leading space is dropped again, as its\n"
-           "decoder does.\n\n"
-           "  -m, --model MODEL  the GGUF file whose tokenizer to use (a model or a vocabulary-only file)\n");
-}
 
 typedef struct id_list {
     int32_t *v;
@@ -61,38 +53,30 @@ static int parse_ids(const char *s, id_list *ids)
 int woolly_cmd_detokenize(int argc, char **argv)
 {
     const char *model = NULL;
+    cli_table ct = {
+        .synopsis = "-m MODEL IDS...",
+        .about = "Prints the text of the token ids IDS (separated by commas and/or spaces), exactly its bytes:\n"
+                 "no newline is added. A SentencePiece vocabulary's leading space is dropped again, as its\n"
+                 "decoder does.\n",
+        .args = "IDS",
+        .max_args = INT_MAX,
+    };
+    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
+                            "the GGUF file whose tokenizer to use (a model or a vocabulary-only file)", NULL});
+    const int st = cli_parse(&ct, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
+    if (!model)
+        return cli_missing("detokenize", "-m MODEL");
     id_list ids = {0};
-    int rc = 0;
-    for (int i = 1; i < argc && rc == 0; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+    for (int i = 1; i <= ct.n_args; i++)
+        if (parse_ids(argv[i], &ids)) {
             free(ids.v);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "woolly detokenize: %s needs a value\n", a);
-                rc = 2;
-            } else {
-                model = argv[++i];
-            }
-        } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
-            fprintf(stderr, "woolly detokenize: unknown option '%s'\n\n", a);
-            usage(stderr);
-            rc = 2;
-        } else {
-            if (parse_ids(a, &ids))
-                rc = 2;
+            return 2;
         }
-    }
-    if (rc == 0 && (!model || ids.n == 0)) {
-        fprintf(stderr, "woolly detokenize: %s\n\n", model ? "no token ids given" : "no model (-m MODEL)");
-        usage(stderr);
-        rc = 2;
-    }
-    if (rc) {
-        free(ids.v);
-        return rc;
+    if (ids.n == 0) { /* no arguments, or only separators */
+        fprintf(stderr, "woolly detokenize: no token ids given (see woolly detokenize --help)\n");
+        return 2;
     }
 
     woolly_error err = {{0}};
@@ -102,6 +86,7 @@ int woolly_cmd_detokenize(int argc, char **argv)
         free(ids.v);
         return 1;
     }
+    int rc = 0;
     int64_t n = woolly_detokenize(t, ids.v, ids.n, NULL, 0, &err);
     char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (n >= 0 && !text) {
