@@ -469,23 +469,23 @@ Test(synth, bad_flags_fail_with_a_message)
     FAILS("--n-embd 12x", "--n-embd '12x'");
     FAILS("--n-embd 28 --n-head 4", "head size n_embd / n_head = 7");
     FAILS("--n-embd 260 --n-head 20 --n-head-kv 20", "must be even");
-    FAILS("--type Q2_K", "unknown type 'Q2_K'");
+    FAILS("--type Q2_K", "unknown --type 'Q2_K'");
     FAILS("--chat-template vicuna", "unknown chat template 'vicuna'");
-    FAILS("--arch gpt2", "unknown architecture 'gpt2'");
+    FAILS("--arch gpt2", "unknown --arch 'gpt2'");
     FAILS("--seed -1", "--seed '-1'");
     FAILS("--seed 99999999999999999999", "--seed");
     FAILS("--rope-base 0", "rope base is 0");
     FAILS("--n-vocab 100", "n_vocab is 100");
     FAILS("--n-vocab 260 --chat-template llama3", "n_vocab is 260");
     FAILS("--preset tiny --preset llama-1b", "more than once");
-    FAILS("-t 0", "-t '0'");
+    FAILS("-t 0", "-t 0 is out of range [1, 256]");
     FAILS("--frobnicate 3", "unknown option '--frobnicate'");
     FAILS("--arch granite --logit-scale -1", "logit scale");
     snprintf(a, sizeof a, "%s --n-vocab 1000 -o %s", vocab_arg("ggml-vocab-starcoder"), out);
     assert_fails(a, "does not match the 49152 tokens");
     snprintf(a, sizeof a, "--vocab %s/missing.gguf -o %s", tu_data("vocab"), out);
     assert_fails(a, "missing.gguf");
-    assert_fails("--seed 1", "no output file");
+    assert_fails("--seed 1", "-o OUT.gguf is required");
     assert_fails("--n-embd", "--n-embd needs a value");
 #undef FAILS
     FILE *f = fopen(out, "rb");
