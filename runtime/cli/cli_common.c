@@ -154,7 +154,8 @@ int cli_parse(cli_table *t, int argc, char **argv)
         const size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const cli_flag *f = lookup(t, a, len);
         if (!f) {
-            fprintf(stderr, "woolly %s: unknown option '%.*s' (see woolly %s --help)\n", cmd, (int)len, a, cmd);
+            fprintf(stderr, "woolly %s: unknown option '%.*s' (see woolly %s --help)\n", cmd, (int)len, a,
+                    cmd);
             return 2;
         }
         char flag[64];

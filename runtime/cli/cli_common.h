@@ -75,7 +75,7 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
 /* Converts to context parameters; warns when the context exceeds the trained length. */
 void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
-                       woolly_context_params *p);
+                        woolly_context_params *p);
 
 typedef struct cli_sampling_opts {
     woolly_sampler_params p;

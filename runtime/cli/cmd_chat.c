@@ -97,7 +97,8 @@ int woolly_cmd_chat(int argc, char **argv)
     cli_table t = {.synopsis = "-m MODEL [options]   (then type; /exit or end of input quits)"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, "granite|llama3|chatml|llama2|plain",
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0,
+                           "granite|llama3|chatml|llama2|plain",
                            "the prompt format (default: recognized from the model)", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens per reply at most (default 1024)", NULL});

@@ -55,14 +55,16 @@ int woolly_cmd_detokenize(int argc, char **argv)
     const char *model = NULL;
     cli_table ct = {
         .synopsis = "-m MODEL IDS...",
-        .about = "Prints the text of the token ids IDS (separated by commas and/or spaces), exactly its bytes:\n"
-                 "no newline is added. A SentencePiece vocabulary's leading space is dropped again, as its\n"
-                 "decoder does.\n",
+        .about =
+            "Prints the text of the token ids IDS (separated by commas and/or spaces), exactly its bytes:\n"
+            "no newline is added. A SentencePiece vocabulary's leading space is dropped again, as its\n"
+            "decoder does.\n",
         .args = "IDS",
         .max_args = INT_MAX,
     };
-    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
-                            "the GGUF file whose tokenizer to use (a model or a vocabulary-only file)", NULL});
+    cli_add(&ct,
+            (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
+                       "the GGUF file whose tokenizer to use (a model or a vocabulary-only file)", NULL});
     const int st = cli_parse(&ct, argc, argv);
     if (st != CLI_PROCEED)
         return st;

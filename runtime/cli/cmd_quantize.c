@@ -25,7 +25,8 @@ int woolly_cmd_quantize(int argc, char **argv)
     const char *in = argv[1], *out = argv[2], *type = argv[3];
     const int f = woolly_ftype_from_name(type);
     if (f < 0) {
-        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n", type);
+        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n",
+                type);
         return 2;
     }
     if (cli_output_is_input("quantize", out, in))

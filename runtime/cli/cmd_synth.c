@@ -16,8 +16,9 @@ int woolly_cmd_synth(int argc, char **argv)
     cli_table t = {
         .synopsis = "[--preset P] [shape flags] [--vocab FILE] [--type T] [--seed S]\n"
                     "                    [--chat-template NAME] [-t N] [-q] -o OUT.gguf",
-        .about = "Writes a random-weight model (weights N(0, 0.02), norms 1 + N(0, 0.1)); the same arguments\n"
-                 "and seed always give the same file. The shape flags override the preset.\n",
+        .about =
+            "Writes a random-weight model (weights N(0, 0.02), norms 1 + N(0, 0.1)); the same arguments\n"
+            "and seed always give the same file. The shape flags override the preset.\n",
     };
     cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out, 0, 0, "OUT.gguf", "the file to write", NULL});
     cli_add(&t, (cli_flag){NULL, "--preset", CLI_STR, &preset, 0, 0, "P", preset_help, &n_presets});
@@ -25,8 +26,7 @@ int woolly_cmd_synth(int argc, char **argv)
                            "matrix type (default Q4_K_M)", NULL});
     cli_add(&t, (cli_flag){NULL, "--seed", CLI_U64, &c.seed, 0, 0, "S", "random seed (default 0)", NULL});
     cli_add(&t, (cli_flag){NULL, "--vocab", CLI_STR, &c.vocab_path, 0, 0, "FILE",
-                           "copy the tokenizer (all tokenizer.* keys) from a GGUF file (default: a built-in\n"
-                           "                               byte-level BPE learned from a built-in English text)",
+                           "copy the tokenizer.* keys of a GGUF file (default: a built-in byte-level BPE)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_STR, &c.chat_template, 0, 0, "NAME",
                            "granite, llama2, llama3 or chatml", NULL});
@@ -42,12 +42,16 @@ int woolly_cmd_synth(int argc, char **argv)
     cli_add(&t, (cli_flag){NULL, "--n-ctx", CLI_I64, &c.n_ctx, 0, 0, "N", "trained context length", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-vocab", CLI_I64, &c.n_vocab, 0, 0, "N",
                            "vocabulary size (default: the preset's, or the --vocab file's)", &n_vocab_given});
-    cli_add(&t, (cli_flag){NULL, "--rope-base", CLI_FLOAT, &c.rope_base, 0, 0, "X", "RoPE frequency base", NULL});
+    cli_add(&t, (cli_flag){NULL, "--rope-base", CLI_FLOAT, &c.rope_base, 0, 0, "X", "RoPE base", NULL});
     cli_add(&t, (cli_flag){NULL, "--norm-eps", CLI_FLOAT, &c.norm_eps, 0, 0, "X", "RMS norm epsilon", NULL});
-    cli_add(&t, (cli_flag){NULL, "--embedding-scale", CLI_FLOAT, &c.embedding_scale, 0, 0, "X", "granite: embedding scale", NULL});
-    cli_add(&t, (cli_flag){NULL, "--residual-scale", CLI_FLOAT, &c.residual_scale, 0, 0, "X", "granite: residual scale", NULL});
-    cli_add(&t, (cli_flag){NULL, "--attention-scale", CLI_FLOAT, &c.attention_scale, 0, 0, "X", "granite: attention scale", NULL});
-    cli_add(&t, (cli_flag){NULL, "--logit-scale", CLI_FLOAT, &c.logit_scale, 0, 0, "X", "granite: logit scale", NULL});
+    cli_add(&t, (cli_flag){NULL, "--embedding-scale", CLI_FLOAT, &c.embedding_scale, 0, 0, "X",
+                           "granite: embedding scale", NULL});
+    cli_add(&t, (cli_flag){NULL, "--residual-scale", CLI_FLOAT, &c.residual_scale, 0, 0, "X",
+                           "granite: residual scale", NULL});
+    cli_add(&t, (cli_flag){NULL, "--attention-scale", CLI_FLOAT, &c.attention_scale, 0, 0, "X",
+                           "granite: attention scale", NULL});
+    cli_add(&t, (cli_flag){NULL, "--logit-scale", CLI_FLOAT, &c.logit_scale, 0, 0, "X",
+                           "granite: logit scale", NULL});
     cli_add(&t, (cli_flag){NULL, "--tied", CLI_BOOL, &c.tied_embd, 0, 0, NULL,
                            "the token embedding doubles as the output matrix", NULL});
     cli_add(&t, (cli_flag){NULL, "--untied", CLI_BOOL_OFF, &c.tied_embd, 0, 0, NULL,

@@ -40,17 +40,18 @@ int woolly_cmd_tokenize(int argc, char **argv)
     bool no_bos = false, special = false;
     cli_table ct = {
         .synopsis = "-m MODEL [--no-bos] [--special] (TEXT | --file FILE | -- TEXT)",
-        .about = "Prints the token ids of TEXT (or of exactly the bytes of FILE), comma-separated on one line.\n"
-                 "MODEL may be a full model or a vocabulary-only GGUF file.\n",
+        .about =
+            "Prints the token ids of TEXT (or of exactly the bytes of FILE), comma-separated on one line.\n"
+            "MODEL may be a full model or a vocabulary-only GGUF file.\n",
         .args = "TEXT",
         .max_args = 1,
     };
-    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL", "the GGUF file whose tokenizer to use",
-                           NULL});
+    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
+                            "the GGUF file whose tokenizer to use", NULL});
     cli_add(&ct, (cli_flag){NULL, "--no-bos", CLI_BOOL, &no_bos, 0, 0, NULL,
-                           "do not prepend BOS (by default it is added when the vocabulary asks)", NULL});
+                            "do not prepend BOS (by default it is added when the vocabulary asks)", NULL});
     cli_add(&ct, (cli_flag){NULL, "--special", CLI_BOOL, &special, 0, 0, NULL,
-                           "match special tokens (<s>, <|endoftext|>, ...) written in the text", NULL});
+                            "match special tokens (<s>, <|endoftext|>, ...) written in the text", NULL});
     cli_add(&ct, (cli_flag){"-f", "--file", CLI_STR, &file, 0, 0, "FILE", "read the text from FILE", NULL});
     const int st = cli_parse(&ct, argc, argv);
     if (st != CLI_PROCEED)
