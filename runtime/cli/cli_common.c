@@ -16,6 +16,13 @@ void cli_add(cli_table *t, cli_flag f)
         t->flags[t->n++] = f;
 }
 
+void cli_add_required(cli_table *t, cli_flag f)
+{
+    cli_add(t, f);
+    if (t->n > 0)
+        t->required[t->n - 1] = true;
+}
+
 static const cli_flag *lookup(const cli_table *t, const char *name, size_t len)
 {
     for (int i = 0; i < t->n; i++) {
@@ -128,7 +135,7 @@ static void usage(FILE *out, const cli_table *t, const char *cmd)
 int cli_parse(cli_table *t, int argc, char **argv)
 {
     const char *cmd = argv[0];
-    bool options_done = false;
+    bool options_done = false, given[CLI_MAX_FLAGS] = {false};
     t->n_args = 0;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
@@ -178,7 +185,15 @@ int cli_parse(cli_table *t, int argc, char **argv)
             return 2;
         if (f->count)
             ++*f->count;
+        given[f - t->flags] = true;
     }
+    for (int j = 0; j < t->n; j++)
+        if (t->required[j] && !given[j]) {
+            const cli_flag *f = &t->flags[j];
+            fprintf(stderr, "woolly %s: %s %s is required (see woolly %s --help)\n", cmd,
+                    f->short_name ? f->short_name : f->long_name, f->meta ? f->meta : "VALUE", cmd);
+            return 2;
+        }
     if (t->n_args < t->min_args) {
         fprintf(stderr, "woolly %s: expected %s, got %d argument%s (see woolly %s --help)\n", cmd, t->args,
                 t->n_args, t->n_args == 1 ? "" : "s", cmd);
@@ -191,7 +206,7 @@ int cli_parse(cli_table *t, int argc, char **argv)
 
 void cli_add_model_flag(cli_table *t, const char **path)
 {
-    cli_add(t, (cli_flag){"-m", "--model", CLI_STR, path, 0, 0, "FILE", "the GGUF model", NULL});
+    cli_add_required(t, (cli_flag){"-m", "--model", CLI_STR, path, 0, 0, "MODEL", "the GGUF model", NULL});
 }
 
 void cli_add_context_flags(cli_table *t, cli_context_opts *o)
@@ -269,12 +284,6 @@ double cli_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int cli_missing(const char *cmd, const char *what)
-{
-    fprintf(stderr, "woolly %s: %s is required (see woolly %s --help)\n", cmd, what, cmd);
-    return 2;
 }
 
 void cli_api_error(const char *cmd)

@@ -44,11 +44,14 @@ typedef struct cli_table {
     const char *args;     /* the positional arguments, named for messages ("IN.gguf OUT.gguf TYPE") */
     int min_args, max_args;
     cli_flag flags[CLI_MAX_FLAGS];
+    bool required[CLI_MAX_FLAGS]; /* cli_parse fails with "<flag> <meta> is required" without it */
     int n;
     int n_args; /* set by cli_parse */
 } cli_table;
 
 void cli_add(cli_table *t, cli_flag f);
+/* A flag the command cannot run without. */
+void cli_add_required(cli_table *t, cli_flag f);
 
 /* cli_parse's "go on and run the command". */
 #define CLI_PROCEED (-1)
@@ -67,7 +70,7 @@ typedef struct cli_context_opts {
     int n_ctx_given;
 } cli_context_opts;
 
-/* -m/--model FILE. */
+/* -m/--model MODEL, required. */
 void cli_add_model_flag(cli_table *t, const char **path);
 
 /* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16). */
@@ -90,9 +93,6 @@ void cli_sampling_finish(const char *cmd, cli_sampling_opts *o);
 /* ---- helpers -------------------------------------------------------------------------------------- */
 
 double cli_now_s(void);
-
-/* "woolly CMD: WHAT is required (see woolly CMD --help)"; returns 2, the exit status of a usage error. */
-int cli_missing(const char *cmd, const char *what);
 
 /* An output must never be one of a command's inputs (the input is memory-mapped while the output is
  * written): true, after a message, if `out` names the same existing file as `in`. */

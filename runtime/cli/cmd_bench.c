@@ -64,8 +64,6 @@ int woolly_cmd_bench(int argc, char **argv)
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!model_path)
-        return cli_missing(cmd, "-m MODEL");
     if (n_prompt == 0 && n_gen == 0) {
         fprintf(stderr, "woolly %s: nothing to measure (-p 0 and -n 0)\n", cmd);
         return 2;

@@ -110,8 +110,6 @@ int woolly_cmd_chat(int argc, char **argv)
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!model_path)
-        return cli_missing(cmd, "-m MODEL");
     const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_sampling_finish(cmd, &samp);
 

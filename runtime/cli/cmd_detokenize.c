@@ -62,14 +62,12 @@ int woolly_cmd_detokenize(int argc, char **argv)
         .args = "IDS",
         .max_args = INT_MAX,
     };
-    cli_add(&ct,
-            (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
-                       "the GGUF file whose tokenizer to use (a model or a vocabulary-only file)", NULL});
+    cli_add_required(
+        &ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
+                        "the GGUF file whose tokenizer to use (a model or a vocabulary-only file)", NULL});
     const int st = cli_parse(&ct, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!model)
-        return cli_missing("detokenize", "-m MODEL");
     id_list ids = {0};
     for (int i = 1; i <= ct.n_args; i++)
         if (parse_ids(argv[i], &ids)) {

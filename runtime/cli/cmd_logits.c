@@ -14,20 +14,15 @@ int woolly_cmd_logits(int argc, char **argv)
     cli_context_opts ctx_opts;
     cli_table t = {.synopsis = "-m MODEL --tokens 1,2,3 -o OUT.f32 [options]"};
     cli_add_model_flag(&t, &model_path);
-    cli_add(&t, (cli_flag){NULL, "--tokens", CLI_STR, &tokens, 0, 0, "IDS",
-                           "comma-separated token ids, evaluated as one sequence (e.g. 1,403,407)", NULL});
-    cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "FILE",
-                           "where to write the logits: float32 LE [n_tokens][n_vocab]", NULL});
+    cli_add_required(&t, (cli_flag){NULL, "--tokens", CLI_STR, &tokens, 0, 0, "IDS",
+                                    "comma-separated token ids, evaluated as one sequence (e.g. 1,403,407)",
+                                    NULL});
+    cli_add_required(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "OUT.f32",
+                                    "where to write the logits: float32 LE [n_tokens][n_vocab]", NULL});
     cli_add_context_flags(&t, &ctx_opts);
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!model_path)
-        return cli_missing(cmd, "-m MODEL");
-    if (!tokens)
-        return cli_missing(cmd, "--tokens IDS");
-    if (!out_path)
-        return cli_missing(cmd, "-o OUT.f32");
     if (cli_output_is_input(cmd, out_path, model_path))
         return 2;
 

@@ -46,7 +46,7 @@ int woolly_cmd_run(int argc, char **argv)
     cli_sampling_opts samp;
     cli_table t = {.synopsis = "-m MODEL -p PROMPT [-n N] [options]"};
     cli_add_model_flag(&t, &model_path);
-    cli_add(&t, (cli_flag){"-p", "--prompt", CLI_STR, &prompt, 0, 0, "TEXT", "the prompt", NULL});
+    cli_add_required(&t, (cli_flag){"-p", "--prompt", CLI_STR, &prompt, 0, 0, "PROMPT", "the prompt", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens to generate at most (default 128)", NULL});
     cli_add(&t, (cli_flag){NULL, "--ignore-eos", CLI_BOOL, &ignore_eos, 0, 0, NULL,
@@ -56,8 +56,6 @@ int woolly_cmd_run(int argc, char **argv)
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!model_path || !prompt)
-        return cli_missing(cmd, !model_path ? "-m MODEL" : "-p PROMPT");
     if (!*prompt) {
         fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
         return 2;

@@ -20,7 +20,8 @@ int woolly_cmd_synth(int argc, char **argv)
             "Writes a random-weight model (weights N(0, 0.02), norms 1 + N(0, 0.1)); the same arguments\n"
             "and seed always give the same file. The shape flags override the preset.\n",
     };
-    cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out, 0, 0, "OUT.gguf", "the file to write", NULL});
+    cli_add_required(
+        &t, (cli_flag){"-o", "--output", CLI_STR, &out, 0, 0, "OUT.gguf", "the file to write", NULL});
     cli_add(&t, (cli_flag){NULL, "--preset", CLI_STR, &preset, 0, 0, "P", preset_help, &n_presets});
     cli_add(&t, (cli_flag){NULL, "--type", CLI_ENUM, &type, 0, 0, "Q4_K_M|Q6_K|Q8_0|F16|F32",
                            "matrix type (default Q4_K_M)", NULL});
@@ -73,8 +74,6 @@ int woolly_cmd_synth(int argc, char **argv)
     st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (!out)
-        return cli_missing("synth", "-o OUT.gguf");
     if (arch)
         snprintf(c.arch, sizeof c.arch, "%s", arch);
     if (type)

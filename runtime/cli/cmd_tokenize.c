@@ -46,8 +46,8 @@ int woolly_cmd_tokenize(int argc, char **argv)
         .args = "TEXT",
         .max_args = 1,
     };
-    cli_add(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
-                            "the GGUF file whose tokenizer to use", NULL});
+    cli_add_required(&ct, (cli_flag){"-m", "--model", CLI_STR, &model, 0, 0, "MODEL",
+                                     "the GGUF file whose tokenizer to use", NULL});
     cli_add(&ct, (cli_flag){NULL, "--no-bos", CLI_BOOL, &no_bos, 0, 0, NULL,
                             "do not prepend BOS (by default it is added when the vocabulary asks)", NULL});
     cli_add(&ct, (cli_flag){NULL, "--special", CLI_BOOL, &special, 0, 0, NULL,
@@ -58,8 +58,6 @@ int woolly_cmd_tokenize(int argc, char **argv)
         return st;
     if (ct.n_args)
         text = argv[1];
-    if (!model)
-        return cli_missing("tokenize", "-m MODEL");
     if ((text != NULL) == (file != NULL)) {
         fprintf(stderr, "woolly tokenize: give either TEXT or --file FILE (see woolly tokenize --help)\n");
         return 2;
