@@ -48,7 +48,8 @@ if(TRUE)
   )
 endif()
 
-# Called from the directory that compiles the kernels (source properties are per directory).
-function(woolly_apply_kernel_flags)
-  target_compile_definitions(woolly PUBLIC ${WOOLLY_BUILD_ISA_DEFINITIONS})
+# Called with the kernels' target, from the directory that creates it (source properties are per
+# directory).
+function(woolly_apply_kernel_flags target)
+  target_compile_definitions(${target} PUBLIC ${WOOLLY_BUILD_ISA_DEFINITIONS})
 endfunction()

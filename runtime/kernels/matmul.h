@@ -12,9 +12,18 @@
 
 #include "error.h"
 #include "kernels.h"
-#include "model.h"
 #include "registry.h"
 #include "threadpool.h"
+#include "wtype.h"
+
+/* A weight matrix in the mapping: [rows][cols] in its GGUF type. */
+typedef struct woolly_matrix {
+    const void *data;
+    enum woolly_type type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const char *name; /* the tensor's name, for messages */
+} woolly_matrix;
 
 typedef struct woolly_matmul_plan {
     enum woolly_act act;       /* activation format both kernels read */

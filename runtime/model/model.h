@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "matmul.h"
 #include "tokenizer.h"
 #include "woolly.h"
 #include "wtype.h"
@@ -39,14 +40,6 @@ typedef struct woolly_config {
     float logit_scale;     /* divides the logits */
 } woolly_config;
 
-/* A weight matrix in the mapping: [rows][cols] in its GGUF type. */
-typedef struct woolly_matrix {
-    const void *data;
-    enum woolly_type type;
-    int64_t rows, cols;
-    size_t row_bytes;
-    const char *name; /* the tensor's name, for messages */
-} woolly_matrix;
 
 typedef struct woolly_layer {
     const float *attn_norm; /* [n_embd] */
