@@ -10,89 +10,6 @@
 
 #define SPACE_MARK "\xE2\x96\x81"
 
-/* ---- The string -> id map ---- */
-
-static uint64_t str_hash(const char *s, size_t n)
-{
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, s, 8);
-        h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t v = 0;
-    memcpy(&v, s, n);
-    h = (h ^ v) * 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h;
-}
-
-static const char *tok_text(const woolly_tokenizer *t, int32_t id, size_t *len)
-{
-    *len = (size_t)(t->text_off[id + 1] - t->text_off[id] - 1);
-    return t->text + t->text_off[id];
-}
-
-int32_t woolly_vocab_lookup(const woolly_tokenizer *t, const char *s, size_t n)
-{
-    const woolly_str_map *m = &t->map;
-    uint64_t h = str_hash(s, n), tag = h >> 32;
-    for (uint32_t i = (uint32_t)h & m->mask;; i = (i + 1) & m->mask) {
-        uint64_t slot = m->slots[i];
-        if (slot == 0)
-            return -1;
-        if (slot >> 32 != tag)
-            continue;
-        int32_t id = (int32_t)(uint32_t)slot - 1;
-        size_t len;
-        const char *p = tok_text(t, id, &len);
-        if (len == n && memcmp(p, s, n) == 0)
-            return id;
-    }
-}
-
-static int build_map(woolly_tokenizer *t, woolly_error *err)
-{
-    uint32_t cap = 16;
-    while (cap < (uint32_t)t->n_vocab * 2u)
-        cap *= 2;
-    t->map.slots = calloc(cap, sizeof *t->map.slots);
-    if (!t->map.slots)
-        return woolly_fail(err, "tokenizer: out of memory for %d tokens", t->n_vocab);
-    t->map.mask = cap - 1;
-    for (int32_t id = 0; id < t->n_vocab; id++) {
-        size_t n;
-        const char *s = tok_text(t, id, &n);
-        if (woolly_vocab_lookup(t, s, n) >= 0)
-            continue; /* a repeated string keeps its first id */
-        uint64_t h = str_hash(s, n);
-        uint32_t i = (uint32_t)h & t->map.mask;
-        while (t->map.slots[i] != 0)
-            i = (i + 1) & t->map.mask;
-        t->map.slots[i] = (h >> 32) << 32 | (uint32_t)(id + 1);
-    }
-    return 0;
-}
-
-int woolly_ids_push(woolly_ids *o, int32_t id, woolly_error *err)
-{
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v)
-            return woolly_fail(err, "tokenizer: out of memory for %zu tokens", cap);
-        o->v = v;
-        o->cap = cap;
-    }
-    o->v[o->n++] = id;
-    return 0;
-}
-
 /* ---- Special tokens ---- */
 
 static int trie_add(woolly_special_trie *tr, const char *s, size_t n, int32_t id, int32_t *cap,
@@ -138,7 +55,7 @@ static int build_trie(woolly_tokenizer *t, woolly_special_trie *tr, bool with_co
         bool special = ty == WOOLLY_TOKEN_USER_DEFINED ||
                        (with_control && (ty == WOOLLY_TOKEN_CONTROL || ty == WOOLLY_TOKEN_UNKNOWN));
         size_t n;
-        const char *s = tok_text(t, id, &n);
+        const char *s = woolly_token_text(t, id, &n);
         if (special && n > 0 && trie_add(tr, s, n, id, &cap, err))
             return -1;
     }
@@ -271,7 +188,7 @@ static void build_decoded(woolly_tokenizer *t)
     size_t max_len = 0;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         size_t n;
-        const char *s = tok_text(t, id, &n);
+        const char *s = woolly_token_text(t, id, &n);
         char *o = t->dec + off;
         size_t m = 0;
         uint8_t ty = t->type[id];
@@ -322,7 +239,7 @@ static bool spm_can_cut_at_space(const woolly_tokenizer *t)
         if (t->type[id] != WOOLLY_TOKEN_NORMAL && t->type[id] != WOOLLY_TOKEN_USER_DEFINED)
             continue;
         size_t n;
-        const char *s = tok_text(t, id, &n);
+        const char *s = woolly_token_text(t, id, &n);
         bool prev_other = false;
         for (size_t i = 0; i < n;) {
             bool mark = i + 3 <= n && memcmp(s + i, SPACE_MARK, 3) == 0;
@@ -395,7 +312,7 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
         for (int32_t i = 0; i < t->n_vocab; i++)
             t->score[i] = scores ? (float)gguf_arr_f64(scores, (uint64_t)i) : 0.0f;
     }
-    if (build_map(t, err))
+    if (woolly_vocab_build_map(t, err))
         return -1;
     build_decoded(t);
 

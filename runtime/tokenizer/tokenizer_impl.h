@@ -1,7 +1,11 @@
 /* Inside the tokenizer: the loaded vocabulary and the pieces each algorithm needs. Private to
- * runtime/tokenizer*.c (and the tokenizer tests). */
+ * runtime/tokenizer/ (and the tokenizer tests). The dispatcher (tokenizer.c) calls the algorithm
+ * files (tokenizer_spm.c, tokenizer_bpe.c, tokenizer_decode.c); they call only what is declared here
+ * and defined in tokenizer_vocab.c, never back into the dispatcher. */
 #ifndef WOOLLY_TOKENIZER_IMPL_H
 #define WOOLLY_TOKENIZER_IMPL_H
+
+#include <stdlib.h>
 
 #include "tokenizer.h"
 #include "tokenizer_pretok.h"
@@ -81,6 +85,15 @@ struct woolly_tokenizer {
     bool add_bos, add_eos, add_space_prefix;
 };
 
+/* Token id's string as stored (without the terminating NUL). */
+static inline const char *woolly_token_text(const woolly_tokenizer *t, int32_t id, size_t *len)
+{
+    *len = (size_t)(t->text_off[id + 1] - t->text_off[id] - 1);
+    return t->text + t->text_off[id];
+}
+
+/* The string -> id map (tokenizer_vocab.c): built once at load; a repeated string keeps its first id. */
+int woolly_vocab_build_map(woolly_tokenizer *t, woolly_error *err);
 /* The id of the exact byte string s[0..n), or -1. */
 int32_t woolly_vocab_lookup(const woolly_tokenizer *t, const char *s, size_t n);
 
@@ -89,7 +102,20 @@ typedef struct woolly_ids {
     int32_t *v;
     size_t n, cap;
 } woolly_ids;
-int woolly_ids_push(woolly_ids *o, int32_t id, woolly_error *err);
+
+static inline int woolly_ids_push(woolly_ids *o, int32_t id, woolly_error *err)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *v = realloc(o->v, cap * sizeof *v);
+        if (!v)
+            return woolly_fail(err, "tokenizer: out of memory for %zu tokens", cap);
+        o->v = v;
+        o->cap = cap;
+    }
+    o->v[o->n++] = id;
+    return 0;
+}
 
 /* Encoders of one run of plain text (no special tokens in it). They append to out. */
 int woolly_spm_encode(const woolly_tokenizer *t, const char *text, size_t len, bool add_space_prefix,
