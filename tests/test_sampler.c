@@ -184,6 +184,47 @@ Test(sampler, repetition_penalty_over_the_window)
     woolly_sampler_close(s);
 }
 
+/* OpenAI's penalties: presence subtracts once per distinct id in the window, frequency once per
+ * occurrence, on top of the repetition penalty. */
+Test(sampler, presence_and_frequency_penalties)
+{
+    woolly_sampler_params p = plain(0.0f);
+    p.presence_penalty = 0.5f;
+    p.repeat_last_n = 4;
+    woolly_sampler *s = make(4, &p);
+    const float l[4] = {3.0f, 2.6f, 2.2f, 0.0f};
+    woolly_sampler_accept(s, 0);
+    woolly_sampler_accept(s, 0); /* presence counts once: 3.0 - 0.5 = 2.5 < 2.6 */
+    cr_expect_eq(woolly_sampler_sample(s, l), 1);
+    woolly_sampler_close(s);
+
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.3f;
+    s = make(4, &p);
+    woolly_sampler_accept(s, 0); /* once: 3.0 - 0.3 = 2.7 > 2.6 */
+    cr_expect_eq(woolly_sampler_sample(s, l), 0);
+    woolly_sampler_accept(s, 0); /* twice: 3.0 - 0.6 = 2.4 < 2.6 */
+    cr_expect_eq(woolly_sampler_sample(s, l), 1);
+    woolly_sampler_accept(s, 1);
+    woolly_sampler_accept(s, 1); /* the window of 4 holds 0, 0, 1, 1: 2.4 vs 2.0 vs 2.2 */
+    cr_expect_eq(woolly_sampler_sample(s, l), 0);
+    woolly_sampler_accept(s, 3);
+    woolly_sampler_accept(s, 3); /* the window holds 1, 1, 3, 3: 0 is back at 3.0 */
+    cr_expect_eq(woolly_sampler_sample(s, l), 0);
+    woolly_sampler_close(s);
+
+    p.frequency_penalty = -1.0f; /* a negative penalty favours repeats */
+    s = make(4, &p);
+    woolly_sampler_accept(s, 2);
+    cr_expect_eq(woolly_sampler_sample(s, l), 2);
+    woolly_sampler_close(s);
+
+    p.frequency_penalty = NAN;
+    woolly_error err = {{0}};
+    cr_expect_null(woolly_sampler_create(4, &p, &err));
+    cr_expect(strstr(err.msg, "frequency penalty") != NULL, "%s", err.msg);
+}
+
 Test(sampler, the_seed_makes_draws_reproducible)
 {
     float logits[64];

@@ -262,7 +262,12 @@ void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o)
     cli_add(t, (cli_flag){NULL, "--repeat-penalty", CLI_FLOAT, &o->p.repeat_penalty, 1e-6, 100, "X",
                           "penalize recently seen tokens; 1 = off (default 1)", NULL});
     cli_add(t, (cli_flag){NULL, "--repeat-last-n", CLI_INT, &o->p.repeat_last_n, 0, 1 << 20, "N",
-                          "tokens the repeat penalty looks back over (default 64)", NULL});
+                          "tokens the penalties look back over (default 64)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--presence-penalty", CLI_FLOAT, &o->p.presence_penalty, -100, 100, "X",
+                       "subtract X from the logits of tokens seen in the window; 0 = off (default 0)", NULL});
+    cli_add(t, (cli_flag){NULL, "--frequency-penalty", CLI_FLOAT, &o->p.frequency_penalty, -100, 100, "X",
+                          "subtract X per occurrence in the window; 0 = off (default 0)", NULL});
     cli_add(t, (cli_flag){NULL, "--seed", CLI_U64, &o->p.seed, 0, 0, "S",
                           "random seed (default: from the clock, printed)", &o->seed_given});
 }

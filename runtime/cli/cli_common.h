@@ -85,7 +85,8 @@ typedef struct cli_sampling_opts {
     int seed_given;
 } cli_sampling_opts;
 
-/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed. */
+/* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+ * --frequency-penalty, --seed. */
 void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o);
 /* Picks a seed from the clock when none was given (reported on stderr so a run can be repeated). */
 void cli_sampling_finish(const char *cmd, cli_sampling_opts *o);

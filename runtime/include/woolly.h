@@ -115,11 +115,16 @@ typedef struct woolly_sampler_params {
     float top_p;           /* 1: off */
     float min_p;           /* 0: off */
     float repeat_penalty;  /* 1: off */
-    int32_t repeat_last_n; /* tokens the penalty looks back over */
+    int32_t repeat_last_n; /* tokens the penalties look back over */
     uint64_t seed;
+    /* OpenAI's penalties, subtracted from the logit of every token in the window: presence_penalty
+     * once, frequency_penalty once per occurrence. 0: off. */
+    float presence_penalty;
+    float frequency_penalty;
 } woolly_sampler_params;
 
-/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0. */
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, repeat_last_n 64, seed 0, presence and
+ * frequency penalties 0. */
 woolly_sampler_params woolly_sampler_default_params(void);
 
 /* Preallocates everything: sampling allocates nothing per token. */

@@ -11,9 +11,8 @@ typedef struct candidate {
 struct woolly_sampler {
     woolly_sampler_params p;
     int32_t n_vocab;
-    candidate *cand; /* [n_vocab] */
-    uint32_t *seen;  /* [n_vocab] stamp of the last penalty pass that touched the id */
-    uint32_t stamp;
+    candidate *cand;  /* [n_vocab] */
+    uint32_t *count;  /* [n_vocab] occurrences in the window during a penalty pass, 0 otherwise */
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
     uint64_t rng; /* xorshift64* state, never 0 */
@@ -29,6 +28,8 @@ woolly_sampler_params woolly_sampler_default_params(void)
         .repeat_penalty = 1.0f,
         .repeat_last_n = 64,
         .seed = 0,
+        .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
     };
 }
 
@@ -45,6 +46,9 @@ int woolly_sampler_params_check(const woolly_sampler_params *p, woolly_error *er
     if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
         return woolly_fail(err, "repeat penalty %g must be a finite number > 0 (1 turns it off)",
                            (double)p->repeat_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return woolly_fail(err, "presence penalty %g and frequency penalty %g must be finite numbers",
+                           (double)p->presence_penalty, (double)p->frequency_penalty);
     if (p->repeat_last_n < 0 || p->repeat_last_n > (1 << 20))
         return woolly_fail(err, "repeat-last-n %d must be in [0, %d]", (int)p->repeat_last_n, 1 << 20);
     return 0;
@@ -92,9 +96,9 @@ woolly_sampler *woolly_sampler_create(int32_t n_vocab, const woolly_sampler_para
     s->p = *p;
     s->n_vocab = n_vocab;
     s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
-    s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->history = malloc(sizeof *s->history * (size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1));
-    if (!s->cand || !s->seen || !s->history) {
+    if (!s->cand || !s->count || !s->history) {
         woolly_sampler_close(s);
         woolly_fail(err, "sampler: out of memory for a vocabulary of %d", (int)n_vocab);
         return NULL;
@@ -108,7 +112,7 @@ void woolly_sampler_close(woolly_sampler *s)
     if (!s)
         return;
     free(s->cand);
-    free(s->seen);
+    free(s->count);
     free(s->history);
     free(s);
 }
@@ -184,20 +188,20 @@ static void select_top(candidate *c, int32_t n, int32_t k)
 
 static void apply_penalty(woolly_sampler *s)
 {
-    if (s->p.repeat_penalty == 1.0f || s->n_history == 0)
+    const woolly_sampler_params *p = &s->p;
+    if ((p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) ||
+        s->n_history == 0)
         return;
-    if (++s->stamp == 0) { /* wrapped: forget every old stamp */
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            s->seen[i] = 0;
-        s->stamp = 1;
-    }
+    for (int32_t i = 0; i < s->n_history; i++)
+        s->count[s->history[i]]++;
     for (int32_t i = 0; i < s->n_history; i++) {
         const int32_t id = s->history[i];
-        if (s->seen[id] == s->stamp)
+        if (s->count[id] == 0) /* an id met before in this loop: already penalized */
             continue;
-        s->seen[id] = s->stamp;
         float *v = &s->cand[id].v;
-        *v = *v > 0.0f ? *v / s->p.repeat_penalty : *v * s->p.repeat_penalty;
+        *v = *v > 0.0f ? *v / p->repeat_penalty : *v * p->repeat_penalty;
+        *v -= p->presence_penalty + p->frequency_penalty * (float)s->count[id];
+        s->count[id] = 0;
     }
 }
 

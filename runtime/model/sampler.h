@@ -2,8 +2,9 @@
  * generator. Everything it needs is allocated when it is created; sampling a token allocates nothing.
  *
  * The order, fixed and documented because the filters do not commute:
- *   1. repetition penalty over the last repeat_last_n accepted tokens (each distinct id once: a positive
- *      logit is divided by the penalty, a negative one multiplied);
+ *   1. penalties over the last repeat_last_n accepted tokens: the repetition penalty (each distinct id
+ *      once: a positive logit is divided by it, a negative one multiplied), then OpenAI's presence and
+ *      frequency penalties (logit -= presence_penalty + frequency_penalty * occurrences);
  *   2. temp == 0: the largest logit wins (the lowest id on ties), nothing else applies;
  *   3. top-k: keep the k largest logits (ties broken by the lower id);
  *   4. min-p: keep the tokens whose probability is at least min_p times the most likely one's;
