@@ -1,0 +1,122 @@
+/* woolly serve: the OpenAI-compatible HTTP server (runtime/server/). Loads the model, starts the server,
+ * prints the address it listens on (stdout, one line, for scripts) and serves until SIGINT or SIGTERM,
+ * then shuts down cleanly: running requests end with an error, every connection closes, everything is
+ * freed. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "server.h"
+
+/* The model's name in the API: the file name without its folder and ".gguf". */
+static void model_id_of(const char *path, char *out, size_t cap)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(out, cap, "%s", base);
+    const size_t n = strlen(out);
+    if (n > 5 && !strcmp(out + n - 5, ".gguf"))
+        out[n - 5] = 0;
+}
+
+int woolly_cmd_serve(int argc, char **argv)
+{
+    const char *cmd = argv[0];
+    const char *model_path = NULL, *alias = NULL, *tmpl_name = NULL, *api_key = NULL;
+    woolly_server_config sc = woolly_server_default_config();
+    int64_t max_body = (int64_t)sc.max_body, max_header = (int64_t)sc.max_header;
+    cli_context_opts ctx_opts;
+    cli_sampling_opts samp;
+    cli_table t = {
+        .synopsis = "-m MODEL [--host ADDR] [--port N] [--parallel N] [options]",
+        .about = "Serves the model over HTTP with the OpenAI API: POST /v1/chat/completions, POST "
+                 "/v1/completions,\n"
+                 "GET /v1/models, and GET /health, POST /tokenize, POST /detokenize, GET /metrics.\n"
+                 "The sampling flags set the defaults of the requests' sampling fields.\n",
+    };
+    cli_add_model_flag(&t, &model_path);
+    cli_add(&t, (cli_flag){NULL, "--host", CLI_STR, &sc.host, 0, 0, "ADDR",
+                           "address to listen on (default 127.0.0.1: this machine only)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--port", CLI_INT, &sc.port, 0, 65535, "N",
+                           "port (default 8080; 0: any free port, printed)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--alias", CLI_STR, &alias, 0, 0, "NAME",
+                           "the model's name in the API (default: the file name without .gguf)", NULL});
+    cli_add(&t, (cli_flag){"-np", "--parallel", CLI_INT, &sc.parallel, 1, 256, "N",
+                           "requests served at once, each in its own slot (default: what fits in memory, at "
+                           "most 4)",
+                           NULL});
+    cli_add(&t,
+            (cli_flag){NULL, "--queue", CLI_INT, &sc.queue, 0, 1 << 16, "N",
+                       "requests that may wait for a slot; past them the answer is 503 (default 32)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--api-key", CLI_STR, &api_key, 0, 0, "KEY",
+                           "require 'Authorization: Bearer KEY' on every endpoint but /health (default: "
+                           "$WOOLLY_API_KEY, else none)",
+                           NULL});
+    cli_add(&t, (cli_flag){NULL, "--max-body", CLI_I64, &max_body, 1024, 1 << 30, "BYTES",
+                           "largest request body; larger ones get 413 (default 1048576)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--max-header", CLI_I64, &max_header, 4096, 1 << 20, "BYTES",
+                           "largest request line and headers (default 65536)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--max-tokens", CLI_INT, &sc.max_tokens, 1, 1 << 24, "N",
+                           "the most tokens one request may ask for (default: the context size)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--timeout", CLI_INT, &sc.timeout_s, 1, 86400, "S",
+                           "close connections idle for S seconds (default 60)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--max-connections", CLI_INT, &sc.max_connections, 1, 65536, "N",
+                           "open connections at most (default 128)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0,
+                           "granite|llama3|chatml|llama2|plain",
+                           "the chat format (default: recognized from the model)", NULL});
+    cli_add_sampling_flags(&t, &samp);
+    cli_add_context_flags(&t, &ctx_opts);
+    const int st = cli_parse(&t, argc, argv);
+    if (st != CLI_PROCEED)
+        return st;
+    if (!api_key)
+        api_key = getenv("WOOLLY_API_KEY");
+
+    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    if (!m)
+        return 1;
+    char id[256];
+    model_id_of(model_path, id, sizeof id);
+    sc.model = m;
+    sc.model_id = alias ? alias : id;
+    sc.api_key = api_key;
+    sc.max_body = (size_t)max_body;
+    sc.max_header = (size_t)max_header;
+    sc.defaults = samp.p;
+    sc.chat_family = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
+    cli_context_params(cmd, &ctx_opts, m, &sc.ctx);
+
+    /* The signals are taken by sigwait below: blocked here, before any thread starts, in every thread. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that left is noticed by the write's error instead */
+
+    woolly_error err = {{0}};
+    woolly_server *s = woolly_server_open(&sc, &err);
+    if (!s) {
+        fprintf(stderr, "woolly %s: %s\n", cmd, err.msg);
+        woolly_model_close(m);
+        return 1;
+    }
+    fprintf(stderr, "woolly %s: model '%s', %d slots of %d tokens, %d threads%s\n", cmd, sc.model_id,
+            woolly_server_parallel(s), (int)woolly_server_n_ctx(s), ctx_opts.n_threads,
+            sc.api_key && *sc.api_key ? ", API key required" : "");
+    const int port = woolly_server_port(s);
+    printf("listening on http://%s%s%s:%d\n", strchr(sc.host, ':') ? "[" : "", sc.host,
+           strchr(sc.host, ':') ? "]" : "", port);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    fprintf(stderr, "woolly %s: %s: shutting down\n", cmd, sig == SIGINT ? "SIGINT" : "SIGTERM");
+    woolly_server_close(s);
+    woolly_model_close(m);
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* A generation job: what a request asks for (its prompt tokens and sampling), and the channel through
+ * which the engine thread hands its output to the connection thread that serves the request. The text
+ * arrives in pieces, one per generated token that completed some text (UTF-8 characters are never split
+ * across pieces); a streaming response sends each piece as one event.
+ *
+ * A job is shared by the connection thread and the scheduler and freed when both have released it.
+ * The connection thread cancels it (the client went away) by srv_scheduler_cancel. */
+#ifndef WOOLLY_SRV_JOB_H
+#define WOOLLY_SRV_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "stop.h"
+#include "text.h"
+#include "woolly.h"
+
+typedef enum srv_finish {
+    SRV_FINISH_NONE = 0, /* still running */
+    SRV_FINISH_STOP,     /* an end-of-generation token or a stop string */
+    SRV_FINISH_LENGTH,   /* max_tokens, or the context is full */
+    SRV_FINISH_CANCELLED,
+    SRV_FINISH_ERROR,
+} srv_finish;
+
+typedef struct srv_job {
+    /* What to do; fixed once submitted. */
+    woolly_token *prompt; /* owned */
+    int32_t n_prompt;
+    woolly_sampler_params sp;
+    int32_t max_tokens; /* 0: until the context is full */
+    bool ignore_eos;
+    char *stop[SRV_MAX_STOP]; /* owned */
+    int n_stop;
+
+    atomic_bool cancel; /* set by the connection thread; the engine stops at its next step */
+
+    /* The channel: written by the engine, read by the connection thread, under lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    srv_buf text;      /* everything generated so far */
+    size_t *piece_end; /* piece i is text[piece_end[i - 1] .. piece_end[i]) */
+    int32_t n_pieces, cap_pieces;
+    srv_finish finish;   /* != NONE: done, nothing more will come */
+    char error[256];     /* with SRV_FINISH_ERROR */
+    int32_t n_cached;    /* prompt tokens reused from the slot's cache */
+    int32_t n_generated; /* completion tokens */
+    int refs;
+} srv_job;
+
+/* A job with one reference, owning prompt (n tokens). NULL when out of memory (prompt is freed then). */
+srv_job *srv_job_new(woolly_token *prompt, int32_t n);
+srv_job *srv_job_ref(srv_job *j);
+void srv_job_release(srv_job *j);
+
+/* Engine side. A piece of text (already valid UTF-8); 0 or -1 when out of memory. */
+int srv_job_emit(srv_job *j, const char *text, size_t n);
+/* Records the counts; with the finish reason set, wakes the reader for good. */
+void srv_job_progress(srv_job *j, int32_t n_cached, int32_t n_generated);
+void srv_job_finish(srv_job *j, srv_finish why, const char *error);
+
+/* Connection side: waits until there are pieces past `seen` or the job is done, at most timeout_ms.
+ * Returns true if either holds. Call with j->lock held (it is held again on return). */
+bool srv_job_wait_locked(srv_job *j, int32_t seen, int timeout_ms);
+
+const char *srv_finish_name(srv_finish f); /* the API's finish_reason: "stop", "length" or NULL */
+
+#endif

@@ -1,0 +1,55 @@
+/* The server's counters, served as Prometheus text by GET /metrics: requests by endpoint and status,
+ * tokens in and out, cancellations, and the engine's time, from which the prompt and generation rates
+ * follow. Updated from the connection threads and the engine thread. */
+#ifndef WOOLLY_SRV_METRICS_H
+#define WOOLLY_SRV_METRICS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "text.h"
+
+enum srv_endpoint {
+    SRV_EP_CHAT,
+    SRV_EP_COMPLETIONS,
+    SRV_EP_MODELS,
+    SRV_EP_HEALTH,
+    SRV_EP_TOKENIZE,
+    SRV_EP_DETOKENIZE,
+    SRV_EP_METRICS,
+    SRV_EP_OTHER,
+    SRV_EP_COUNT
+};
+
+/* The statuses the server sends, in the order of the counters. */
+#define SRV_STATUSES(X) X(200) X(400) X(401) X(404) X(405) X(413) X(431) X(500) X(503)
+enum {
+#define SRV_STATUS_INDEX(code) SRV_STATUS_##code,
+    SRV_STATUSES(SRV_STATUS_INDEX)
+#undef SRV_STATUS_INDEX
+        SRV_STATUS_OTHER,
+    SRV_STATUS_COUNT
+};
+
+typedef struct srv_metrics {
+    pthread_mutex_t lock;
+    uint64_t requests[SRV_EP_COUNT][SRV_STATUS_COUNT];
+    uint64_t prompt_tokens;     /* of generation requests that were run */
+    uint64_t cached_tokens;     /* of those, found in a slot's cache */
+    uint64_t completion_tokens; /* generated */
+    uint64_t cancelled;         /* requests whose client went away */
+    uint64_t prompt_evaluated;  /* prompt tokens the engine evaluated */
+    double prompt_seconds;      /* engine time evaluating prompts */
+    uint64_t generation_evaluated;
+    double generation_seconds; /* engine time evaluating generated tokens */
+} srv_metrics;
+
+void srv_metrics_init(srv_metrics *m);
+void srv_metrics_destroy(srv_metrics *m);
+void srv_metrics_request(srv_metrics *m, enum srv_endpoint ep, int status);
+void srv_metrics_job(srv_metrics *m, int32_t prompt, int32_t cached, int32_t completion, int cancelled);
+void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int prompt);
+/* Appends the Prometheus text; the gauges come from the caller (the scheduler's state). */
+int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queued, srv_buf *out);
+
+#endif

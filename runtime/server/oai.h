@@ -1,0 +1,44 @@
+/* The OpenAI API's response objects, as jansson values: chat.completion and chat.completion.chunk,
+ * text_completion (whole and streamed), usage, the model list, and the error object. The shapes follow
+ * the API reference field for field, so that its clients parse them. */
+#ifndef WOOLLY_SRV_OAI_H
+#define WOOLLY_SRV_OAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "request.h"
+
+/* What every object of one response shares. */
+typedef struct srv_oai_head {
+    enum srv_gen_kind kind;
+    char id[48]; /* "chatcmpl-..." or "cmpl-..." */
+    long long created;
+    const char *model;
+} srv_oai_head;
+
+void srv_oai_head_init(srv_oai_head *h, enum srv_gen_kind kind, const char *model);
+
+/* {"error": {"message", "type", "param", "code"}} */
+json_t *srv_oai_error(const srv_error *e);
+/* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}} */
+json_t *srv_oai_usage(int32_t prompt, int32_t completion, int32_t cached);
+/* The whole response (takes usage). text must be UTF-8. */
+json_t *srv_oai_result(const srv_oai_head *h, const char *text, size_t len, const char *finish,
+                       json_t *usage);
+
+/* One streamed chunk: the opening one (role = true: the chat delta's role), a piece of text, or the
+ * closing one (finish != NULL). usage_null adds "usage": null, as the API does when the stream will
+ * end with a usage chunk. */
+json_t *srv_oai_chunk(const srv_oai_head *h, bool role, const char *text, size_t len, const char *finish,
+                      bool usage_null);
+/* The last chunk of a stream with include_usage: no choices, the usage (taken). */
+json_t *srv_oai_usage_chunk(const srv_oai_head *h, json_t *usage);
+
+/* GET /v1/models and GET /v1/models/{id}. */
+json_t *srv_oai_model(const char *id, long long created);
+json_t *srv_oai_model_list(const char *id, long long created);
+
+#endif

@@ -1,0 +1,254 @@
+#include "request.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_fields.h"
+#include "request_chat.h"
+
+/* OpenAI's ranges; the extensions (top_k, min_p, repeat_penalty) take the sampler's. */
+#define TEMP_MAX 2.0
+#define PENALTY_MAX 2.0
+#define REPEAT_PENALTY_MAX 100.0
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+static int add_stop(srv_gen_request *r, const json_t *s, size_t i, srv_error *err)
+{
+    if (!json_is_string(s))
+        return srv_fail(err, 400, "invalid_type", "stop", "'stop[%zu]' must be a string, not %s", i,
+                        srv_json_type_name(s));
+    const size_t len = json_string_length(s);
+    if (len > SRV_MAX_STOP_BYTES)
+        return srv_fail(err, 400, "invalid_value", "stop",
+                        "'stop[%zu]' is %zu bytes long; at most %d are allowed", i, len, SRV_MAX_STOP_BYTES);
+    if (memchr(json_string_value(s), 0, len))
+        return srv_fail(err, 400, "invalid_value", "stop", "'stop[%zu]' holds a NUL character", i);
+    if (len == 0)
+        return 0; /* an empty stop string would end every generation at once: it means nothing */
+    if (!(r->stop[r->n_stop] = dup_n(json_string_value(s), len)))
+        return srv_fail(err, 500, NULL, NULL, "out of memory");
+    r->n_stop++;
+    return 0;
+}
+
+static int parse_stop(const json_t *body, srv_gen_request *r, srv_error *err)
+{
+    const json_t *v = json_object_get(body, "stop");
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v))
+        return add_stop(r, v, 0, err);
+    if (!json_is_array(v))
+        return srv_fail(err, 400, "invalid_type", "stop",
+                        "invalid type for 'stop': expected a string or an array of strings, got %s",
+                        srv_json_type_name(v));
+    const size_t n = json_array_size(v);
+    if (n > SRV_MAX_STOP)
+        return srv_fail(err, 400, "invalid_value", "stop", "'stop' has %zu strings; at most %d are allowed",
+                        n, SRV_MAX_STOP);
+    for (size_t i = 0; i < n; i++)
+        if (add_stop(r, json_array_get(v, i), i, err))
+            return -1;
+    return 0;
+}
+
+static int parse_sampling(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
+{
+    woolly_sampler_params *p = &r->sp;
+    *p = rules->defaults;
+    double x;
+    long long i;
+    int rc;
+    if ((rc = srv_json_number(body, "temperature", 0.0, TEMP_MAX, &x, err)) < 0)
+        return -1;
+    if (rc)
+        p->temp = (float)x;
+    if ((rc = srv_json_number(body, "top_p", 0.0, 1.0, &x, err)) < 0)
+        return -1;
+    if (rc) /* 0 keeps only the most likely token; the sampler expresses that as the smallest mass */
+        p->top_p = x > 0.0 ? (float)x : FLT_MIN;
+    if ((rc = srv_json_integer(body, "top_k", 0, INT32_MAX, &i, err)) < 0)
+        return -1;
+    if (rc)
+        p->top_k = (int32_t)i;
+    if ((rc = srv_json_number(body, "min_p", 0.0, 1.0, &x, err)) < 0)
+        return -1;
+    if (rc)
+        p->min_p = (float)x;
+    if ((rc = srv_json_number(body, "presence_penalty", -PENALTY_MAX, PENALTY_MAX, &x, err)) < 0)
+        return -1;
+    if (rc)
+        p->presence_penalty = (float)x;
+    if ((rc = srv_json_number(body, "frequency_penalty", -PENALTY_MAX, PENALTY_MAX, &x, err)) < 0)
+        return -1;
+    if (rc)
+        p->frequency_penalty = (float)x;
+    if ((rc = srv_json_number(body, "repeat_penalty", 1e-6, REPEAT_PENALTY_MAX, &x, err)) < 0)
+        return -1;
+    if (rc)
+        p->repeat_penalty = (float)x;
+    if ((rc = srv_json_integer(body, "seed", INT64_MIN, INT64_MAX, &i, err)) < 0)
+        return -1;
+    if (rc) {
+        p->seed = (uint64_t)i;
+        r->seed_given = true;
+    }
+    return 0;
+}
+
+static int parse_max_tokens(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r,
+                            srv_error *err)
+{
+    /* max_completion_tokens is the API's newer name; it wins when both are given. */
+    static const char *const KEYS[] = {"max_tokens", "max_completion_tokens"};
+    for (int k = 0; k < 2; k++) {
+        long long n;
+        const int rc = srv_json_integer(body, KEYS[k], 1, INT64_MAX, &n, err);
+        if (rc < 0)
+            return -1;
+        if (!rc)
+            continue;
+        if (n > rules->max_tokens_limit)
+            return srv_fail(err, 400, "invalid_value", KEYS[k],
+                            "'%s' is %lld, more than this server's limit of %d tokens per request", KEYS[k],
+                            n, (int)rules->max_tokens_limit);
+        r->max_tokens = (int32_t)n;
+    }
+    return 0;
+}
+
+/* Fields whose other values this server does not implement. */
+static int unsupported(const json_t *body, srv_error *err)
+{
+    long long n = 1;
+    if (srv_json_integer(body, "n", 1, INT32_MAX, &n, err) < 0)
+        return -1;
+    if (n != 1)
+        return srv_fail(err, 400, "unsupported_value", "n", "'n' must be 1: this server returns one choice");
+    if (srv_json_integer(body, "best_of", 1, INT32_MAX, &n, err) < 0)
+        return -1;
+    if (n != 1)
+        return srv_fail(err, 400, "unsupported_value", "best_of", "'best_of' must be 1");
+    bool b = false;
+    if (srv_json_bool(body, "echo", &b, err) < 0)
+        return -1;
+    if (b)
+        return srv_fail(err, 400, "unsupported_value", "echo", "'echo' is not supported");
+    const json_t *lp = json_object_get(body, "logprobs");
+    if (lp && !json_is_null(lp) && !json_is_false(lp) &&
+        !(json_is_integer(lp) && json_integer_value(lp) == 0))
+        return srv_fail(err, 400, "unsupported_value", "logprobs", "'logprobs' is not supported");
+    static const char *const NOT_NULL[] = {"suffix", "tools", "functions"};
+    for (size_t i = 0; i < sizeof NOT_NULL / sizeof NOT_NULL[0]; i++) {
+        const json_t *v = json_object_get(body, NOT_NULL[i]);
+        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
+            !(json_is_string(v) && json_string_length(v) == 0))
+            return srv_fail(err, 400, "unsupported_value", NOT_NULL[i], "'%s' is not supported", NOT_NULL[i]);
+    }
+    const json_t *rf = json_object_get(body, "response_format");
+    if (rf && !json_is_null(rf)) {
+        const char *type = NULL;
+        if (!json_is_object(rf) || srv_json_string(rf, "type", &type, NULL, err) < 0 || !type ||
+            strcmp(type, "text"))
+            return srv_fail(
+                err, 400, "unsupported_value", "response_format",
+                "'response_format' must be {\"type\": \"text\"}: structured output is not supported");
+    }
+    return 0;
+}
+
+static int parse_prompt(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
+{
+    const json_t *v = json_object_get(body, "prompt");
+    if (!v || json_is_null(v))
+        return srv_fail(err, 400, "missing_field", "prompt", "'prompt' is required");
+    if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)))
+        v = json_array_get(v, 0); /* a list of one prompt */
+    if (json_is_string(v)) {
+        if (!(r->prompt = dup_n(json_string_value(v), json_string_length(v))))
+            return srv_fail(err, 500, NULL, NULL, "out of memory");
+        if (strlen(r->prompt) != json_string_length(v))
+            return srv_fail(err, 400, "invalid_value", "prompt", "'prompt' holds a NUL character");
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) > 0 && json_is_string(json_array_get(v, 0)))
+        return srv_fail(err, 400, "unsupported_value", "prompt",
+                        "'prompt' must be one prompt: a list of %zu "
+                        "prompts is a batch, which this server does not support",
+                        json_array_size(v));
+    if (json_is_array(v) && json_array_size(v) > 0 && json_is_array(json_array_get(v, 0)))
+        return srv_fail(err, 400, "unsupported_value", "prompt",
+                        "'prompt' must be one prompt, not a list of token lists");
+    if (!json_is_array(v))
+        return srv_fail(err, 400, "invalid_type", "prompt",
+                        "invalid type for 'prompt': expected a string or "
+                        "a list of token ids, got %s",
+                        srv_json_type_name(v));
+    if (srv_json_token_ids(v, "prompt", rules->n_vocab, &r->ids, &r->n_ids, err))
+        return -1;
+    if (r->n_ids == 0)
+        return srv_fail(err, 400, "invalid_value", "prompt", "'prompt' is an empty list of tokens");
+    return 0;
+}
+
+int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, const srv_gen_rules *rules,
+                          srv_gen_request *r, srv_error *err)
+{
+    *r = (srv_gen_request){.kind = kind};
+    json_t *root = srv_json_parse_object(body, len, err);
+    if (!root)
+        return -1;
+    int rc = -1;
+    const char *model = NULL;
+    if (srv_json_string(root, "model", &model, NULL, err) < 0)
+        goto done;
+    if (model && strcmp(model, rules->model_id)) {
+        srv_fail(err, 404, "model_not_found", "model",
+                 "the model '%s' does not exist: this server serves '%s'", model, rules->model_id);
+        goto done;
+    }
+    if (srv_json_bool(root, "stream", &r->stream, err) < 0 ||
+        srv_json_bool(root, "ignore_eos", &r->ignore_eos, err) < 0)
+        goto done;
+    const json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) {
+            srv_fail(err, 400, "invalid_type", "stream_options",
+                     "invalid type for 'stream_options': expected "
+                     "an object, got %s",
+                     srv_json_type_name(so));
+            goto done;
+        }
+        if (srv_json_bool(so, "include_usage", &r->include_usage, err) < 0)
+            goto done;
+    }
+    if (unsupported(root, err) || parse_sampling(root, rules, r, err) ||
+        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err))
+        goto done;
+    if (kind == SRV_GEN_CHAT)
+        rc = srv_chat_prompt(root, rules->chat, &r->prompt, err);
+    else
+        rc = parse_prompt(root, rules, r, err);
+done:
+    json_decref(root);
+    return rc;
+}
+
+void srv_gen_request_free(srv_gen_request *r)
+{
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->prompt);
+    free(r->ids);
+    *r = (srv_gen_request){0};
+}

@@ -1,0 +1,49 @@
+/* The JSON body of a generation request (POST /v1/chat/completions, POST /v1/completions), parsed and
+ * checked field by field against the OpenAI API's types and ranges and this server's limits. A field
+ * of the wrong type or out of range, a value the server does not support (n > 1, logprobs, tools) or an
+ * unknown model is an error naming the field; fields the server does not know are ignored, as the API
+ * asks of servers that implement part of it. */
+#ifndef WOOLLY_SRV_REQUEST_H
+#define WOOLLY_SRV_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "chat.h"
+#include "errors.h"
+#include "stop.h"
+#include "woolly.h"
+
+enum srv_gen_kind { SRV_GEN_CHAT, SRV_GEN_COMPLETION };
+
+/* What the server accepts. */
+typedef struct srv_gen_rules {
+    const char *model_id;           /* the one model name requests may give */
+    woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
+    int32_t n_vocab;                /* token ids of a prompt must be below it */
+    int32_t max_tokens_limit;       /* the most tokens one request may ask for */
+    enum woolly_chat_family chat;   /* renders the messages of a chat request */
+} srv_gen_rules;
+
+typedef struct srv_gen_request {
+    enum srv_gen_kind kind;
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+    bool ignore_eos;    /* an extension: generate past end-of-generation tokens */
+    woolly_sampler_params sp;
+    bool seed_given;
+    int32_t max_tokens; /* 0: until the context is full */
+    int n_stop;
+    char *stop[SRV_MAX_STOP];
+    char *prompt;      /* the text to tokenize (the rendered chat, or the completion's prompt) or NULL */
+    woolly_token *ids; /* or a completion prompt given as token ids */
+    int32_t n_ids;
+} srv_gen_request;
+
+/* Parses len bytes of body. 0, or -1 with err set (400, 404 for an unknown model, 500 when out of
+ * memory); out is always safe to free. */
+int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, const srv_gen_rules *r,
+                          srv_gen_request *out, srv_error *err);
+void srv_gen_request_free(srv_gen_request *r);
+
+#endif

@@ -1,0 +1,17 @@
+/* The messages of a chat request, rendered with the model's chat template (model/chat.h) into the
+ * prompt text. */
+#ifndef WOOLLY_SRV_REQUEST_CHAT_H
+#define WOOLLY_SRV_REQUEST_CHAT_H
+
+#include <jansson.h>
+
+#include "chat.h"
+#include "errors.h"
+
+/* Reads body.messages: a non-empty array of {role, content}, role one of system, developer (the API's
+ * newer name for system), user, assistant; content a string, an array of text parts, or null for an
+ * assistant. Renders them followed by the opening of the assistant's turn into *prompt (heap). 0 or -1
+ * with a 400 naming the message at fault. */
+int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prompt, srv_error *err);
+
+#endif

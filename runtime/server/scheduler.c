@@ -1,0 +1,272 @@
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "slot.h"
+
+struct srv_scheduler {
+    srv_metrics *metrics;
+    int n_slots;
+    srv_slot *slots;
+    int32_t n_ctx;
+
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t wake;  /* a job arrived, was cancelled, or stop */
+    srv_job **queue;      /* ring of queue_cap */
+    int queue_cap, queue_head, n_queued;
+    bool *busy; /* [n_slots] */
+    int n_busy;
+    uint64_t clock; /* counts jobs admitted, for least-recently-used */
+    bool stop;
+    pthread_t engine;
+    bool engine_started;
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static srv_job *queue_at(srv_scheduler *s, int i)
+{
+    return s->queue[(s->queue_head + i) % s->queue_cap];
+}
+
+static srv_job *queue_pop(srv_scheduler *s)
+{
+    srv_job *j = s->queue[s->queue_head];
+    s->queue_head = (s->queue_head + 1) % s->queue_cap;
+    s->n_queued--;
+    return j;
+}
+
+/* The free slot for a prompt: the longest cached beginning, then the least recently used. */
+static int pick_slot(srv_scheduler *s, const srv_job *j)
+{
+    int best = -1;
+    int32_t best_reuse = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->busy[i])
+            continue;
+        const int32_t r = srv_slot_reusable(&s->slots[i], j->prompt, j->n_prompt);
+        if (r > best_reuse || (r == best_reuse && s->slots[i].last_used < s->slots[best].last_used)) {
+            best = i;
+            best_reuse = r;
+        }
+    }
+    return best;
+}
+
+/* Ends a job that never reached a slot. */
+static void finish_unstarted(srv_scheduler *s, srv_job *j, srv_finish why, const char *error)
+{
+    if (why == SRV_FINISH_CANCELLED)
+        srv_metrics_job(s->metrics, 0, 0, 0, 1);
+    srv_job_finish(j, why, error);
+    srv_job_release(j);
+}
+
+/* Under lock: moves queued jobs into free slots. */
+static void admit(srv_scheduler *s)
+{
+    while (s->n_queued > 0 && s->n_busy < s->n_slots) {
+        srv_job *j = queue_pop(s);
+        if (atomic_load(&j->cancel)) {
+            finish_unstarted(s, j, SRV_FINISH_CANCELLED, NULL);
+            continue;
+        }
+        const int i = pick_slot(s, j);
+        srv_slot *slot = &s->slots[i];
+        s->busy[i] = true;
+        s->n_busy++;
+        slot->last_used = ++s->clock;
+        srv_slot_attach(slot, j); /* a failure is reported through slot->finish */
+    }
+}
+
+/* Frees a slot whose job is over and hands the job its result. */
+static void retire(srv_scheduler *s, srv_slot *slot)
+{
+    srv_job *j = slot->job;
+    srv_metrics_job(s->metrics, j->n_prompt, slot->n_reused, slot->n_gen,
+                    slot->finish == SRV_FINISH_CANCELLED);
+    pthread_mutex_lock(&s->lock);
+    s->busy[slot->id] = false;
+    s->n_busy--;
+    pthread_mutex_unlock(&s->lock);
+    srv_slot_detach(slot); /* after the slot is marked free: a client that has its answer sees it free */
+}
+
+/* One step of a slot: plan, evaluate, record. */
+static void step(srv_scheduler *s, srv_slot *slot)
+{
+    if (atomic_load(&slot->job->cancel))
+        srv_slot_cancel(slot);
+    const woolly_token *ids;
+    int32_t n;
+    if (!srv_slot_plan(slot, &ids, &n)) {
+        retire(s, slot);
+        return;
+    }
+    const bool prompt = slot->n_cache < slot->job->n_prompt;
+    const double t0 = now_s();
+    const int rc = woolly_eval(slot->ctx, ids, n);
+    srv_metrics_engine(s->metrics, n, now_s() - t0, prompt);
+    srv_slot_evaluated(slot, ids, n, rc);
+}
+
+static void *engine_main(void *arg)
+{
+    srv_scheduler *s = arg;
+    int start = 0; /* the slot that steps first in the next round: turns rotate */
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop) {
+        admit(s);
+        if (s->n_busy == 0) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&s->lock);
+        /* Slots are attached and freed only by this thread, so the busy flags read here stay true. */
+        for (int k = 0; k < s->n_slots; k++) {
+            srv_slot *slot = &s->slots[(start + k) % s->n_slots];
+            if (slot->job)
+                step(s, slot);
+        }
+        start = (start + 1) % s->n_slots;
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *cfg, srv_metrics *metrics,
+                                  woolly_error *err)
+{
+    if (cfg->n_slots < 1 || cfg->queue_cap < 0) {
+        woolly_fail(err, "the server needs at least one slot (got %d) and a queue of at least 0 (got %d)",
+                    cfg->n_slots, cfg->queue_cap);
+        return NULL;
+    }
+    srv_scheduler *s = calloc(1, sizeof *s);
+    if (!s) {
+        woolly_fail(err, "out of memory");
+        return NULL;
+    }
+    s->metrics = metrics;
+    s->queue_cap = cfg->queue_cap + cfg->n_slots; /* room for the jobs on their way to a free slot too */
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
+    s->busy = calloc((size_t)cfg->n_slots, sizeof *s->busy);
+    s->queue = calloc((size_t)s->queue_cap, sizeof *s->queue);
+    if (!s->slots || !s->busy || !s->queue) {
+        woolly_fail(err, "out of memory");
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    for (int i = 0; i < cfg->n_slots; i++) {
+        if (srv_slot_open(&s->slots[i], i, m, &cfg->ctx, err)) {
+            srv_scheduler_close(s);
+            return NULL;
+        }
+        s->n_slots++;
+    }
+    s->n_ctx = woolly_context_n_ctx(s->slots[0].ctx);
+    const int rc = pthread_create(&s->engine, NULL, engine_main, s);
+    if (rc) {
+        woolly_fail(err, "cannot start the engine thread (error %d)", rc);
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    s->engine_started = true;
+    return s;
+}
+
+void srv_scheduler_shutdown(srv_scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    if (s->engine_started)
+        pthread_join(s->engine, NULL);
+    s->engine_started = false;
+    /* The engine is gone: what it held is ours. Submissions are refused from now on (stop). */
+    pthread_mutex_lock(&s->lock);
+    while (s->n_queued > 0)
+        finish_unstarted(s, queue_pop(s), SRV_FINISH_ERROR, "the server is shutting down");
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < s->n_slots; i++) {
+        srv_slot *slot = &s->slots[i];
+        if (!slot->job)
+            continue;
+        slot->finish = SRV_FINISH_ERROR;
+        snprintf(slot->error, sizeof slot->error, "the server is shutting down");
+        retire(s, slot);
+    }
+}
+
+void srv_scheduler_close(srv_scheduler *s)
+{
+    if (!s)
+        return;
+    srv_scheduler_shutdown(s);
+    for (int i = 0; i < s->n_slots; i++)
+        srv_slot_close(&s->slots[i]);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s->slots);
+    free(s->busy);
+    free(s->queue);
+    free(s);
+}
+
+int srv_scheduler_submit(srv_scheduler *s, srv_job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    const bool room = !s->stop && s->n_busy + s->n_queued < s->queue_cap;
+    if (room) {
+        s->queue[(s->queue_head + s->n_queued) % s->queue_cap] = srv_job_ref(j);
+        s->n_queued++;
+        pthread_cond_signal(&s->wake);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return room ? 0 : -1;
+}
+
+void srv_scheduler_cancel(srv_scheduler *s, srv_job *j)
+{
+    atomic_store(&j->cancel, true);
+    srv_job *dropped = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n_queued; i++) {
+        if (queue_at(s, i) != j)
+            continue;
+        for (int k = i; k + 1 < s->n_queued; k++) /* close the gap, keeping the order */
+            s->queue[(s->queue_head + k) % s->queue_cap] = queue_at(s, k + 1);
+        s->n_queued--;
+        dropped = j;
+        break;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (dropped)
+        finish_unstarted(s, dropped, SRV_FINISH_CANCELLED, NULL);
+}
+
+srv_scheduler_status srv_scheduler_state(srv_scheduler *s)
+{
+    pthread_mutex_lock(&s->lock);
+    const srv_scheduler_status st = {s->n_slots, s->n_busy, s->n_queued};
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+int32_t srv_scheduler_n_ctx(const srv_scheduler *s)
+{
+    return s->n_ctx;
+}

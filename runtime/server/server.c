@@ -1,0 +1,144 @@
+#include "server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chat.h"
+#include "context.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "routes.h"
+
+enum { MAX_DEFAULT_PARALLEL = 4 };
+
+struct woolly_server {
+    woolly_server_config cfg;
+    srv_metrics metrics;
+    srv_scheduler *sched;
+    srv_app app;
+    srv_http *http;
+    int parallel;
+};
+
+woolly_server_config woolly_server_default_config(void)
+{
+    return (woolly_server_config){
+        .host = "127.0.0.1",
+        .port = 8080,
+        .parallel = 0,
+        .queue = 32,
+        .ctx = woolly_context_default_params(),
+        .max_body = 1 << 20,
+        .max_header = 64 << 10,
+        .max_tokens = 0,
+        .timeout_s = 60,
+        .max_connections = 128,
+        .defaults = woolly_sampler_default_params(),
+        .chat_family = -1,
+    };
+}
+
+int woolly_server_default_parallel(const woolly_model *m, const woolly_context_params *cp)
+{
+    const woolly_config *c = &m->cfg;
+    const int64_t n_ctx = cp->n_ctx ? cp->n_ctx : woolly_default_n_ctx(m, cp->kv_type);
+    const int64_t nb = cp->n_batch ? (cp->n_batch < n_ctx ? cp->n_batch : n_ctx) : 512;
+    const int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+    const double per_slot =
+        (double)woolly_kv_cache_bytes(cp->kv_type == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16, n_ctx,
+                                      c->n_layer, c->n_head_kv, c->head_dim) +
+        4.0 * (double)nb * (double)(3 * c->n_embd + 2 * q + 2 * kv + 2 * c->n_ff) + 4.0 * c->n_vocab;
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int n = MAX_DEFAULT_PARALLEL;
+    if (pages > 0 && page > 0) {
+        const double fit = (double)pages * (double)page / 2.0 / per_slot;
+        n = fit < n ? (int)fit : n;
+    }
+    return n > 0 ? n : 1;
+}
+
+woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *err)
+{
+    woolly_model *m = c->model;
+    if (!m || !m->tok) {
+        woolly_fail(err, "the server needs a model with a usable tokenizer%s%s", m ? ": " : "",
+                    m ? m->tok_err.msg : "");
+        return NULL;
+    }
+    woolly_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        woolly_fail(err, "out of memory");
+        return NULL;
+    }
+    s->cfg = *c;
+    srv_metrics_init(&s->metrics);
+    s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
+    const srv_scheduler_config sc = {.n_slots = s->parallel, .queue_cap = c->queue, .ctx = c->ctx};
+    if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err))) {
+        woolly_server_close(s);
+        return NULL;
+    }
+    const int32_t n_ctx = srv_scheduler_n_ctx(s->sched);
+    const enum woolly_chat_family fam =
+        c->chat_family >= 0
+            ? (enum woolly_chat_family)c->chat_family
+            : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
+    s->app = (srv_app){
+        .model = m,
+        .model_id = c->model_id,
+        .created = (long long)time(NULL),
+        .rules = {.model_id = c->model_id,
+                  .defaults = c->defaults,
+                  .n_vocab = woolly_model_n_vocab(m),
+                  .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
+                  .chat = fam},
+        .chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m),
+        .sched = s->sched,
+        .metrics = &s->metrics,
+        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
+    };
+    const srv_http_config hc = {.host = c->host,
+                                .port = c->port,
+                                .max_body = c->max_body,
+                                .max_header = c->max_header,
+                                .timeout_s = c->timeout_s,
+                                .max_connections = c->max_connections};
+    if (!(s->http = srv_http_start(&hc, srv_app_handle, &s->app, err))) {
+        woolly_server_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+int woolly_server_port(const woolly_server *s)
+{
+    return srv_http_port(s->http);
+}
+
+int woolly_server_parallel(const woolly_server *s)
+{
+    return s->parallel;
+}
+
+int32_t woolly_server_n_ctx(const woolly_server *s)
+{
+    return srv_scheduler_n_ctx(s->sched);
+}
+
+void woolly_server_close(woolly_server *s)
+{
+    if (!s)
+        return;
+    /* No new connections; the running requests end (their waiting threads wake with an error); then the
+     * connections close and their threads are joined; only then can the jobs' memory go. */
+    if (s->http)
+        srv_http_quiesce(s->http);
+    if (s->sched)
+        srv_scheduler_shutdown(s->sched);
+    srv_http_stop(s->http);
+    srv_scheduler_close(s->sched);
+    srv_metrics_destroy(&s->metrics);
+    free(s);
+}

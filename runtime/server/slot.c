@@ -1,0 +1,179 @@
+#include "slot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+int srv_slot_open(srv_slot *s, int id, woolly_model *m, const woolly_context_params *cp, woolly_error *err)
+{
+    *s = (srv_slot){.id = id, .model = m};
+    if (!(s->ctx = woolly_context_open(m, cp)))
+        return woolly_fail(err, "slot %d: %s", id, woolly_last_error());
+    s->piece_cap = 64 + woolly_tokenizer_max_token_bytes(m->tok);
+    s->cache = malloc(sizeof *s->cache * (size_t)woolly_context_n_ctx(s->ctx));
+    s->piece = malloc(s->piece_cap);
+    if (!s->cache || !s->piece) {
+        srv_slot_close(s);
+        return woolly_fail(err, "slot %d: out of memory", id);
+    }
+    return 0;
+}
+
+void srv_slot_close(srv_slot *s)
+{
+    woolly_context_close(s->ctx);
+    woolly_sampler_close(s->smp);
+    srv_stop_free(&s->stop);
+    srv_buf_free(&s->out);
+    srv_buf_free(&s->clean);
+    free(s->cache);
+    free(s->piece);
+    *s = (srv_slot){0};
+}
+
+int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t n)
+{
+    int32_t k = 0;
+    while (k < s->n_cache && k < n - 1 && s->cache[k] == prompt[k])
+        k++;
+    return k;
+}
+
+static void fail(srv_slot *s, const char *msg)
+{
+    s->finish = SRV_FINISH_ERROR;
+    snprintf(s->error, sizeof s->error, "%s", msg);
+}
+
+int srv_slot_attach(srv_slot *s, srv_job *j)
+{
+    s->job = j;
+    s->finish = SRV_FINISH_NONE;
+    s->error[0] = 0;
+    s->n_gen = 0;
+    s->out.len = 0;
+    const int32_t keep = srv_slot_reusable(s, j->prompt, j->n_prompt);
+    woolly_context_rewind(s->ctx, keep);
+    s->n_cache = keep;
+    s->n_reused = keep;
+    srv_job_progress(j, keep, 0);
+    if (!(s->smp = woolly_sampler_open(s->model, &j->sp))) {
+        fail(s, woolly_last_error());
+        return -1;
+    }
+    /* As `woolly run` does: the prompt is in the penalties' window, and the detokenizer has seen it, so
+     * that the first generated token decodes as a continuation (no dropped leading space). */
+    woolly_detok_stream_init(&s->ds, s->model->tok);
+    for (int32_t i = 0; i < j->n_prompt; i++) {
+        woolly_sampler_accept(s->smp, j->prompt[i]);
+        woolly_detok_stream_feed(&s->ds, j->prompt[i], s->piece, s->piece_cap);
+    }
+    srv_stop_init(&s->stop, j->stop, j->n_stop);
+    return 0;
+}
+
+/* Passes detokenized bytes through UTF-8 repair and the stop-string matcher into s->out. Returns 1 if
+ * a stop string appeared, 0, or -1 when out of memory. */
+static int release(srv_slot *s, const char *bytes, size_t n)
+{
+    s->clean.len = 0;
+    if (srv_buf_append_utf8(&s->clean, bytes, n))
+        return -1;
+    return srv_stop_feed(&s->stop, s->clean.p, s->clean.len, &s->out);
+}
+
+static bool emit_out(srv_slot *s)
+{
+    const int rc = srv_job_emit(s->job, s->out.p, s->out.len);
+    s->out.len = 0;
+    if (rc)
+        fail(s, "out of memory for the generated text");
+    return rc == 0;
+}
+
+/* The end of generation: what the detokenizer and the stop matcher still hold is released. */
+static void end(srv_slot *s, srv_finish why)
+{
+    const int64_t n = woolly_detok_stream_flush(&s->ds, s->piece, s->piece_cap);
+    int rc = n > 0 ? release(s, s->piece, (size_t)n) : 0;
+    if (rc == 0)
+        rc = srv_stop_flush(&s->stop, &s->out);
+    if (rc < 0) {
+        fail(s, "out of memory for the generated text");
+        return;
+    }
+    if (rc == 1)
+        why = SRV_FINISH_STOP;
+    if (emit_out(s))
+        s->finish = why;
+}
+
+bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n)
+{
+    srv_job *j = s->job;
+    if (s->finish != SRV_FINISH_NONE)
+        return false;
+    if (s->n_cache < j->n_prompt) {
+        const int32_t rest = j->n_prompt - s->n_cache, nb = woolly_context_n_batch(s->ctx);
+        *ids = j->prompt + s->n_cache;
+        *n = rest < nb ? rest : nb;
+        return true;
+    }
+    const woolly_token tok = woolly_sampler_sample(s->smp, woolly_get_logits(s->ctx, -1));
+    woolly_sampler_accept(s->smp, tok);
+    if (!j->ignore_eos && woolly_token_is_eog(s->model, tok)) {
+        end(s, SRV_FINISH_STOP);
+        return false;
+    }
+    s->n_gen++;
+    const int64_t len = woolly_detok_stream_feed(&s->ds, tok, s->piece, s->piece_cap);
+    const int rc = len > 0 ? release(s, s->piece, (size_t)len) : 0;
+    if (len < 0 || rc < 0) {
+        fail(s, len < 0 ? "cannot decode a generated token" : "out of memory for the generated text");
+        return false;
+    }
+    if (!emit_out(s))
+        return false;
+    srv_job_progress(j, s->n_reused, s->n_gen);
+    if (rc == 1) { /* a stop string: nothing after it is sent */
+        s->finish = SRV_FINISH_STOP;
+        return false;
+    }
+    if ((j->max_tokens > 0 && s->n_gen >= j->max_tokens) || s->n_cache == woolly_context_n_ctx(s->ctx)) {
+        end(s, SRV_FINISH_LENGTH);
+        return false;
+    }
+    s->next = tok;
+    *ids = &s->next;
+    *n = 1;
+    return true;
+}
+
+void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc)
+{
+    if (rc) {
+        fail(s, woolly_last_error());
+        return;
+    }
+    memcpy(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n);
+    s->n_cache += n;
+}
+
+void srv_slot_cancel(srv_slot *s)
+{
+    s->finish = SRV_FINISH_CANCELLED;
+}
+
+void srv_slot_detach(srv_slot *s)
+{
+    srv_job *j = s->job;
+    srv_job_progress(j, s->n_reused, s->n_gen);
+    srv_job_finish(j, s->finish, s->finish == SRV_FINISH_ERROR ? s->error : NULL);
+    srv_job_release(j);
+    woolly_sampler_close(s->smp);
+    s->smp = NULL;
+    srv_stop_free(&s->stop);
+    s->job = NULL;
+}

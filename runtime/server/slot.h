@@ -1,0 +1,65 @@
+/* A slot: one woolly_context (its own KV cache) on the shared model, and the generation state of the job
+ * it runs. A slot never evaluates anything itself: srv_slot_plan says which tokens it needs evaluated
+ * next (a chunk of the prompt, or the token it has just sampled), the scheduler evaluates them, and
+ * srv_slot_evaluated records that. So the scheduler is the one place where forward passes are issued.
+ *
+ * The slot remembers the tokens in its KV cache after a job ends: a later job whose prompt starts with
+ * them (a conversation that goes on) evaluates only the rest (prompt caching). */
+#ifndef WOOLLY_SRV_SLOT_H
+#define WOOLLY_SRV_SLOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "job.h"
+#include "stop.h"
+#include "text.h"
+#include "tokenizer.h"
+#include "woolly.h"
+
+typedef struct srv_slot {
+    int id;
+    woolly_model *model;
+    woolly_context *ctx;
+    woolly_token *cache; /* [n_ctx] the tokens in the KV cache, n_cache of them */
+    int32_t n_cache;
+    uint64_t last_used; /* scheduler's clock when the slot last took a job */
+
+    srv_job *job; /* NULL: free */
+    woolly_sampler *smp;
+    woolly_detok_stream ds;
+    srv_stop stop;
+    int32_t n_reused;  /* prompt tokens found in the cache */
+    int32_t n_gen;     /* tokens generated */
+    woolly_token next; /* the sampled token that waits to be evaluated */
+    srv_finish finish; /* set when the job is over: the scheduler then frees the slot */
+    char error[256];   /* with SRV_FINISH_ERROR */
+    char *piece;       /* detokenizer output */
+    size_t piece_cap;
+    srv_buf clean; /* detokenizer output after UTF-8 repair */
+    srv_buf out;   /* text released by the stop-string matcher */
+} srv_slot;
+
+int srv_slot_open(srv_slot *s, int id, woolly_model *m, const woolly_context_params *cp, woolly_error *err);
+void srv_slot_close(srv_slot *s);
+
+/* How many leading tokens of a prompt the slot's cache holds (at most n - 1: the last prompt token is
+ * always evaluated, for its logits). */
+int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t n);
+
+/* Takes a job (the slot holds a reference until srv_slot_detach). 0, or -1 when its sampler cannot be
+ * made (the job is finished with an error then). */
+int srv_slot_attach(srv_slot *s, srv_job *j);
+
+/* The tokens to evaluate next (*ids, *n), returning true; or false when the job is over (s->finish
+ * says why). Samples the next token when the prompt has been evaluated. */
+bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n);
+/* After the scheduler evaluated the planned tokens: 0, or the evaluation failed (-1) and the job ends
+ * with that error. */
+void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc);
+/* Ends the job as cancelled (the client went away). */
+void srv_slot_cancel(srv_slot *s);
+/* Hands the job its final text and reason, drops the slot's reference, frees the slot. */
+void srv_slot_detach(srv_slot *s);
+
+#endif
