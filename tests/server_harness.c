@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,80 @@ int th_stream_abort(const th_server *s, const char *path, const char *json, int 
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
     return a.events;
+}
+
+struct th_bg {
+    CURL *curl;
+    struct curl_slist *hdrs;
+    pthread_t thread;
+    atomic_int events;
+    atomic_bool stop, ended;
+};
+
+static size_t on_bg_data(char *data, size_t size, size_t n, void *ud)
+{
+    th_bg *b = ud;
+    const size_t len = size * n;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (data[i] == '\n' && data[i + 1] == '\n')
+            atomic_fetch_add(&b->events, 1);
+    return atomic_load(&b->stop) ? 0 : len;
+}
+
+static int on_bg_progress(void *ud, curl_off_t a, curl_off_t b_, curl_off_t c, curl_off_t d)
+{
+    (void)a, (void)b_, (void)c, (void)d;
+    return atomic_load(&((th_bg *)ud)->stop) ? 1 : 0; /* non-zero: curl aborts, closing the connection */
+}
+
+static void *bg_main(void *arg)
+{
+    th_bg *b = arg;
+    curl_easy_perform(b->curl);
+    atomic_store(&b->ended, true);
+    return NULL;
+}
+
+th_bg *th_bg_stream(const th_server *s, const char *path, const char *json)
+{
+    th_bg *b = calloc(1, sizeof *b);
+    cr_assert(b != NULL);
+    b->curl = easy(s, "POST", path, json, strlen(json), &b->hdrs, NULL, 600000);
+    curl_easy_setopt(b->curl, CURLOPT_COPYPOSTFIELDS, json);
+    curl_easy_setopt(b->curl, CURLOPT_WRITEFUNCTION, on_bg_data);
+    curl_easy_setopt(b->curl, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(b->curl, CURLOPT_XFERINFOFUNCTION, on_bg_progress);
+    curl_easy_setopt(b->curl, CURLOPT_XFERINFODATA, b);
+    curl_easy_setopt(b->curl, CURLOPT_NOPROGRESS, 0L);
+    cr_assert(pthread_create(&b->thread, NULL, bg_main, b) == 0);
+    return b;
+}
+
+int th_bg_events(th_bg *b)
+{
+    return atomic_load(&b->events);
+}
+
+bool th_bg_wait_events(th_bg *b, int n, int timeout_ms)
+{
+    const double deadline = now_ms() + timeout_ms;
+    while (atomic_load(&b->events) < n) {
+        if (atomic_load(&b->ended) || now_ms() > deadline)
+            return false;
+        usleep(2000);
+    }
+    return true;
+}
+
+int th_bg_close(th_bg *b)
+{
+    atomic_store(&b->stop, true);
+    pthread_join(b->thread, NULL);
+    curl_easy_cleanup(b->curl);
+    curl_slist_free_all(b->hdrs);
+    const int n = atomic_load(&b->events);
+    free(b);
+    return n;
 }
 
 double th_metric(const th_server *s, const char *series)

@@ -53,6 +53,16 @@ const char *th_expect_error(json_t *body, const th_resp *r, long status);
  * number received (fewer if the stream ended first). */
 int th_stream_abort(const th_server *s, const char *path, const char *json, int n_events);
 
+/* A streamed request running in a thread of its own until it ends or th_bg_close cuts it. */
+typedef struct th_bg th_bg;
+th_bg *th_bg_stream(const th_server *s, const char *path, const char *json);
+/* Events received so far. */
+int th_bg_events(th_bg *b);
+/* Waits until at least n events have arrived (false after timeout_ms or if the stream ended first). */
+bool th_bg_wait_events(th_bg *b, int n, int timeout_ms);
+/* Closes the connection (if the stream is still running) and frees b; returns the events received. */
+int th_bg_close(th_bg *b);
+
 /* The value of a line of /metrics that starts with `series` (a name, or a name with its labels)
  * followed by a space; -1 if there is none. */
 double th_metric(const th_server *s, const char *series);

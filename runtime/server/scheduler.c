@@ -44,21 +44,30 @@ static srv_job *queue_pop(srv_scheduler *s)
     return j;
 }
 
-/* The free slot for a prompt: the longest cached beginning, then the least recently used. */
+/* The free slot for a prompt. A slot whose cache is mostly a beginning of the prompt (a conversation
+ * that goes on), or holds most of the prompt, is worth its cache: the one that reuses the most wins.
+ * Otherwise (a shared BOS is no reason to evict a conversation) an empty slot, else the one used least
+ * recently. */
 static int pick_slot(srv_scheduler *s, const srv_job *j)
 {
-    int best = -1;
-    int32_t best_reuse = -1;
+    int best = -1, spare = -1;
+    int32_t best_reuse = 0;
     for (int i = 0; i < s->n_slots; i++) {
         if (s->busy[i])
             continue;
-        const int32_t r = srv_slot_reusable(&s->slots[i], j->prompt, j->n_prompt);
-        if (r > best_reuse || (r == best_reuse && s->slots[i].last_used < s->slots[best].last_used)) {
+        const srv_slot *slot = &s->slots[i];
+        const int32_t r = srv_slot_reusable(slot, j->prompt, j->n_prompt);
+        const bool worth = r > 0 && (2 * r >= slot->n_cache || 2 * r >= j->n_prompt);
+        if (worth && r > best_reuse) {
             best = i;
             best_reuse = r;
         }
+        if (spare < 0 || (slot->n_cache == 0) > (s->slots[spare].n_cache == 0) ||
+            ((slot->n_cache == 0) == (s->slots[spare].n_cache == 0) &&
+             slot->last_used < s->slots[spare].last_used))
+            spare = i;
     }
-    return best;
+    return best >= 0 ? best : spare;
 }
 
 /* Ends a job that never reached a slot. */
