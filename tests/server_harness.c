@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +63,7 @@ void th_start(th_server *s, const char *env, const char *fmt, ...)
     const pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails half-way leaves no server behind */
         if (env)
             putenv((char *)env);
         dup2(out[1], STDOUT_FILENO);
@@ -238,6 +240,10 @@ json_t *th_events(const th_resp *r, bool *done)
         const char *end = strstr(p, "\n\n");
         cr_assert(end != NULL, "an event does not end with a blank line: '%.200s'", p);
         cr_assert(!*done, "an event after [DONE]");
+        if (*p == ':') { /* a comment (keep-alive) */
+            p = end + 2;
+            continue;
+        }
         cr_assert(!strncmp(p, "data: ", 6), "an event is not a data line: '%.200s'", p);
         p += 6;
         if (end - p == 6 && !strncmp(p, "[DONE]", 6)) {

@@ -163,6 +163,42 @@ Test(server_api, streaming_equals_the_whole_response)
     free(model);
 }
 
+/* A random-weight model emits stray bytes and tokens with no text of their own: the stream still has
+ * one chunk per token, every chunk valid UTF-8 (th_events parses each as JSON), and the same text as the
+ * whole response with the same seed. */
+Test(server_api, streaming_odd_bytes)
+{
+    char *path = strdup(tu_tmp_path("tiny.gguf"));
+    char *args = th_fmt("synth --preset tiny -o %s", path);
+    cr_assert_eq(tu_run_cli(args, NULL, NULL), 0);
+    th_server s;
+    th_start(&s, NULL, "-m %s", path);
+    static const char BODY[] =
+        "\"prompt\":\"x\",\"max_tokens\":60,\"temperature\":1.5,\"top_k\":0,\"top_p\":1,"
+        "\"min_p\":0,\"seed\":5,\"ignore_eos\":true";
+    char *whole = th_fmt("{%s}", BODY), *streamed = th_fmt("{%s,\"stream\":true}", BODY);
+    th_resp w = th_post(&s, "/v1/completions", whole);
+    json_t *wb = th_json(&w);
+    th_resp r = th_post(&s, "/v1/completions", streamed);
+    bool done;
+    json_t *ev = th_events(&r, &done);
+    char *text = th_events_text(ev);
+    cr_expect_str_eq(text, json_string_value(json_object_get(choice0(wb), "text")));
+    const size_t n = json_array_size(ev);
+    cr_expect(n == 60 + 1 || n == 60 + 2, "%zu events for 60 tokens", n); /* + closing (+ released tail) */
+    free(text);
+    json_decref(ev);
+    json_decref(wb);
+    th_resp_free(&r);
+    th_resp_free(&w);
+    free(whole);
+    free(streamed);
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    remove(path);
+    free(path);
+    free(args);
+}
+
 /* A chat is rendered with the model's template: the reply equals the completion of the rendered text,
  * and the prompt's token count is the rendered text's. */
 Test(server_api, chat_uses_the_models_template)

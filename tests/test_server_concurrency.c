@@ -174,7 +174,8 @@ Test(server_concurrency, slots_take_turns)
     th_resp r = th_post(&s, "/v1/completions", "{\"prompt\":\"b\",\"max_tokens\":8,\"ignore_eos\":true}");
     cr_expect_eq(r.status, 200);
     const int seen = th_bg_events(longer);
-    cr_expect_lt(seen, 500, "the long request had sent %d events when the short one (8 tokens) finished", seen);
+    cr_expect_lt(seen, 500, "the long request had sent %d events when the short one (8 tokens) finished",
+                 seen);
     th_resp_free(&r);
     th_bg_close(longer);
     cr_expect(th_wait_idle(&s, 5000));

@@ -88,6 +88,10 @@ static char *text_of(const th_resp *r, bool stream)
     bool done = false;
     for (const char *p = r->body; *p;) {
         const char *end = strstr(p, "\n\n");
+        if (end && *p == ':') { /* a comment (keep-alive) */
+            p = end + 2;
+            continue;
+        }
         if (!end || strncmp(p, "data: ", 6) || done) {
             free(out);
             return NULL;

@@ -87,6 +87,7 @@ int woolly_cmd_serve(int argc, char **argv)
     sc.max_body = (size_t)max_body;
     sc.max_header = (size_t)max_header;
     sc.defaults = samp.p;
+    sc.fixed_seed = samp.seed_given > 0;
     sc.chat_family = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_context_params(cmd, &ctx_opts, m, &sc.ctx);
 

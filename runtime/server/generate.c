@@ -80,13 +80,13 @@ static woolly_token *prompt_tokens(srv_app *app, srv_gen_request *g, int32_t *n,
 }
 
 /* The job of a parsed request (takes its prompt tokens and stop strings). */
-static srv_job *make_job(woolly_token *ids, int32_t n, srv_gen_request *g)
+static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_request *g)
 {
     srv_job *j = srv_job_new(ids, n);
     if (!j)
         return NULL;
     j->sp = g->sp;
-    if (!g->seed_given)
+    if (!g->seed_given && !app->fixed_seed)
         j->sp.seed = fresh_seed();
     j->max_tokens = g->max_tokens;
     j->ignore_eos = g->ignore_eos;
@@ -161,10 +161,12 @@ static int stream_next(void *ud, srv_stream *s, srv_buf *out)
             return add_event(out, srv_oai_chunk(&g->head, true, "", 0, NULL, usage_null));
     }
     pthread_mutex_lock(&j->lock);
-    while (!srv_job_wait_locked(j, g->sent, POLL_MS)) {
+    for (int waited = 0; !srv_job_wait_locked(j, g->sent, POLL_MS); waited += POLL_MS) {
         pthread_mutex_unlock(&j->lock);
         if (srv_stream_client_gone(s))
-            return -1; /* stream_done cancels the job */
+            return -1;                            /* stream_done cancels the job */
+        if (waited >= srv_stream_keepalive_ms(s)) /* queued, or a slow step: a comment keeps it open */
+            return srv_buf_printf(out, ": keep-alive\n\n") ? -1 : 0;
         pthread_mutex_lock(&j->lock);
     }
     int rc = 0;
@@ -223,7 +225,7 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
         srv_respond_error(r, &e);
         return;
     }
-    srv_job *j = make_job(ids, n, &g);
+    srv_job *j = make_job(app, ids, n, &g);
     const bool stream = g.stream, include_usage = g.include_usage;
     srv_gen_request_free(&g);
     if (!j) {

@@ -36,6 +36,7 @@ struct srv_req {
 
 struct srv_stream {
     int fd;
+    int keepalive_ms;
     srv_stream_next next;
     srv_stream_done done;
     void *ud;
@@ -301,7 +302,9 @@ void srv_respond_stream(srv_req *r, srv_stream_next next, srv_stream_done done, 
         done(ud);
         return;
     }
-    *s = (srv_stream){.fd = r->fd, .next = next, .done = done, .ud = ud};
+    const int half = r->http->cfg.timeout_s * 500;
+    *s = (srv_stream){
+        .fd = r->fd, .keepalive_ms = half > 500 ? half : 500, .next = next, .done = done, .ud = ud};
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, s, stream_free);
     if (!resp) {
@@ -315,4 +318,9 @@ void srv_respond_stream(srv_req *r, srv_stream_next next, srv_stream_done done, 
 bool srv_stream_client_gone(const srv_stream *s)
 {
     return fd_gone(s->fd);
+}
+
+int srv_stream_keepalive_ms(const srv_stream *s)
+{
+    return s->keepalive_ms;
 }

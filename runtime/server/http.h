@@ -69,5 +69,8 @@ typedef int (*srv_stream_next)(void *ud, srv_stream *s, srv_buf *out);
 typedef void (*srv_stream_done)(void *ud);
 void srv_respond_stream(srv_req *r, srv_stream_next next, srv_stream_done done, void *ud);
 bool srv_stream_client_gone(const srv_stream *s);
+/* The daemon closes a connection that sends nothing for its idle timeout, even a stream that is only
+ * waiting for its next token: next() should send something (an SSE comment) at least this often. */
+int srv_stream_keepalive_ms(const srv_stream *s);
 
 #endif

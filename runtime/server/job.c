@@ -54,8 +54,6 @@ void srv_job_release(srv_job *j)
 
 int srv_job_emit(srv_job *j, const char *text, size_t n)
 {
-    if (n == 0)
-        return 0;
     int rc = -1;
     pthread_mutex_lock(&j->lock);
     if (j->n_pieces == j->cap_pieces) {

@@ -1,7 +1,8 @@
 /* A generation job: what a request asks for (its prompt tokens and sampling), and the channel through
  * which the engine thread hands its output to the connection thread that serves the request. The text
- * arrives in pieces, one per generated token that completed some text (UTF-8 characters are never split
- * across pieces); a streaming response sends each piece as one event.
+ * arrives in pieces, one per generated token (the text it completed, possibly none: UTF-8 characters are
+ * never split across pieces, and text that may begin a stop string waits), plus one at the end when
+ * held text is released; a streaming response sends each piece as one event.
  *
  * A job is shared by the connection thread and the scheduler and freed when both have released it.
  * The connection thread cancels it (the client went away) by srv_scheduler_cancel. */
@@ -55,7 +56,7 @@ srv_job *srv_job_new(woolly_token *prompt, int32_t n);
 srv_job *srv_job_ref(srv_job *j);
 void srv_job_release(srv_job *j);
 
-/* Engine side. A piece of text (already valid UTF-8); 0 or -1 when out of memory. */
+/* Engine side. A piece of text (already valid UTF-8, may be empty); 0 or -1 when out of memory. */
 int srv_job_emit(srv_job *j, const char *text, size_t n);
 /* Records the counts; with the finish reason set, wakes the reader for good. */
 void srv_job_progress(srv_job *j, int32_t n_cached, int32_t n_generated);

@@ -17,7 +17,8 @@ typedef struct srv_app {
     const char *model_id;
     long long created; /* when the model was loaded (the models list's "created") */
     srv_gen_rules rules;
-    bool chat_bos; /* prepend BOS to a rendered chat (the template does not write it) */
+    bool chat_bos;   /* prepend BOS to a rendered chat (the template does not write it) */
+    bool fixed_seed; /* a request without a seed takes rules.defaults.seed, else a fresh one */
     srv_scheduler *sched;
     srv_metrics *metrics;
     const char *api_key; /* NULL: no key required */

@@ -95,6 +95,7 @@ woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *e
                   .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
                   .chat = fam},
         .chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m),
+        .fixed_seed = c->fixed_seed,
         .sched = s->sched,
         .metrics = &s->metrics,
         .api_key = c->api_key && *c->api_key ? c->api_key : NULL,

@@ -4,6 +4,7 @@
 #ifndef WOOLLY_SERVER_H
 #define WOOLLY_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@ typedef struct woolly_server_config {
     int timeout_s;             /* idle connections are closed after it */
     int max_connections;
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
+    bool fixed_seed;                /* requests without a seed use defaults.seed, not a fresh one each */
     int chat_family;                /* enum woolly_chat_family, or -1: recognized from the model */
 } woolly_server_config;
 

@@ -84,9 +84,13 @@ static int release(srv_slot *s, const char *bytes, size_t n)
     return srv_stop_feed(&s->stop, s->clean.p, s->clean.len, &s->out);
 }
 
-static bool emit_out(srv_slot *s)
+/* Hands s->out to the job as one piece (an empty one too when `always`: a streamed response sends one
+ * chunk per generated token, with the text that token completed, which may be none). */
+static bool emit_out(srv_slot *s, bool always)
 {
-    const int rc = srv_job_emit(s->job, s->out.p, s->out.len);
+    if (!always && s->out.len == 0)
+        return true;
+    const int rc = srv_job_emit(s->job, s->out.p ? s->out.p : "", s->out.len);
     s->out.len = 0;
     if (rc)
         fail(s, "out of memory for the generated text");
@@ -106,7 +110,7 @@ static void end(srv_slot *s, srv_finish why)
     }
     if (rc == 1)
         why = SRV_FINISH_STOP;
-    if (emit_out(s))
+    if (emit_out(s, false))
         s->finish = why;
 }
 
@@ -134,7 +138,7 @@ bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n)
         fail(s, len < 0 ? "cannot decode a generated token" : "out of memory for the generated text");
         return false;
     }
-    if (!emit_out(s))
+    if (!emit_out(s, true))
         return false;
     srv_job_progress(j, s->n_reused, s->n_gen);
     if (rc == 1) { /* a stop string: nothing after it is sent */
