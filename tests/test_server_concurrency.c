@@ -347,3 +347,34 @@ Test(server_concurrency, prompt_caching_reuses_a_conversation)
     free(args);
     free(model_path);
 }
+
+/* A stream waiting in the queue longer than the idle timeout is kept open by comments, and completes. */
+Test(server_concurrency, a_waiting_stream_outlives_the_idle_timeout)
+{
+    char *tiny = tiny_model();
+    th_server s;
+    th_start(&s, NULL, "-m %s --parallel 1 --timeout 1", tiny);
+    th_bg *running = th_bg_stream(&s, "/v1/completions",
+                                  "{\"prompt\":\"a\",\"max_tokens\":500,\"ignore_eos\":true,\"stream\":true}");
+    cr_assert(th_bg_wait_events(running, 1, 60000));
+    call waiting = {.s = &s,
+                    .path = "/v1/completions",
+                    .body = "{\"prompt\":\"b\",\"max_tokens\":4,\"ignore_eos\":true,\"stream\":true}"};
+    cr_assert(pthread_create(&waiting.thread, NULL, run_call, &waiting) == 0);
+    usleep(2500000); /* two and a half idle timeouts in the queue */
+    th_bg_close(running);
+    pthread_join(waiting.thread, NULL);
+    cr_expect_eq(waiting.resp.status, 200);
+    cr_expect(strstr(waiting.resp.body, ": keep-alive\n\n") != NULL, "no keep-alive comment in %s",
+              waiting.resp.body);
+    bool done;
+    json_t *ev = th_events(&waiting.resp, &done);
+    cr_expect(done, "the waiting stream was cut: %s", waiting.resp.body);
+    cr_expect_eq(json_array_size(ev), 4 + 1);
+    json_decref(ev);
+    th_resp_free(&waiting.resp);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    remove(tiny);
+    free(tiny);
+}
