@@ -9,12 +9,14 @@
 //   first token         time to the first token (median), which includes the prompt and queueing
 // One warm-up request runs first.
 // Node built-ins only (fetch). Usage, from the repository root after building:
-//   node bench/serve_concurrency.mjs [--model PATH] [--levels 1,2,4,8] [--tokens 8] [--requests 1]
-//                                    [--threads T] [--ctx 256] [--woolly ./build/woolly]
+//   node bench/serve_concurrency.mjs --model PATH [--levels 1,2,4,8] [--tokens 8] [--requests 1]
+//                                    [--threads T] [--ctx 256] [--prompt TEXT] [--woolly ./build/woolly]
+// e.g. with the benchmark model of README "Speed today":
+//   node bench/serve_concurrency.mjs --model llama-1b.gguf --tokens 4 --ctx 128 --prompt Hello
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
-const opts = { model: '/work/models/llama-1b.gguf', levels: '1,2,4,8', tokens: '8', requests: '1', threads: '',
+const opts = { model: '', levels: '1,2,4,8', tokens: '8', requests: '1', threads: '',
   ctx: '256', woolly: './build/woolly', prompt: 'Once upon a time, in a small village by the sea' };
 for (let i = 2; i < process.argv.length; i += 2) {
   const key = process.argv[i].replace(/^--/, '');
@@ -23,6 +25,10 @@ for (let i = 2; i < process.argv.length; i += 2) {
     process.exit(2);
   }
   opts[key] = process.argv[i + 1];
+}
+if (!opts.model) {
+  console.error('usage: node bench/serve_concurrency.mjs --model MODEL.gguf [options] (see the top of this file)');
+  process.exit(2);
 }
 const levels = opts.levels.split(',').map(Number);
 const tokens = Number(opts.tokens), requests = Number(opts.requests);
