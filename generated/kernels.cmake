@@ -126,10 +126,18 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX512)
   set(WOOLLY_SOURCES_AVX512
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
   )
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
   )
 endif()
 
