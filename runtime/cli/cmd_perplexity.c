@@ -224,6 +224,9 @@ int woolly_cmd_perplexity(int argc, char **argv)
     cli_add(&t, (cli_flag){"-q", "--quiet", CLI_BOOL, &quiet, 0, 0, NULL,
                            "no progress bar and no notes on stderr (results and errors only)", NULL});
     cli_add_context_flags(&t, &ctx_opts);
+    for (int i = 0; i < t.n; i++) /* here the context is one chunk, with a default of its own */
+        if (!strcmp(t.flags[i].long_name, "--ctx-size"))
+            t.flags[i].help = "tokens per chunk (default 512; with --kl-divergence, the base's)";
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
