@@ -1,5 +1,6 @@
-"""Kernels from the spec: one source file and one generated test per kernel, the X-macro registry
-(kernels.inc) and the per-ISA source lists with their compile flags (kernels.cmake)."""
+"""Kernels from the spec: one source file and one generated test per kernel (matmul, attention,
+activation packer) and per weight layout (its repack routines), the X-macro registry (kernels.inc) and
+the per-ISA source lists with their compile flags (kernels.cmake)."""
 import os
 import tomllib
 
@@ -8,7 +9,9 @@ import jinja2
 ISA_ENUM = {"scalar": "WOOLLY_ISA_SCALAR", "avx2": "WOOLLY_ISA_AVX2", "avx512": "WOOLLY_ISA_AVX512",
             "neon": "WOOLLY_ISA_NEON"}
 ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8"}
+OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
+ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
 
 
 def load_spec(root):
@@ -16,23 +19,65 @@ def load_spec(root):
         return tomllib.load(f)
 
 
+def features_of(spec, entry, what):
+    req = entry.get("requires", [])
+    for r in req:
+        assert r in spec.get("feature", {}), f"{what}: requires unknown feature {r!r} (no [feature.{r}])"
+    return req
+
+
+def feature_mask(spec, req):
+    return " | ".join(spec["feature"][r]["enum"] for r in req) if req else "0"
+
+
+def expand_layouts(spec):
+    layouts = {}
+    for name, v in spec.get("layout", {}).items():
+        fmt = spec["format"][v["format"]]
+        assert name.startswith(v["format"] + "_r"), f"layout {name}: name must be <weights>_r<rows>"
+        assert name == f"{v['format']}_r{v['rows']}", f"layout {name}: rows = {v['rows']} disagrees with the name"
+        assert fmt["block"] > 1, f"layout {name}: only block formats are interleaved"
+        layouts[name] = dict(kind="layout", name=name, template=v["template"], isa="scalar", op="repack",
+                             weights=v["format"], wtype=fmt["type"], block=fmt["block"],
+                             decode=fmt["decode"], rows=v["rows"], block_struct=v["block"],
+                             spec_entry=f"[layout.{name}]")
+    return layouts
+
+
 def expand(spec):
     """Every kernel the spec lists, as a dict of template parameters, in spec order."""
+    layouts = expand_layouts(spec)
     kernels = []
     for entry in spec.get("matmul", []):
+        layout = entry.get("layout", ROWS)
+        variant = entry.get("variant", "")
+        req = features_of(spec, entry, f"[[matmul]] {entry['op']} {entry['isa']}")
         for w in entry["weights"]:
+            lay = None
+            if layout != ROWS:
+                lay = layouts.get(f"{w}_{layout}")
+                assert lay, f"[[matmul]] {entry['op']} {entry['isa']}: no layout {w}_{layout}"
             for act in entry["act"]:
                 for tile in entry["tiles"]:
                     mr, nr = (int(v) for v in tile.split("x"))
+                    if lay:
+                        assert nr % lay["rows"] == 0, f"{w} {layout}: tile {tile} is not whole row groups"
                     fmt = spec["format"][w]
+                    name = f"{w}_{act}_{entry['op']}_{entry['isa']}"
+                    name += ("" if layout == ROWS else f"_{layout}") + f"_{mr}x{nr}"
+                    name += f"_{variant}" if variant else ""
                     kernels.append(dict(
-                        kind="matmul", name=f"{w}_{act}_{entry['op']}_{entry['isa']}_{mr}x{nr}",
-                        template=entry["template"], isa=entry["isa"], op=entry["op"],
-                        weights=w, wtype=fmt["type"], block=fmt["block"], decode=fmt["decode"],
-                        act=act, mr=mr, nr=nr, head_dim=0, max_nmse=entry["max_nmse"],
+                        kind="matmul", name=name, template=entry["template"], isa=entry["isa"],
+                        op=entry["op"], weights=w, wtype=fmt["type"], block=fmt["block"],
+                        decode=fmt["decode"], act=act, mr=mr, nr=nr, head_dim=0,
+                        layout=layout, layout_name=lay["name"] if lay else ROWS,
+                        layout_rows=lay["rows"] if lay else 1, block_struct=lay["block_struct"] if lay else "",
+                        params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
+                        default=bool(entry.get("default", False)), max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
-                                   f"tile={tile}"))
+                                   f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
     for entry in spec.get("attn", []):
+        req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         for cache in entry["cache"]:
             for hd in entry["head_dims"]:
                 dim = f"d{hd}" if hd else "any"
@@ -40,14 +85,47 @@ def expand(spec):
                     kind="attn", name=f"attn_{cache}_flash_{entry['isa']}_{dim}",
                     template=entry["template"], isa=entry["isa"], op="attn", cache=cache,
                     wtype=spec["format"][cache]["type"], act="f32", mr=1, nr=1, head_dim=hd,
-                    max_nmse=entry["max_nmse"],
+                    layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
+                    default=False, params=entry.get("params", {}), max_nmse=entry["max_nmse"],
                     spec_entry=f"[[attn]] {entry['isa']} cache={cache} head_dim={hd}"))
+    for entry in spec.get("pack", []):
+        req = features_of(spec, entry, f"[[pack]] {entry['isa']}")
+        for act in entry["act"]:
+            kernels.append(dict(
+                kind="pack", name=f"pack_{act}_{entry['isa']}", template=entry["template"],
+                isa=entry["isa"], op="pack", act=act, wtype="WOOLLY_TYPE_F32", mr=1, nr=1, head_dim=0,
+                layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
+                default=False, params=entry.get("params", {}),
+                spec_entry=f"[[pack]] {entry['isa']} act={act}"))
     names = [k["name"] for k in kernels]
     dup = {n for n in names if names.count(n) > 1}
     assert not dup, f"spec lists kernels twice: {sorted(dup)}"
     for k in kernels:
         assert k["isa"] in spec["isa"], f"{k['name']}: ISA {k['isa']} has no [isa.{k['isa']}] entry"
-    return kernels
+    check_defaults(kernels)
+    return kernels, list(layouts.values())
+
+
+def check_defaults(kernels):
+    """Per (weights, ISA) with any matmul kernel: exactly one default GEMV and one default GEMM, with the
+    same activation format and layout, so that a tensor repacked for its default GEMV has a GEMM too."""
+    groups = {}
+    for k in kernels:
+        if k["kind"] == "matmul":
+            groups.setdefault((k["weights"], k["isa"]), []).append(k)
+    for (w, isa), ks in groups.items():
+        d = {op: [k for k in ks if k["op"] == op and k["default"]] for op in ("gemv", "gemm")}
+        for op in ("gemv", "gemm"):
+            assert len(d[op]) == 1, f"{w} at {isa}: {len(d[op])} default {op} kernels (need exactly one)"
+        v, m = d["gemv"][0], d["gemm"][0]
+        assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
+            f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
+    for k in kernels:
+        if k["kind"] == "matmul" and k["layout"] != ROWS:
+            same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]
+                    and o["isa"] == k["isa"] and o["act"] == k["act"] and o["layout"] == k["layout"]]
+            ops = {o["op"] for o in same}
+            assert ops == {"gemv", "gemm"}, f"{k['name']}: layout {k['layout']} needs both a GEMV and a GEMM"
 
 
 def render(root):
@@ -55,18 +133,29 @@ def render(root):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
-    kernels = expand(spec)
+    kernels, layouts = expand(spec)
     out = {}
     for k in kernels:
         out[f"kernels/{k['name']}.c"] = env.get_template(k["template"]).render(k=k)
         test_template = f"test_{k['kind']}.c.j2"
         out[f"tests/test_{k['name']}.c"] = env.get_template(test_template).render(
             k=k, template=test_template)
-    isas = [dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], processors=PROCESSORS[v["processors"]],
-                 kernels=[k for k in kernels if k["isa"] == name])
-            for name, v in spec["isa"].items()]
+    for lay in layouts:
+        out[f"kernels/repack_{lay['name']}.c"] = env.get_template(lay["template"]).render(k=lay)
+        out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("test_repack.c.j2").render(
+            k=lay, template="test_repack.c.j2")
+    feature_flags = {n: v["flag"] for n, v in spec.get("feature", {}).items()}
+    isas = []
+    for name, v in spec["isa"].items():
+        ks = [k for k in kernels if k["isa"] == name]
+        if name == "scalar":
+            ks = ks + layouts  # layouts' repack routines are portable C
+        for k in ks:
+            k["extra_flags"] = [feature_flags[r] for r in k.get("requires", [])]
+        isas.append(dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], processors=PROCESSORS[v["processors"]],
+                         kernels=ks))
+    features = [dict(name=n, enum=v["enum"], flag=v["flag"]) for n, v in spec.get("feature", {}).items()]
     out["kernels.inc"] = env.get_template("kernels.inc.j2").render(
-        isas=isas, ACT_ENUM=ACT_ENUM, OP_ENUM={"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM",
-                                               "attn": "WOOLLY_OP_ATTN"})
-    out["kernels.cmake"] = env.get_template("kernels.cmake.j2").render(isas=isas)
+        isas=isas, layouts=layouts, ACT_ENUM=ACT_ENUM, OP_ENUM=OP_ENUM)
+    out["kernels.cmake"] = env.get_template("kernels.cmake.j2").render(isas=isas, features=features)
     return out

@@ -8,15 +8,49 @@
 
 typedef struct kc_matmul_case {
     int64_t k, m, r0, r1;
+    int accumulate; /* run with y += (y preset to known values) */
+    int prefetch;   /* the args' prefetch distance, bytes */
 } kc_matmul_case;
+
+/* A matmul kernel under test: what it reads. */
+typedef struct kc_matmul_kernel {
+    woolly_matmul_fn fn;
+    const char *name;
+    enum woolly_type wtype;
+    enum woolly_act act;
+    /* The weight layout: GGUF rows (repack NULL) or groups of layout_rows rows made by repack, with
+     * blocks of layout_block_bytes. */
+    woolly_repack_fn repack;
+    int layout_rows;
+    size_t layout_block_bytes;
+} kc_matmul_kernel;
+
+/* A weight layout under test: its routines and geometry. */
+typedef struct kc_layout {
+    const char *name;
+    enum woolly_type wtype;
+    int rows;
+    size_t block_bytes;
+    woolly_repack_fn repack;
+    woolly_unpack_fn unpack;
+} kc_layout;
 
 typedef struct kc_attn_case {
     int64_t head_dim, n_kv, n_group;
 } kc_attn_case;
 
-/* Asserts NMSE <= max_nmse over the computed rows, and that nothing outside them was written. */
-void kc_check_matmul(woolly_matmul_fn fn, const char *name, enum woolly_type wtype, const kc_matmul_case *c,
-                     double max_nmse);
+/* Asserts NMSE <= max_nmse over the computed rows against a float64 product of the reference-dequantized
+ * weights and the activations as packed (so an int8 or F16 kernel is held to a tight bound: only its
+ * summation order differs), and that nothing outside the rows was written. */
+void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, double max_nmse);
+
+/* Repacking then unpacking gives back every row byte for byte, for row counts at, below and above
+ * whole groups; and the padding rows of a partial last group are zero weights. */
+void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows);
+
+/* A packer gives exactly the scalar reference's bytes on rows of k values (with zero blocks, and
+ * values that round to .5). */
+void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int64_t k);
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse);
 

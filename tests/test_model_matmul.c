@@ -110,10 +110,10 @@ Test(matmul, threads_split_rows_without_changing_the_result)
     enum { ROWS = 37, K = 4096, M = 5 }; /* large enough that woolly_matmul uses every thread */
     float *deq;
     void *wdata = random_q4k(ROWS, K, &deq);
-    const woolly_matrix w = {wdata, WOOLLY_TYPE_Q4_K, ROWS, K, woolly_row_bytes(WOOLLY_TYPE_Q4_K, K), "w"};
+    const woolly_matrix w = woolly_matrix_rows(wdata, WOOLLY_TYPE_Q4_K, ROWS, K, "w");
     woolly_matmul_plan plan;
     woolly_error err = {{0}};
-    cr_assert_eq(woolly_matmul_plan_init(&plan, WOOLLY_TYPE_Q4_K, WOOLLY_ACT_F32, &err), 0, "%s", err.msg);
+    cr_assert_eq(woolly_matmul_plan_init(&plan, &w, &err), 0, "%s", err.msg);
     static float x[M * K], y[M * ROWS], direct[M * ROWS];
     tu_rng rng = {11};
     for (int i = 0; i < M * K; i++)
@@ -121,7 +121,8 @@ Test(matmul, threads_split_rows_without_changing_the_result)
 
     for (int m = 1; m <= M; m += M - 1) { /* the GEMV slot (m = 1) and the GEMM slot */
         const woolly_kernel *k = m == 1 ? plan.gemv : plan.gemm;
-        const woolly_matmul_args a = {w.data, w.row_bytes, x, K * sizeof(float), direct, ROWS, K, m, 0, ROWS};
+        const woolly_matmul_args a = {.w = w.data, .w_row_bytes = w.row_bytes, .x = x, .x_row_bytes = K * sizeof(float),
+                                      .y = direct, .y_stride = ROWS, .k = K, .m = m, .r0 = 0, .r1 = ROWS};
         k->matmul(&a);
         double num = 0, den = 0;
         for (int t = 0; t < m; t++)
@@ -147,11 +148,70 @@ Test(matmul, threads_split_rows_without_changing_the_result)
     free(deq);
 }
 
+/* Several matrices reading one input in one call, and the plan's blocking (rows, tokens and columns per
+ * kernel call), give what one call per matrix over all rows gives; with int8 activations, packed once. */
+Test(matmul, several_outputs_and_blocking_keep_the_result)
+{
+    enum { K = 1024, M = 6, N = 3 };
+    static const int64_t ROWS[N] = {40, 17, 33};
+    float *deq[N];
+    void *data[N];
+    woolly_matrix w[N];
+    woolly_matmul_plan plan[N];
+    woolly_error err = {{0}};
+    static float x[M * K], y[N][M * 40], want[N][M * 40];
+    tu_rng rng = {3};
+    for (int i = 0; i < M * K; i++)
+        x[i] = tu_rand_normal(&rng);
+    static uint8_t pack[M * K / 32 * sizeof(woolly_block_q8x32)];
+    for (int act = WOOLLY_ACT_F32; act <= WOOLLY_ACT_Q8; act += WOOLLY_ACT_Q8 - WOOLLY_ACT_F32) {
+        for (int i = 0; i < N; i++) {
+            data[i] = random_q4k(ROWS[i], K, &deq[i]);
+            w[i] = woolly_matrix_rows(data[i], WOOLLY_TYPE_Q4_K, ROWS[i], K, "w");
+            w[i].act = (enum woolly_act)act;
+            cr_assert_eq(woolly_matmul_plan_init(&plan[i], &w[i], &err), 0, "%s", err.msg);
+        }
+        for (int m = 1; m <= M; m += M - 1) {
+            woolly_threadpool *one = woolly_threadpool_open(1, &err), *three = woolly_threadpool_open(3, &err);
+            cr_assert(one && three, "%s", err.msg);
+            woolly_matmul_out outs[N];
+            for (int i = 0; i < N; i++) {
+                woolly_matmul(one, &plan[i], &w[i], x, m, want[i], (size_t)ROWS[i], pack);
+                outs[i] = (woolly_matmul_out){&w[i], &plan[i], y[i], (size_t)ROWS[i]};
+            }
+            memset(y, 0xFF, sizeof y);
+            woolly_matmul_n(three, outs, N, x, m, pack);
+            for (int i = 0; i < N; i++)
+                cr_expect(memcmp(y[i], want[i], sizeof(float) * (size_t)(m * ROWS[i])) == 0,
+                          "act %d m %d: output %d of one call over 3 threads differs", act, m, i);
+            for (int i = 0; i < N; i++) {
+                plan[i].rows_per_call = 8;
+                plan[i].tokens_per_call = 4;
+                plan[i].k_per_call = 256;
+                plan[i].prefetch = 256;
+            }
+            memset(y, 0xFF, sizeof y);
+            woolly_matmul_n(three, outs, N, x, m, pack);
+            for (int i = 0; i < N; i++) {
+                const double e = tu_nmse(y[i], want[i], (size_t)(m * ROWS[i]));
+                cr_expect_leq(e, 1e-12, "act %d m %d: output %d blocked differs by NMSE %g", act, m, i, e);
+                plan[i].rows_per_call = plan[i].tokens_per_call = plan[i].k_per_call = plan[i].prefetch = 0;
+            }
+            woolly_threadpool_close(one);
+            woolly_threadpool_close(three);
+        }
+        for (int i = 0; i < N; i++)
+            free(data[i]), free(deq[i]);
+    }
+}
+
 Test(matmul, a_slot_without_kernels_is_an_error)
 {
     woolly_matmul_plan plan;
     woolly_error err = {{0}};
-    cr_expect_eq(woolly_matmul_plan_init(&plan, WOOLLY_TYPE_Q4_0, WOOLLY_ACT_F32, &err), -1);
+    static const uint8_t data[18 * 4];
+    const woolly_matrix w = woolly_matrix_rows(data, WOOLLY_TYPE_Q4_0, 4, 32, "w");
+    cr_expect_eq(woolly_matmul_plan_init(&plan, &w, &err), -1);
     cr_expect(strstr(err.msg, "Q4_0") != NULL, "%s", err.msg);
 }
 
@@ -180,15 +240,17 @@ Test(matmul, activation_packers)
     woolly_act_pack(WOOLLY_ACT_Q8, x, K, 0, M, K, q, woolly_act_row_bytes(WOOLLY_ACT_Q8, K));
     for (int b = 0; b < M * K / 32; b++) {
         float amax = 0;
-        int sum = 0;
+        int sum[2] = {0, 0};
         for (int i = 0; i < 32; i++) {
             amax = fmaxf(amax, fabsf(x[b * 32 + i]));
-            sum += q[b].q[i];
+            sum[i / 16] += q[b].q[i];
             cr_assert_leq(fabsf(x[b * 32 + i] - q[b].d * q[b].q[i]), 0.5001f * q[b].d + 1e-30f,
                           "block %d value %d: %g packed as %d x %g", b, i, x[b * 32 + i], q[b].q[i], q[b].d);
         }
         cr_expect_float_eq(q[b].d, amax / 127.0f, 1e-6f * amax + 1e-30f);
-        cr_expect_float_eq(q[b].s, q[b].d * (float)sum, 1e-5f * fabsf(q[b].s) + 1e-30f);
+        cr_expect_eq(q[b].sum[0], sum[0]);
+        cr_expect_eq(q[b].sum[1], sum[1]);
+        cr_expect_float_eq(q[b].ds, q[b].d * (float)(sum[0] + sum[1]), 1e-5f * fabsf(q[b].ds) + 1e-30f);
     }
     cr_expect_eq(q[1].d, 0.0f);
 

@@ -11,7 +11,7 @@
 
 static const char *op_token(enum woolly_op op)
 {
-    return op == WOOLLY_OP_GEMV ? "_gemv_" : op == WOOLLY_OP_GEMM ? "_gemm_" : "_flash_";
+    return op == WOOLLY_OP_GEMV ? "_gemv_" : op == WOOLLY_OP_GEMM ? "_gemm_" : op == WOOLLY_OP_ATTN ? "_flash_" : "pack_";
 }
 
 Test(registry, every_slot_has_a_scalar_reference_kernel)
@@ -23,9 +23,53 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
         bool has_scalar = false;
         for (int j = 0; j < n; j++)
             has_scalar |= ks[j].op == ks[i].op && ks[j].wtype == ks[i].wtype && ks[j].act == ks[i].act &&
-                          ks[j].isa == WOOLLY_ISA_SCALAR;
-        cr_assert(has_scalar, "%s: its slot has no scalar reference kernel", ks[i].name);
+                          ks[j].isa == WOOLLY_ISA_SCALAR && !ks[j].layout;
+        cr_assert(has_scalar, "%s: its slot has no scalar reference kernel on GGUF rows", ks[i].name);
     }
+    /* Every (op, weights, activations) slot of the reference formats exists. */
+    static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
+                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
+        for (int act = 0; act < WOOLLY_ACT_COUNT; act++)
+            for (int op = WOOLLY_OP_GEMV; op <= WOOLLY_OP_GEMM; op++) {
+                bool found = false;
+                for (int j = 0; j < n; j++)
+                    found |= ks[j].op == (enum woolly_op)op && ks[j].wtype == TYPES[t] &&
+                             ks[j].act == (enum woolly_act)act && ks[j].isa == WOOLLY_ISA_SCALAR;
+                cr_assert(found, "no scalar kernel for op %d, type %d, activations %s", op, TYPES[t],
+                          woolly_act_name((enum woolly_act)act));
+            }
+}
+
+Test(registry, forcing_an_unknown_activation_format_is_an_error)
+{
+    setenv("WOOLLY_ACT", "q4", 1);
+    woolly_error err = {{0}};
+    cr_assert_neq(woolly_isa_init(&err), 0);
+    cr_assert(strstr(err.msg, "WOOLLY_ACT=q4"), "message: %s", err.msg);
+}
+
+Test(registry, forced_activation_format_is_reported)
+{
+    setenv("WOOLLY_ACT", "f16", 1);
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    cr_assert_eq(woolly_act_forced(), WOOLLY_ACT_F16);
+}
+
+Test(registry, layouts_are_listed_and_sized)
+{
+    int n;
+    const woolly_layout *ls = woolly_layout_list(&n);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(woolly_layout_by_name(ls[i].name), &ls[i]);
+        cr_assert(ls[i].repack && ls[i].unpack && ls[i].rows > 1, "%s", ls[i].name);
+        const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, 512);
+        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: 512 columns are two blocks", ls[i].name);
+        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted", ls[i].name);
+    }
+    cr_assert_null(woolly_layout_by_name("rows"));
+    cr_assert_eq(woolly_layout_row_bytes(NULL, WOOLLY_TYPE_Q4_K, 512), 2 * 144);
 }
 
 Test(registry, names_say_what_a_kernel_is)
@@ -34,11 +78,21 @@ Test(registry, names_say_what_a_kernel_is)
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++) {
         char isa[32];
-        snprintf(isa, sizeof isa, "_%s_", woolly_isa_name(ks[i].isa));
-        cr_assert(strstr(ks[i].name, isa), "%s: name lacks its ISA token %s", ks[i].name, isa);
+        snprintf(isa, sizeof isa, "_%s", woolly_isa_name(ks[i].isa));
+        const char *at = strstr(ks[i].name, isa);
+        cr_assert(at && (at[strlen(isa)] == '_' || at[strlen(isa)] == 0), "%s: name lacks its ISA token %s",
+                  ks[i].name, isa);
         cr_assert(strstr(ks[i].name, op_token(ks[i].op)), "%s: name lacks its op token", ks[i].name);
         cr_assert_eq(woolly_kernel_by_name(ks[i].name), &ks[i], "%s: not found by name", ks[i].name);
-        cr_assert((ks[i].matmul != NULL) != (ks[i].attn != NULL), "%s: exactly one entry point", ks[i].name);
+        cr_assert((ks[i].matmul != NULL) + (ks[i].attn != NULL) + (ks[i].pack != NULL) == 1,
+                  "%s: exactly one entry point", ks[i].name);
+        if (ks[i].layout) {
+            char lay[64];
+            snprintf(lay, sizeof lay, "_%s_", strchr(ks[i].layout->name, '_') + 1);
+            cr_assert(strstr(ks[i].name, lay), "%s: name lacks its layout token %s", ks[i].name, lay);
+            cr_assert_eq(ks[i].layout->wtype, ks[i].wtype, "%s: layout of other weights", ks[i].name);
+            cr_assert_eq(ks[i].tile_n % ks[i].layout->rows, 0, "%s: tile is not whole row groups", ks[i].name);
+        }
         for (int j = 0; j < i; j++)
             cr_assert_str_neq(ks[i].name, ks[j].name, "kernel listed twice");
     }
@@ -54,9 +108,17 @@ Test(registry, forced_scalar_chooses_the_scalar_kernels)
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++) {
-        const woolly_kernel *k = woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act);
+        if (ks[i].op != WOOLLY_OP_GEMV && ks[i].op != WOOLLY_OP_GEMM)
+            continue;
+        const woolly_kernel *k = woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act, NULL);
         cr_assert_not_null(k);
         cr_assert_eq(k->isa, WOOLLY_ISA_SCALAR, "%s chosen under WOOLLY_ISA=scalar", k->name);
+        if (ks[i].layout)
+            cr_assert_null(woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act, ks[i].layout),
+                           "%s: a kernel on a repacked layout chosen under WOOLLY_ISA=scalar", ks[i].name);
+        const woolly_kernel *d = woolly_kernel_default_gemv(ks[i].wtype, -1);
+        cr_assert(d && d->isa == WOOLLY_ISA_SCALAR && d->act == WOOLLY_ACT_F32 && !d->layout,
+                  "default GEMV for %s under WOOLLY_ISA=scalar: %s", ks[i].name, d ? d->name : "none");
     }
 }
 

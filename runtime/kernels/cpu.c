@@ -42,7 +42,16 @@ static void detect(woolly_cpu *cpu)
         cpu->avx512f = zmm && (b & bit_AVX512F);
         cpu->avx512bw = zmm && (b & bit_AVX512BW);
         cpu->avx512vl = zmm && (b & bit_AVX512VL);
+        cpu->avx512dq = zmm && (b & bit_AVX512DQ);
         cpu->avx512vnni = zmm && (c & bit_AVX512VNNI);
+        unsigned max7 = a;
+        if (max7 >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            if (ymm && (a & (1u << 4))) /* AVX-VNNI */
+                cpu->features |= WOOLLY_CPU_AVXVNNI;
+            if (zmm && (a & (1u << 5))) /* AVX512_BF16 */
+                cpu->features |= WOOLLY_CPU_AVX512BF16;
+        }
     }
 }
 #elif defined(__aarch64__)
@@ -50,11 +59,16 @@ static void detect(woolly_cpu *cpu)
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 
 static void detect(woolly_cpu *cpu)
 {
     strcpy(cpu->vendor, "aarch64");
     cpu->neon_dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    if (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
+        cpu->features |= WOOLLY_CPU_I8MM;
 }
 #else
 static void detect(woolly_cpu *cpu) { strcpy(cpu->vendor, "unknown"); }

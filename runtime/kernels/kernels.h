@@ -1,25 +1,46 @@
 /* The kernel contract: everything a generated kernel may include, and the only seam between the
  * runtime and generated code.
  *
- * Weight block layouts (GGUF's, little-endian, byte-packed), the half-precision conversions, and the
- * signatures of the two kernel kinds:
+ * Weight block layouts (GGUF's, little-endian, byte-packed, and the repacked ones below), the
+ * half-precision conversions, the activation formats, and the signatures of the kernel kinds:
  *
  *   matmul  y[t][r] = sum_i x[t][i] * W[r][i]   for tokens t in [0, m), weight rows r in [r0, r1)
- *           W is row-major in a weight format (each row k elements, w_row_bytes apart); x holds m
- *           activation rows in an activation format (x_row_bytes apart); y is float (y_stride floats
- *           apart per token). A kernel handles any m >= 1 and any r0 < r1 itself, including partial
- *           register tiles; k is always a multiple of the weight format's block. GEMV slots are called
- *           with m == 1 (decode), GEMM slots with m >= 1 (prompt batches). The runtime splits [0, rows)
- *           across threads; a kernel never spawns threads or allocates.
+ *           W is in a weight format and a weight layout (below); x holds m activation rows in an
+ *           activation format (x_row_bytes apart); y is float (y_stride floats apart per token), and
+ *           the kernel stores y (or adds to it, with `accumulate`). A kernel handles any m >= 1 and any
+ *           r0 < r1 itself, including partial register tiles; k is always a multiple of the weight
+ *           format's block (and of 32 for int8 activations). GEMV slots are called with m == 1 (decode),
+ *           GEMM slots with m >= 1 (prompt batches). The runtime splits [0, rows) across threads; a
+ *           kernel never spawns threads or allocates.
+ *
+ *   weight layouts
+ *           rows      GGUF's: row r at (const char *)w + r * w_row_bytes (w_row_bytes = the row's bytes).
+ *           r<G>      rows interleaved in groups of G (e.g. q4k_r16): group g = rows [gG, gG + G) at
+ *                     (const char *)w + g * G * w_row_bytes, where w_row_bytes = (k / block) *
+ *                     sizeof(the layout's block) / G; inside a group, the layout's blocks follow in
+ *                     k order (block b of the group at group + b * sizeof(block)), so a k offset is a
+ *                     pointer offset. The last group is padded with zero rows; r0 is a multiple of G
+ *                     (r1 need not be: rows >= r1 are computed, never stored). A layout's repack
+ *                     routine (woolly_repack_<layout>) makes it from GGUF rows and its unpack routine
+ *                     gives a GGUF row back (for embedding lookups and tests).
  *
  *   attn    for one token and one KV head: the n_group query heads that share that KV head attend to
  *           cache positions 0..n_kv-1 (causality is the caller's choice of n_kv). Softmax over
  *           scale * q.k, output the weighted sum of v. K and V are in the cache format (F16 or F32).
  *
- * Naming grammar, written down once: <weights>_<activations>_<op>_<isa>_<tile>, e.g.
- * q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, tile 1 token x 1 row);
- * attention: attn_<kv type>_flash_<isa>_<variant>. The symbol is woolly_<name>, the file <name>.c.
- * ISA tokens are dispatch levels: scalar, avx2, avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product). */
+ *   pack    one row of k floats into an activation format (k a multiple of 32 for int8).
+ *
+ * Naming grammar, written down once:
+ *   matmul  <weights>_<activations>_<op>_<isa>[_<layout>]_<tokens>x<rows>[_<variant>], e.g.
+ *           q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, GGUF rows, tile
+ *           1 token x 1 row), q4k_q8_gemm_avx512_r16_4x16 (16-row interleaved weights, 4 x 16 tile);
+ *           the variant suffix names a template parameter other than the tile (an unroll, a prefetch).
+ *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>
+ *   pack    pack_<activations>_<isa>
+ *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
+ * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels: scalar, avx2
+ * (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a kernel may also require
+ * features beyond its level (BF16, AVX-VNNI, i8mm), checked at run time. */
 #ifndef WOOLLY_KERNELS_H
 #define WOOLLY_KERNELS_H
 
@@ -63,6 +84,21 @@ typedef struct {
     uint16_t d;
 } woolly_block_q6_k;
 _Static_assert(sizeof(woolly_block_q6_k) == 210, "Q6_K block is 210 bytes");
+
+/* ---- repacked weight layouts (see "weight layouts" at the top) ---------------------------------- */
+
+/* Q4_K with 16 rows interleaved (layout q4k_r16): block b of a group is super-block b (values 256b ..
+ * 256b + 255) of each of its 16 rows. Scales and mins are unpacked to a byte each; the quants are
+ * arranged so that one 64-byte load holds 4 consecutive values of each of the 16 rows (row i's at bytes
+ * 4i .. 4i + 3), the shape of one vpdpbusd/sdot operand: load h (0..3) of sub-block j holds values
+ * 4h .. 4h + 3 of the sub-block in its low nibbles and values 16 + 4h .. 16 + 4h + 3 in its high
+ * nibbles. Value = d * sc * q - dmin * mn, as in woolly_block_q4_k. */
+typedef struct {
+    uint16_t d[16], dmin[16];     /* f16, per row */
+    uint8_t sc[8][16], mn[8][16]; /* 6-bit scale and min of sub-block j of row i at [j][i] */
+    uint8_t qs[8][4][64];         /* [sub-block j][load h][4 * row + l] */
+} woolly_block_q4k_r16;
+_Static_assert(sizeof(woolly_block_q4k_r16) == 2368, "Q4_K r16 block is 2368 bytes");
 
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void woolly_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
@@ -145,15 +181,19 @@ enum woolly_act {
     WOOLLY_ACT_F32 = 0, /* plain float rows */
     WOOLLY_ACT_F16 = 1, /* binary16 rows */
     WOOLLY_ACT_Q8 = 2,  /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_COUNT
 };
 
-/* One block of 32 int8 activations; `s` = d * sum(q) saves the min term of K-quants a reduction. */
+/* One block of 32 int8 activations, x[i] ~ d * q[i] with d = max|x| / 127 and q = round(x / d) (ties
+ * to even; d = 0 and q = 0 for an all-zero block). The sums save the kernels reductions: a K-quant's
+ * min term needs d * sum(q) over the 32 (ds), Q6_K's offset of 32 the integer sum of each 16. */
 typedef struct {
     float d;
-    float s;
+    float ds;       /* d * (sum[0] + sum[1]) */
+    int32_t sum[2]; /* sum of q[0..15], of q[16..31] */
     int8_t q[32];
 } woolly_block_q8x32;
-_Static_assert(sizeof(woolly_block_q8x32) == 40, "Q8 activation block is 40 bytes");
+_Static_assert(sizeof(woolly_block_q8x32) == 48, "Q8 activation block is 48 bytes");
 
 /* ---- kernel signatures ------------------------------------------------------------------------- */
 
@@ -161,10 +201,11 @@ enum woolly_op {
     WOOLLY_OP_GEMV = 0,
     WOOLLY_OP_GEMM = 1,
     WOOLLY_OP_ATTN = 2,
+    WOOLLY_OP_PACK = 3,
 };
 
 typedef struct woolly_matmul_args {
-    const void *w;      /* row r of W at (const char *)w + r * w_row_bytes */
+    const void *w;      /* the weights, in the kernel's layout (see the top of this file) */
     size_t w_row_bytes;
     const void *x;      /* token t's activations at (const char *)x + t * x_row_bytes */
     size_t x_row_bytes;
@@ -173,6 +214,8 @@ typedef struct woolly_matmul_args {
     int64_t k;          /* row length */
     int64_t m;          /* tokens */
     int64_t r0, r1;     /* weight rows computed by this call */
+    int32_t accumulate; /* 0: y = x W^T; 1: y += x W^T (the runtime's K blocking) */
+    int32_t prefetch;   /* bytes ahead in the weight stream to prefetch (0: none), for kernels that do */
 } woolly_matmul_args;
 
 typedef void (*woolly_matmul_fn)(const woolly_matmul_args *a);
@@ -197,5 +240,22 @@ typedef struct woolly_attn_args {
 } woolly_attn_args;
 
 typedef void (*woolly_attn_fn)(const woolly_attn_args *a);
+
+typedef void (*woolly_pack_fn)(const float *x, int64_t k, void *dst);
+
+/* Repacking rows [r0, r1) of a GGUF-row matrix into a layout (r0 a multiple of the group; r1 the
+ * matrix's row count or a multiple of the group: a partial last group is padded with zero rows), and
+ * back (one row r, to GGUF's row format). */
+typedef struct woolly_repack_args {
+    const void *src;    /* GGUF rows, src_row_bytes apart */
+    size_t src_row_bytes;
+    void *dst;          /* the layout, with dst_row_bytes as the kernels' w_row_bytes */
+    size_t dst_row_bytes;
+    int64_t k;
+    int64_t r0, r1;
+} woolly_repack_args;
+
+typedef void (*woolly_repack_fn)(const woolly_repack_args *a);
+typedef void (*woolly_unpack_fn)(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
 #endif

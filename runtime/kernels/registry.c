@@ -6,35 +6,62 @@
 
 #include "cpu.h"
 
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn) void woolly_##name(const woolly_matmul_args *a);
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd) void woolly_##name(const woolly_attn_args *a);
+/* Declarations of every generated entry point. */
+#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                         \
+    void woolly_repack_##name(const woolly_repack_args *a);                                             \
+    void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
+#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)          \
+    void woolly_##name(const woolly_matmul_args *a);
+#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, features) void woolly_##name(const woolly_attn_args *a);
+#define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
 #include "kernels.inc"
-#undef WOOLLY_MATMUL_KERNEL
-#undef WOOLLY_ATTN_KERNEL
+
+/* Layouts by index: GGUF rows is no layout (NULL), the others are LAYOUTS[LAYOUT_<name> - 1]. */
+enum {
+    LAYOUT_rows = 0,
+#define WOOLLY_LAYOUT(name, wtype, rows, block) LAYOUT_##name,
+#include "kernels.inc"
+    LAYOUT_END
+};
+
+static const woolly_layout LAYOUTS[LAYOUT_END] = {
+    {0},
+#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                         \
+    {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name},
+#include "kernels.inc"
+};
+
+#define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
 static const woolly_kernel KERNELS[] = {
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn) \
-    {#name, op, wtype, act, isa, tm, tn, 0, woolly_##name, NULL},
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd) \
-    {#name, WOOLLY_OP_ATTN, ctype, WOOLLY_ACT_F32, isa, 1, 1, hd, NULL, woolly_##name},
+#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)          \
+    {#name, op, wtype, act, isa, tm, tn, 0, LAYOUT_PTR(layout), features, is_default, woolly_##name, NULL, NULL},
+#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, features)                                              \
+    {#name, WOOLLY_OP_ATTN, ctype, WOOLLY_ACT_F32, isa, 1, 1, hd, NULL, features, false, NULL, woolly_##name, NULL},
+#define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                    \
+    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act, isa, 1, 1, 0, NULL, features, false, NULL, NULL, woolly_##name},
 #include "kernels.inc"
-#undef WOOLLY_MATMUL_KERNEL
-#undef WOOLLY_ATTN_KERNEL
 };
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
 
 static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8"};
 
 const char *woolly_isa_name(enum woolly_isa isa)
 {
     return (unsigned)isa < WOOLLY_ISA_COUNT ? ISA_NAMES[isa] : "?";
 }
 
+const char *woolly_act_name(enum woolly_act act)
+{
+    return (unsigned)act < WOOLLY_ACT_COUNT ? ACT_NAMES[act] : "?";
+}
+
 /* The highest level the CPU supports. */
 static enum woolly_isa cpu_level(void)
 {
     const woolly_cpu *c = woolly_cpu_get();
-    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->fma && c->f16c)
+    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni && c->fma && c->f16c)
         return WOOLLY_ISA_AVX512;
     if (c->avx2 && c->fma && c->f16c)
         return WOOLLY_ISA_AVX2;
@@ -52,7 +79,7 @@ static bool built(enum woolly_isa isa)
     return false;
 }
 
-static bool cpu_runs(enum woolly_isa isa, enum woolly_isa level)
+static bool level_runs(enum woolly_isa isa, enum woolly_isa level)
 {
     if (isa == WOOLLY_ISA_SCALAR)
         return true;
@@ -66,8 +93,22 @@ static struct {
     bool done;
     int rc;
     enum woolly_isa active;
+    int act; /* forced activation format, -1 for none */
     woolly_error err;
-} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_SCALAR, {{0}}};
+} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_SCALAR, -1, {{0}}};
+
+static int decide_act(woolly_error *err)
+{
+    const char *forced = getenv("WOOLLY_ACT");
+    if (!forced || !*forced)
+        return 0;
+    for (int i = 0; i < WOOLLY_ACT_COUNT; i++)
+        if (!strcmp(forced, ACT_NAMES[i])) {
+            g_isa.act = i;
+            return 0;
+        }
+    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16 or q8)", forced);
+}
 
 static int decide(woolly_error *err)
 {
@@ -77,21 +118,21 @@ static int decide(woolly_error *err)
         /* Highest level that is both compiled and supported. */
         enum woolly_isa best = WOOLLY_ISA_SCALAR;
         for (int i = 0; i < WOOLLY_ISA_COUNT; i++)
-            if (built((enum woolly_isa)i) && cpu_runs((enum woolly_isa)i, level))
+            if (built((enum woolly_isa)i) && level_runs((enum woolly_isa)i, level))
                 best = (enum woolly_isa)i;
         g_isa.active = best;
-        return 0;
+        return decide_act(err);
     }
     for (int i = 0; i < WOOLLY_ISA_COUNT; i++) {
         if (strcmp(forced, ISA_NAMES[i]) != 0)
             continue;
         if (!built((enum woolly_isa)i))
             return woolly_fail(err, "WOOLLY_ISA=%s: this build has no %s kernels", forced, forced);
-        if (!cpu_runs((enum woolly_isa)i, level))
+        if (!level_runs((enum woolly_isa)i, level))
             return woolly_fail(err, "WOOLLY_ISA=%s: this CPU does not support %s (it supports up to %s)",
                                forced, forced, ISA_NAMES[level]);
         g_isa.active = (enum woolly_isa)i;
-        return 0;
+        return decide_act(err);
     }
     return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
 }
@@ -116,6 +157,12 @@ enum woolly_isa woolly_isa_active(void)
     return g_isa.active;
 }
 
+int woolly_act_forced(void)
+{
+    woolly_isa_init(NULL);
+    return g_isa.act;
+}
+
 const woolly_kernel *woolly_kernel_list(int *n)
 {
     *n = N_KERNELS;
@@ -130,31 +177,112 @@ const woolly_kernel *woolly_kernel_by_name(const char *name)
     return NULL;
 }
 
-/* Highest runnable ISA level among the kernels of a slot; head_dim < 0 matches any. */
-static const woolly_kernel *choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act, int head_dim)
+const woolly_layout *woolly_layout_list(int *n)
 {
-    const enum woolly_isa active = woolly_isa_active();
+    *n = LAYOUT_END - 1;
+    return LAYOUTS + 1;
+}
+
+const woolly_layout *woolly_layout_by_name(const char *name)
+{
+    for (int i = 1; i < LAYOUT_END; i++)
+        if (!strcmp(LAYOUTS[i].name, name))
+            return &LAYOUTS[i];
+    return NULL;
+}
+
+size_t woolly_layout_row_bytes(const woolly_layout *l, enum woolly_type type, int64_t k)
+{
+    if (!l)
+        return woolly_row_bytes(type, k);
+    const woolly_type_info *ti = woolly_type_get(l->wtype);
+    if (!ti || l->wtype != type || k <= 0 || k % ti->block_elems)
+        return 0;
+    return (size_t)(k / ti->block_elems) * l->block_bytes / (size_t)l->rows;
+}
+
+bool woolly_kernel_runs(const woolly_kernel *k)
+{
+    return level_runs(k->isa, woolly_isa_active()) && (k->features & ~woolly_cpu_get()->features) == 0;
+}
+
+/* Among the runnable kernels that `match` accepts: the highest level, and at it the default, else the
+ * first listed. */
+static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
+{
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
-        if (k->op != op || k->wtype != wtype || k->act != act || !cpu_runs(k->isa, active))
+        if (!match(k, ctx) || !woolly_kernel_runs(k))
             continue;
-        if (head_dim >= 0 && k->head_dim != 0 && k->head_dim != head_dim)
-            continue;
-        if (!best || k->isa > best->isa)
+        if (!best || k->isa > best->isa || (k->isa == best->isa && k->is_default && !best->is_default))
             best = k;
     }
     return best;
 }
 
-const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act)
+typedef struct slot {
+    enum woolly_op op;
+    enum woolly_type wtype;
+    int act; /* -1: any */
+    const woolly_layout *layout;
+    bool any_layout;
+    int head_dim; /* attention; -1 any */
+} slot;
+
+static bool slot_match(const woolly_kernel *k, const void *ctx)
 {
-    return choose(op, wtype, act, -1);
+    const slot *s = ctx;
+    if (k->op != s->op || k->wtype != s->wtype || (s->act >= 0 && (int)k->act != s->act))
+        return false;
+    if (!s->any_layout && k->layout != s->layout)
+        return false;
+    return s->head_dim < 0 || k->head_dim == 0 || k->head_dim == s->head_dim;
+}
+
+const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act,
+                                          const woolly_layout *layout)
+{
+    const slot s = {op, wtype, (int)act, layout, false, -1};
+    return best_of(slot_match, &s);
+}
+
+/* The default GEMV (act < 0) only: the spec's default at the highest level with kernels for wtype. */
+static bool default_gemv_match(const woolly_kernel *k, const void *ctx)
+{
+    const enum woolly_type *wtype = ctx;
+    if (k->op != WOOLLY_OP_GEMV || k->wtype != *wtype)
+        return false;
+    /* A level's default, or a kernel of a level whose default this CPU lacks features for. */
+    return k->is_default;
+}
+
+const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
+{
+    if (act >= 0) {
+        const slot s = {WOOLLY_OP_GEMV, wtype, act, NULL, true, -1};
+        return best_of(slot_match, &s);
+    }
+    const woolly_kernel *k = best_of(default_gemv_match, &wtype);
+    if (!k) { /* the defaults need features this CPU lacks: the best of anything */
+        const slot s = {WOOLLY_OP_GEMV, wtype, -1, NULL, true, -1};
+        k = best_of(slot_match, &s);
+    }
+    return k;
 }
 
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim)
 {
-    return choose(WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, head_dim);
+    const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim};
+    return best_of(slot_match, &s);
+}
+
+const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)
+{
+    if (act == WOOLLY_ACT_F32)
+        return NULL;
+    const slot s = {WOOLLY_OP_PACK, WOOLLY_TYPE_F32, (int)act, NULL, false, -1};
+    return best_of(slot_match, &s);
 }
 
 unsigned long long woolly_registry_hash(void)

@@ -1,10 +1,12 @@
-/* The kernel registry: every kernel this build compiled, from the generated X-macro list
- * (generated/kernels.inc), and the choice of one per slot. A slot is (op, weight or cache type,
- * activation format). Every slot that has any kernel has a scalar reference kernel, so a choice never
- * fails for a supported type; faster kernels override it where the CPU supports their ISA.
+/* The kernel registry: every kernel and weight layout this build compiled, from the generated X-macro
+ * list (generated/kernels.inc), and the choice of one kernel per slot. A matmul slot is (op, weight
+ * type, activation format); every slot that has any kernel has a scalar reference kernel on GGUF rows,
+ * so a choice never fails for a supported type; faster kernels override it where the CPU supports
+ * their ISA level and the features they require.
  *
  * The ISA level is detected once (cpu.c); WOOLLY_ISA=scalar|avx2|avx512|neon forces a level, and
- * forcing one this build or this CPU lacks is an error, not a silent fallback. */
+ * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8
+ * forces the activation format of every matrix that can take it. */
 #ifndef WOOLLY_REGISTRY_H
 #define WOOLLY_REGISTRY_H
 
@@ -22,34 +24,71 @@ enum woolly_isa {
     WOOLLY_ISA_COUNT
 };
 
+/* A weight layout other than GGUF's rows (which is NULL wherever a layout is asked for). */
+typedef struct woolly_layout {
+    const char *name;       /* e.g. "q4k_r16" */
+    enum woolly_type wtype; /* the weight format it holds */
+    int rows;               /* rows per interleaved group */
+    size_t block_bytes;     /* one weight block of every row of a group */
+    woolly_repack_fn repack;
+    woolly_unpack_fn unpack;
+} woolly_layout;
+
 typedef struct woolly_kernel {
-    const char *name;          /* e.g. "q4k_f32_gemv_scalar_1x1" */
+    const char *name;            /* e.g. "q4k_f32_gemv_scalar_1x1" */
     enum woolly_op op;
-    enum woolly_type wtype;    /* weight type (matmul) or cache type (attention) */
+    enum woolly_type wtype;      /* weight type (matmul) or cache type (attention); F32 for packers */
     enum woolly_act act;
     enum woolly_isa isa;
-    int tile_m, tile_n;        /* register tile: tokens x weight rows (1x1 for attention) */
-    int head_dim;              /* attention: the head dimension served, 0 = any */
-    woolly_matmul_fn matmul;   /* exactly one of these is set */
+    int tile_m, tile_n;          /* register tile: tokens x weight rows (1x1 for attention, packers) */
+    int head_dim;                /* attention: the head dimension served, 0 = any */
+    const woolly_layout *layout; /* matmul: the weights' layout, NULL for GGUF rows */
+    unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
+    bool is_default;             /* the default of its (weights, ISA) (matmul) */
+    woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
+    woolly_pack_fn pack;
 } woolly_kernel;
 
 const char *woolly_isa_name(enum woolly_isa isa);
+const char *woolly_act_name(enum woolly_act act);
 
-/* Detects the CPU level and applies WOOLLY_ISA. Idempotent; the first call decides. */
+/* Detects the CPU level and applies WOOLLY_ISA and WOOLLY_ACT. Idempotent; the first call decides. */
 int woolly_isa_init(woolly_error *err);
 enum woolly_isa woolly_isa_active(void);
+/* The activation format WOOLLY_ACT forces, or -1 when it is not set. */
+int woolly_act_forced(void);
 
-/* All compiled kernels (any ISA). */
+/* All compiled kernels (any ISA) and layouts. */
 const woolly_kernel *woolly_kernel_list(int *n);
 const woolly_kernel *woolly_kernel_by_name(const char *name);
+const woolly_layout *woolly_layout_list(int *n);
+const woolly_layout *woolly_layout_by_name(const char *name);
 
-/* The kernel for a slot at the active ISA level (default rule: the highest ISA level that is at most
- * the active one; among those, the first listed). NULL if no kernel serves the slot at all. */
-const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act);
+/* Bytes per row of a k-long row of `type` in a layout (NULL: GGUF's row bytes); 0 if k is not a
+ * whole number of blocks. */
+size_t woolly_layout_row_bytes(const woolly_layout *l, enum woolly_type type, int64_t k);
+
+/* Whether this CPU, at the active level, can run kernel k. */
+bool woolly_kernel_runs(const woolly_kernel *k);
+
+/* The kernel for a slot at the active ISA level whose weights are in `layout` (NULL: GGUF rows): the
+ * highest level that is at most the active one, and at that level the default kernel, else the first
+ * listed. NULL if no kernel serves it. */
+const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act,
+                                          const woolly_layout *layout);
+
+/* The default GEMV kernel for weights of `wtype` at the active level: the spec's default at the highest
+ * level (at most the active one) that has kernels for these weights. Its activation format and layout
+ * are the defaults for such a tensor. With act >= 0, the best GEMV that takes those activations
+ * instead (its layout the default for them). */
+const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
 /* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim);
+
+/* The activation packer for a format at the active level (NULL for F32, which needs none). */
+const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act);
 
 /* A hash of the registry contents (names in order), for tuning profiles. */
 unsigned long long woolly_registry_hash(void);

@@ -40,15 +40,6 @@ int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
     return n > 0 ? n : 1;
 }
 
-/* The attention kernel for the cache type that serves this head dimension: the registry's choice
- * unless it is specialized to another head dimension, then the best general one. */
-static int plan_type(woolly_context *c, enum woolly_type t, woolly_error *err)
-{
-    if (c->plans[t].gemv)
-        return 0;
-    return woolly_matmul_plan_init(&c->plans[t], t, WOOLLY_ACT_F32, err);
-}
-
 static int alloc_state(woolly_context *c, woolly_error *err)
 {
     const woolly_config *p = &c->model->cfg;
@@ -89,24 +80,18 @@ static int alloc_state(woolly_context *c, woolly_error *err)
 
     /* Packing scratch: the widest packed input of any matrix, for a full batch. */
     size_t pack = 0;
-    const woolly_weights *w = &c->model->w;
-    for (int32_t l = 0; l < p->n_layer; l++) {
-        const woolly_layer *L = &w->layers[l];
-        const woolly_matrix *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-            const woolly_matmul_plan *pl = &c->plans[ms[i]->type];
-            if (pl->act != WOOLLY_ACT_F32) {
-                const size_t b = nb * woolly_act_row_bytes(pl->act, ms[i]->cols);
-                pack = b > pack ? b : pack;
-            }
+    for (int32_t i = 0; i < c->model->n_mats; i++) {
+        const woolly_matrix *m = c->model->mats[i];
+        if (m->act != WOOLLY_ACT_F32) {
+            const size_t b = nb * woolly_act_row_bytes(m->act, m->cols);
+            pack = b > pack ? b : pack;
         }
-    }
-    if (c->plans[w->output.type].act != WOOLLY_ACT_F32) {
-        const size_t b = nb * woolly_act_row_bytes(c->plans[w->output.type].act, w->output.cols);
-        pack = b > pack ? b : pack;
     }
     if (pack && !(s->pack = malloc(pack)))
         return woolly_fail(err, "out of memory for %zu bytes of packed activations", pack);
+    const woolly_matrix *te = &c->model->w.token_embd;
+    if (te->layout && !(s->embd_row = malloc(woolly_row_bytes(te->type, te->cols))))
+        return woolly_fail(err, "out of memory");
     return 0;
 }
 
@@ -118,6 +103,7 @@ static void free_state(woolly_run_state *s)
         free(bufs[i]);
     free(s->inv_freq);
     free(s->pack);
+    free(s->embd_row);
     memset(s, 0, sizeof *s);
 }
 
@@ -158,15 +144,11 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     }
     c->model = m;
     c->params = p;
-    const woolly_weights *w = &m->w;
-    int rc = plan_type(c, w->output.type, err);
-    for (int32_t l = 0; l < cfg->n_layer && !rc; l++) {
-        const woolly_layer *L = &w->layers[l];
-        rc = plan_type(c, L->wq.type, err) || plan_type(c, L->wk.type, err) ||
-             plan_type(c, L->wv.type, err) || plan_type(c, L->wo.type, err) ||
-             plan_type(c, L->w_gate.type, err) || plan_type(c, L->w_up.type, err) ||
-             plan_type(c, L->w_down.type, err);
-    }
+    int rc = 0;
+    if (!(c->plans = calloc((size_t)m->n_mats, sizeof *c->plans)))
+        rc = woolly_fail(err, "out of memory");
+    for (int32_t i = 0; i < m->n_mats && !rc; i++)
+        rc = woolly_matmul_plan_init(&c->plans[i], m->mats[i], err);
     if (!rc && !(c->attn = woolly_kernel_choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                          p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
@@ -191,6 +173,7 @@ void woolly_context_close(woolly_context *c)
     woolly_threadpool_close(c->pool);
     free_state(&c->s);
     woolly_kv_cache_close(&c->kv);
+    free(c->plans);
     free(c);
 }
 

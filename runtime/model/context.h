@@ -24,6 +24,7 @@ typedef struct woolly_run_state {
     double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions */
     void *pack;                 /* packed activations, when a plan packs (non-F32 activations) */
+    void *embd_row;             /* one token embedding row in GGUF's format, when the matrix is repacked */
 } woolly_run_state;
 
 struct woolly_context {
@@ -31,7 +32,7 @@ struct woolly_context {
     woolly_context_params params; /* resolved: no zeros left */
     woolly_threadpool *pool;
     woolly_kv_cache kv;
-    woolly_matmul_plan plans[WOOLLY_TYPE_COUNT]; /* by weight type, for the types the model uses */
+    woolly_matmul_plan *plans; /* by matrix id (model->mats) */
     const woolly_kernel *attn;
     woolly_run_state s;
     int32_t n_past;   /* positions filled in the KV cache */

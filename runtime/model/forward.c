@@ -13,13 +13,44 @@
  * for a batch, GEMV for one token), attention runs one registry kernel per (token, KV head). Nothing is
  * allocated here: every buffer lives in the context's run state. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "context.h"
 #include "quant.h"
 
 static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, int32_t n, float *y)
 {
-    woolly_matmul(c->pool, &c->plans[w->type], w, x, n, y, (size_t)w->rows, c->s.pack);
+    woolly_matmul(c->pool, &c->plans[w->id], w, x, n, y, (size_t)w->rows, c->s.pack);
+}
+
+/* Several matrices that read the same input: packed once, one dispatch (when their activation
+ * formats agree, as they do unless a tuning profile chose otherwise). */
+static void matmul_same_input(woolly_context *c, const woolly_matrix *const *ws, float *const *ys, int n,
+                              const float *x, int32_t m)
+{
+    woolly_matmul_out outs[4];
+    bool same = true;
+    for (int i = 0; i < n; i++) {
+        outs[i] = (woolly_matmul_out){ws[i], &c->plans[ws[i]->id], ys[i], (size_t)ws[i]->rows};
+        same &= ws[i]->act == ws[0]->act;
+    }
+    if (same)
+        woolly_matmul_n(c->pool, outs, n, x, m, c->s.pack);
+    else
+        for (int i = 0; i < n; i++)
+            woolly_matmul_n(c->pool, &outs[i], 1, x, m, c->s.pack);
+}
+
+/* Token t's embedding row as floats, whatever the matrix's type and layout. */
+static void embed(woolly_context *c, int32_t id, float *out)
+{
+    const woolly_matrix *te = &c->model->w.token_embd;
+    if (te->layout) {
+        te->layout->unpack(te->data, te->row_bytes, te->cols, id, c->s.embd_row);
+        woolly_dequantize_row(te->type, c->s.embd_row, out, te->cols);
+    } else {
+        woolly_dequantize_row(te->type, (const char *)te->data + (size_t)id * te->row_bytes, out, te->cols);
+    }
 }
 
 /* out[t] = x[t] / rms(x[t]) * weight, for n rows of d. */
@@ -135,8 +166,7 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
     /* Token embeddings: one dequantized row per token. */
     for (int32_t t = 0; t < n; t++) {
         float *xt = s->x + (size_t)t * d;
-        const char *row = (const char *)w->token_embd.data + (size_t)ids[t] * w->token_embd.row_bytes;
-        woolly_dequantize_row(w->token_embd.type, row, xt, d);
+        embed(c, ids[t], xt);
         if (p->embedding_scale != 1.0f)
             for (int32_t i = 0; i < d; i++)
                 xt[i] *= p->embedding_scale;
@@ -148,9 +178,8 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
 
         /* Attention. */
         rmsnorm(s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
-        matmul(c, &L->wq, s->xb, n, s->q);
-        matmul(c, &L->wk, s->xb, n, s->k);
-        matmul(c, &L->wv, s->xb, n, s->v);
+        matmul_same_input(c, (const woolly_matrix *const[]){&L->wq, &L->wk, &L->wv},
+                          (float *const[]){s->q, s->k, s->v}, 3, s->xb, n);
         rope(c, s->q, n, p->n_head);
         rope(c, s->k, n, p->n_head_kv);
         for (int32_t t = 0; t < n; t++)
@@ -165,8 +194,8 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
 
         /* Feed-forward. */
         rmsnorm(s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
-        matmul(c, &L->w_gate, s->xb, n, s->hb);
-        matmul(c, &L->w_up, s->xb, n, s->hb2);
+        matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
+                          (float *const[]){s->hb, s->hb2}, 2, s->xb, n);
         swiglu(s->hb, s->hb2, (size_t)n * p->n_ff);
         matmul(c, &L->w_down, s->hb, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);

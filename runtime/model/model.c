@@ -178,15 +178,15 @@ static int bind_matrix(const woolly_model *m, const char *name, int64_t rows, in
     const gguf_tensor *t = find(m, name, true, err);
     if (!t || check_shape(m, t, cols, rows, err))
         return -1;
-    if (!woolly_kernel_choose(WOOLLY_OP_GEMV, t->type, WOOLLY_ACT_F32) ||
-        !woolly_kernel_choose(WOOLLY_OP_GEMM, t->type, WOOLLY_ACT_F32))
+    if (!woolly_kernel_choose(WOOLLY_OP_GEMV, t->type, WOOLLY_ACT_F32, NULL) ||
+        !woolly_kernel_choose(WOOLLY_OP_GEMM, t->type, WOOLLY_ACT_F32, NULL))
         return woolly_fail(err, "%s: tensor '%s' has type %s, which has no matrix kernel", m->label, name,
                            type_name(t->type));
     const size_t rb = woolly_row_bytes(t->type, cols);
     if (!rb || rb * (size_t)rows != t->nbytes)
         return woolly_fail(err, "%s: tensor '%s': %lld columns of %s do not fill its %llu bytes", m->label,
                            name, (long long)cols, type_name(t->type), (unsigned long long)t->nbytes);
-    *out = (woolly_matrix){t->data, t->type, rows, cols, rb, t->name};
+    *out = woolly_matrix_rows(t->data, t->type, rows, cols, t->name);
     return 0;
 }
 
@@ -274,8 +274,7 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     if (!woolly_can_dequantize(te->type))
         return woolly_fail(err, "%s: tensor 'token_embd.weight' has type %s, which cannot be dequantized",
                            m->label, type_name(te->type));
-    w->token_embd = (woolly_matrix){
-        te->data, te->type, c->n_vocab, c->n_embd, woolly_row_bytes(te->type, c->n_embd), te->name};
+    w->token_embd = woolly_matrix_rows(te->data, te->type, c->n_vocab, c->n_embd, te->name);
 
     const size_t n_vectors = 2 * (size_t)c->n_layer + 1;
     m->owned = malloc(sizeof(float) * (size_t)c->n_embd * n_vectors);
@@ -350,7 +349,8 @@ woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woo
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 120 ? 120 : name.len), name.ptr);
     else
         snprintf(m->name, sizeof m->name, "%s", m->label);
-    if (woolly_isa_init(err) || read_config(m, err) || bind_weights(m, err)) {
+    if (woolly_isa_init(err) || read_config(m, err) || bind_weights(m, err) || woolly_model_pick_layouts(m, err) ||
+        woolly_model_repack(m, err)) {
         woolly_model_close(m);
         return NULL;
     }
@@ -389,6 +389,8 @@ void woolly_model_close(woolly_model *m)
     free(m->chat_template);
     free(m->w.layers);
     free(m->owned);
+    free(m->mats);
+    woolly_model_release_repacked(m);
     gguf_close(m->file);
     free(m);
 }

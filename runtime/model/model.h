@@ -73,7 +73,23 @@ struct woolly_model {
     woolly_error tok_err;
     char *chat_template; /* tokenizer.chat_template (NUL-terminated copy) or NULL */
     float *owned;        /* norm vectors converted to F32 when not stored as F32 */
+
+    /* Every matrix the forward pass multiplies by (layers' then the output), each once; a matrix's
+     * index here is its `id`, which contexts key their per-matrix plans by. */
+    woolly_matrix **mats;
+    int32_t n_mats;
+    void *repacked; /* anonymous mapping holding the repacked matrices (model_repack.c) */
+    size_t repacked_bytes;
 };
+
+/* Chooses each matrix's activation format and weight layout (model_repack.c): WOOLLY_ACT where the
+ * matrix can take it, else the registry's default for its type at the active level; the layout is that
+ * of the best GEMV for the format. */
+int woolly_model_pick_layouts(woolly_model *m, woolly_error *err);
+/* Repacks every matrix whose layout is not GGUF rows into one anonymous mapping (multi-threaded), and
+ * drops the mapped originals' pages, so that a weight is resident once. */
+int woolly_model_repack(woolly_model *m, woolly_error *err);
+void woolly_model_release_repacked(woolly_model *m);
 
 /* Maps and validates a model; NULL with a message naming the file, tensor or key at fault. */
 woolly_model *woolly_model_load(const char *path, woolly_error *err);
