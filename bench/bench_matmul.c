@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limits.h"
+#include "machine_limits.h"
 #include "matmul.h"
 #include "quant.h"
 #include "registry.h"

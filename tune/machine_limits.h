@@ -8,8 +8,8 @@
  *
  * Both run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
  * approached from below: noise only lowers a sample). */
-#ifndef WOOLLY_TUNE_LIMITS_H
-#define WOOLLY_TUNE_LIMITS_H
+#ifndef WOOLLY_TUNE_MACHINE_LIMITS_H
+#define WOOLLY_TUNE_MACHINE_LIMITS_H
 
 typedef struct woolly_limits {
     int threads;
