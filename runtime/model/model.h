@@ -41,7 +41,6 @@ typedef struct woolly_config {
     float logit_scale;     /* divides the logits */
 } woolly_config;
 
-
 typedef struct woolly_layer {
     const float *attn_norm; /* [n_embd] */
     woolly_matrix wq;       /* [n_head * head_dim][n_embd] */

@@ -105,8 +105,11 @@ int woolly_profile_add_layout(woolly_profile *p, const woolly_profile_layout *ro
         return woolly_fail(err, "layout %s holds %s weights, not %s", row->layout->name,
                            type_name(row->layout->wtype), type_name(row->type));
     enum woolly_act act;
-    if (woolly_matmul_layout_format(row->type, row->cols, row->layout, woolly_profile_act_mask(p), &act, err))
-        return -1;
+    woolly_error why;
+    if (woolly_matmul_layout_format(row->type, row->cols, row->layout, woolly_profile_act_mask(p), &act,
+                                    &why))
+        return woolly_fail(err, "%s%s", why.msg,
+                           p->strict ? " under strict accuracy (F16/F32 activations)" : "");
     if (grow((void **)&p->layouts, p->n_layouts, &p->cap_layouts, sizeof *p->layouts, err))
         return -1;
     p->layouts[p->n_layouts++] = *row;
