@@ -27,8 +27,9 @@ typedef struct tune_timing {
 } tune_timing;
 
 /* Seconds per call of step s for class c at m tokens (the median of the samples); *pruned when the
- * first call alone exceeded t->prune_s, which is then the time returned. -1 with a message if the step
- * does not fit the weights or memory runs out. */
+ * first call alone exceeded t->prune_s, which is then the time returned (so is a first call that took
+ * all of t->cap_s: a call that long is its own sample). -1 with a message if the step does not fit the
+ * weights or memory runs out. */
 int tune_measure(tune_weights *w, woolly_threadpool *pool, const woolly_matmul_step *s,
                  enum woolly_tokens_class c, int m, const tune_timing *t, double *sec, bool *pruned,
                  woolly_error *err);

@@ -38,7 +38,8 @@ typedef struct tuner {
     const woolly_tune_opts *o;
     woolly_threadpool *pool;
     double t0, deadline;
-    int planned; /* measurements, estimated; grows if the estimate was short */
+    double shape_deadline; /* the current shape's share of the budget ends here (for its blocking search) */
+    int planned;           /* measurements, estimated; grows if the estimate was short */
     unsigned act_mask;
     long l1d, l2, l3;
     woolly_tune_result *r;
@@ -323,8 +324,8 @@ static int refine(tuner *t, tune_weights *w, int si, int c, woolly_matmul_step *
         int32_t vals[MAX_VALUES];
         const int n = param_values(t, sh, s, c, p, vals);
         for (int i = 0; i < n; i++) {
-            if (woolly_now_s() > t->deadline)
-                return 0; /* out of budget: keep what is known */
+            if (woolly_now_s() > t->shape_deadline)
+                return 0; /* the shape's share of the budget is spent: keep what is known */
             woolly_matmul_step trial = *s;
             *param_field(&trial, p) = vals[i];
             if (woolly_matmul_step_check(&trial, sh->type, trial.kernel->layout, sh->cols,
@@ -592,12 +593,17 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
     }
     g_sort_model = m;
     qsort(order, (size_t)m->n_shapes, sizeof *order, by_weight);
-    int rc = 0;
+    int rc = 0, left = t.planned;
     for (int i = 0; i < m->n_shapes && !rc; i++) {
-        if (woolly_now_s() > t.deadline) { /* the rest keep the defaults */
+        const double now = woolly_now_s();
+        if (now > t.deadline) { /* the rest keep the defaults */
             r->shapes_skipped = m->n_shapes - i;
             break;
         }
+        /* This shape's share of what is left, by its share of the measurements left. */
+        const int est = estimate_shape(&t, &m->shapes[order[i]]);
+        t.shape_deadline = now + (t.deadline - now) * est / (left > est ? left : est);
+        left -= est;
         rc = tune_shape(&t, order[i], err);
     }
     free(order);
