@@ -39,7 +39,7 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     /* the tables: the defaults beside the choices, and the verdict */
     cr_expect(strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
               "no GEMV row for ffn_gate/up:\n%s", out);
-    cr_expect(strstr(out, "| gemm | Q4_K | 768x256 | 17+ (64) | 2 |") != NULL, "no large-batch row:\n%s",
+    cr_expect(strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL, "no large-batch row:\n%s",
               out);
     cr_expect(strstr(out, "| Q6_K | 4096x256 | 1 (output.weight) |") != NULL,
               "no layout row for the output:\n%s", out);

@@ -10,7 +10,7 @@
 #include "tune.h"
 #include "tune_measure.h"
 
-const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 64};
+const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 32};
 
 /* A challenger replaces the incumbent only when this much faster: ties and noise keep the default. */
 #define NOISE_MARGIN 0.03
@@ -29,7 +29,7 @@ const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 64};
 #define DEFAULT_L1D (32 << 10)
 #define DEFAULT_L2 (1 << 20)
 #define DEFAULT_L3 (32 << 20)
-#define MAX_ROTATE_BYTES (512.0 * (1 << 20))
+#define MAX_ROTATE_BYTES (256.0 * (1 << 20))
 
 enum { MAX_LAYOUTS = 8, MAX_VALUES = 8, N_PARAMS = 5 };
 
@@ -276,13 +276,19 @@ static int estimate_shape(const tuner *t, const woolly_tune_shape *sh)
     return n + classes * (1 + REFINE_ESTIMATE + 2 * VERIFY_ROUNDS);
 }
 
-/* Stage 1 for one layout: the best kernel of each used class at default blocking. */
+/* Stage 1 for one layout: the best kernel of each used class at default blocking. A candidate whose
+ * first call is PRUNE_FACTOR times slower than the best so far (on this layout, else the default's time,
+ * when the default is allowed) is not timed further, and one that lost by that much on small batches is
+ * not tried on large ones (its calls would only be longer). */
 static int best_kernels(tuner *t, tune_weights *w, int si, shape_state *st, int li, woolly_error *err)
 {
     const woolly_tune_shape *sh = &t->model->shapes[si];
     const woolly_layout *l = st->layouts[li];
     int nk;
     const woolly_kernel *ks = woolly_kernel_list(&nk);
+    double *small_s = calloc((size_t)nk, sizeof *small_s); /* each kernel's time on small batches, 0 = none */
+    if (!small_s)
+        return woolly_fail(err, "out of memory");
     st->feasible[li] = true;
     for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++) {
         if (!used(sh, c))
@@ -299,19 +305,31 @@ static int best_kernels(tuner *t, tune_weights *w, int si, shape_state *st, int 
             const woolly_kernel *k = &ks[i];
             if (k == st->def[c].kernel || !candidate(t, k, sh, l, c))
                 continue;
+            if (c == WOOLLY_TOKENS_LARGE && small_s[i] < 0)
+                continue; /* hopeless on small batches */
             const woolly_matmul_step s = {.kernel = k};
+            const double ref = *best_s > 0 ? *best_s : st->def_allowed[c] ? st->def_s[c] : 0;
             double sec;
             bool pruned;
-            if (measure(t, w, si, &s, c, *best_s, &sec, &pruned, err))
+            if (measure(t, w, si, &s, c, ref, &sec, &pruned, err)) {
+                free(small_s);
                 return -1;
+            }
+            if (c == WOOLLY_TOKENS_SMALL)
+                small_s[i] = pruned ? -1 : sec;
             if (!pruned && (!best->kernel || sec < *best_s * (1 - NOISE_MARGIN))) {
                 *best = s;
                 *best_s = sec;
             }
         }
+        if (c == WOOLLY_TOKENS_SMALL && best->kernel)
+            for (int i = 0; i < nk; i++)
+                if (small_s[i] > PRUNE_FACTOR * *best_s)
+                    small_s[i] = -1;
         if (!best->kernel)
             st->feasible[li] = false;
     }
+    free(small_s);
     return 0;
 }
 
@@ -446,8 +464,17 @@ static int tune_shape(tuner *t, int si, woolly_error *err)
     double pick_s[WOOLLY_TOKENS_CLASSES] = {0};
     memcpy(pick, st->best[chosen], sizeof pick);
     memcpy(pick_s, st->best_s[chosen], sizeof pick_s);
-    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
-        if (used(sh, c) && refine(t, w, si, c, &pick[c], &pick_s[c], err))
+    int by_time[WOOLLY_TOKENS_CLASSES] = {0, 1, 2}; /* where the batch mix spends most, first */
+    for (int i = 1; i < WOOLLY_TOKENS_CLASSES; i++)
+        for (int j = i; j > 0; j--) {
+            const int x = by_time[j - 1], y = by_time[j];
+            if (mix_weight(t, sh, x) * pick_s[x] / WOOLLY_TUNE_TOKENS[x] >=
+                mix_weight(t, sh, y) * pick_s[y] / WOOLLY_TUNE_TOKENS[y])
+                break;
+            by_time[j - 1] = y, by_time[j] = x;
+        }
+    for (int i = 0; i < WOOLLY_TOKENS_CLASSES; i++)
+        if (used(sh, by_time[i]) && refine(t, w, si, by_time[i], &pick[by_time[i]], &pick_s[by_time[i]], err))
             goto done;
 
     /* Stage 3: every choice that differs from its default, measured again beside it. */
