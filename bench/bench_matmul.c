@@ -185,15 +185,13 @@ static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth
         r.mats[c].act = k->act;
     }
     woolly_error err;
-    if (woolly_matmul_plan_init(&r.plan, &r.mats[0], &err)) {
+    woolly_matmul_step steps[WOOLLY_TOKENS_CLASSES] = {{0}};
+    steps[woolly_tokens_class_of(m)].kernel = k;
+    if (woolly_matmul_plan_init(&r.plan, &r.mats[0], steps, &err)) {
         fprintf(stderr, "bench_matmul: %s\n", err.msg);
         woolly_threadpool_close(r.pool);
         return -1;
     }
-    if (k->op == WOOLLY_OP_GEMV)
-        r.plan.gemv = k;
-    else
-        r.plan.gemm = k;
     run_once(&r); /* warm-up: page faults, thread start */
     const woolly_timing t = woolly_time_fn(run_once, &r, min_time, 5, 20 * min_time);
     woolly_threadpool_close(r.pool);

@@ -113,16 +113,24 @@ Test(matmul, threads_split_rows_without_changing_the_result)
     const woolly_matrix w = woolly_matrix_rows(wdata, WOOLLY_TYPE_Q4_K, ROWS, K, "w");
     woolly_matmul_plan plan;
     woolly_error err = {{0}};
-    cr_assert_eq(woolly_matmul_plan_init(&plan, &w, &err), 0, "%s", err.msg);
+    cr_assert_eq(woolly_matmul_plan_init(&plan, &w, NULL, &err), 0, "%s", err.msg);
     static float x[M * K], y[M * ROWS], direct[M * ROWS];
     tu_rng rng = {11};
     for (int i = 0; i < M * K; i++)
         x[i] = tu_rand_normal(&rng);
 
     for (int m = 1; m <= M; m += M - 1) { /* the GEMV slot (m = 1) and the GEMM slot */
-        const woolly_kernel *k = m == 1 ? plan.gemv : plan.gemm;
-        const woolly_matmul_args a = {.w = w.data, .w_row_bytes = w.row_bytes, .x = x, .x_row_bytes = K * sizeof(float),
-                                      .y = direct, .y_stride = ROWS, .k = K, .m = m, .r0 = 0, .r1 = ROWS};
+        const woolly_kernel *k = plan.step[woolly_tokens_class_of(m)].kernel;
+        const woolly_matmul_args a = {.w = w.data,
+                                      .w_row_bytes = w.row_bytes,
+                                      .x = x,
+                                      .x_row_bytes = K * sizeof(float),
+                                      .y = direct,
+                                      .y_stride = ROWS,
+                                      .k = K,
+                                      .m = m,
+                                      .r0 = 0,
+                                      .r1 = ROWS};
         k->matmul(&a);
         double num = 0, den = 0;
         for (int t = 0; t < m; t++)
@@ -169,10 +177,11 @@ Test(matmul, several_outputs_and_blocking_keep_the_result)
             data[i] = random_q4k(ROWS[i], K, &deq[i]);
             w[i] = woolly_matrix_rows(data[i], WOOLLY_TYPE_Q4_K, ROWS[i], K, "w");
             w[i].act = (enum woolly_act)act;
-            cr_assert_eq(woolly_matmul_plan_init(&plan[i], &w[i], &err), 0, "%s", err.msg);
+            cr_assert_eq(woolly_matmul_plan_init(&plan[i], &w[i], NULL, &err), 0, "%s", err.msg);
         }
         for (int m = 1; m <= M; m += M - 1) {
-            woolly_threadpool *one = woolly_threadpool_open(1, &err), *three = woolly_threadpool_open(3, &err);
+            woolly_threadpool *one = woolly_threadpool_open(1, &err),
+                              *three = woolly_threadpool_open(3, &err);
             cr_assert(one && three, "%s", err.msg);
             woolly_matmul_out outs[N];
             for (int i = 0; i < N; i++) {
@@ -184,18 +193,20 @@ Test(matmul, several_outputs_and_blocking_keep_the_result)
             for (int i = 0; i < N; i++)
                 cr_expect(memcmp(y[i], want[i], sizeof(float) * (size_t)(m * ROWS[i])) == 0,
                           "act %d m %d: output %d of one call over 3 threads differs", act, m, i);
+            const enum woolly_tokens_class cls = woolly_tokens_class_of(m);
             for (int i = 0; i < N; i++) {
-                plan[i].rows_per_call = 8;
-                plan[i].tokens_per_call = 4;
-                plan[i].k_per_call = 256;
-                plan[i].prefetch = 256;
+                plan[i].step[cls].rows_per_call = 8;
+                plan[i].step[cls].tokens_per_call = m > 1 ? 4 : 0;
+                plan[i].step[cls].k_per_call = 256;
+                plan[i].step[cls].prefetch = 256;
+                plan[i].step[cls].threads = 2;
             }
             memset(y, 0xFF, sizeof y);
             woolly_matmul_n(three, outs, N, x, m, pack);
             for (int i = 0; i < N; i++) {
                 const double e = tu_nmse(y[i], want[i], (size_t)(m * ROWS[i]));
                 cr_expect_leq(e, 1e-12, "act %d m %d: output %d blocked differs by NMSE %g", act, m, i, e);
-                plan[i].rows_per_call = plan[i].tokens_per_call = plan[i].k_per_call = plan[i].prefetch = 0;
+                plan[i].step[cls] = (woolly_matmul_step){.kernel = plan[i].step[cls].kernel};
             }
             woolly_threadpool_close(one);
             woolly_threadpool_close(three);
@@ -211,7 +222,7 @@ Test(matmul, a_slot_without_kernels_is_an_error)
     woolly_error err = {{0}};
     static const uint8_t data[18 * 4];
     const woolly_matrix w = woolly_matrix_rows(data, WOOLLY_TYPE_Q4_0, 4, 32, "w");
-    cr_expect_eq(woolly_matmul_plan_init(&plan, &w, &err), -1);
+    cr_expect_eq(woolly_matmul_plan_init(&plan, &w, NULL, &err), -1);
     cr_expect(strstr(err.msg, "Q4_0") != NULL, "%s", err.msg);
 }
 

@@ -217,6 +217,7 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
     if (o->n_threads > WOOLLY_MAX_THREADS)
         o->n_threads = WOOLLY_MAX_THREADS;
     o->kv_type = "f16";
+    o->tune_profile = NULL;
     o->n_ctx_given = 0;
     cli_add(t, (cli_flag){"-t", "--threads", CLI_INT, &o->n_threads, 1, WOOLLY_MAX_THREADS, "N",
                           "threads (default: the number of cores)", NULL});
@@ -228,6 +229,11 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
                           "tokens per prompt-processing batch (default 512)", NULL});
     cli_add(t, (cli_flag){NULL, "--kv-type", CLI_ENUM, &o->kv_type, 0, 0, "f16|f32",
                           "KV cache type (default f16)", NULL});
+    cli_add(t,
+            (cli_flag){NULL, "--tune-profile", CLI_STR, &o->tune_profile, 0, 0, "FILE",
+                       "the tuning profile to run with ('none': the defaults; default: WOOLLY_TUNE_PROFILE, "
+                       "else this CPU's from `woolly tune`)",
+                       NULL});
 }
 
 void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
@@ -296,12 +302,14 @@ void cli_api_error(const char *cmd)
     fprintf(stderr, "woolly %s: %s\n", cmd, woolly_last_error());
 }
 
-woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s)
+woolly_model *cli_open_model(const char *cmd, const char *path, const cli_context_opts *o, double *load_s)
 {
     if (!path) {
         fprintf(stderr, "woolly %s: no model given (-m MODEL.gguf)\n", cmd);
         return NULL;
     }
+    if (o && o->tune_profile) /* the library reads the variable when it opens the model */
+        setenv("WOOLLY_TUNE_PROFILE", o->tune_profile, 1);
     const double t0 = cli_now_s();
     woolly_model *m = woolly_model_open(path);
     if (!m) {
@@ -311,6 +319,16 @@ woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s)
     if (load_s)
         *load_s = cli_now_s() - t0;
     return m;
+}
+
+void cli_profile_text(const woolly_model *m, const woolly_context *c, char *buf, size_t n)
+{
+    const char *path = woolly_model_tune_profile(m);
+    if (!path)
+        snprintf(buf, n, "defaults");
+    else
+        snprintf(buf, n, "%s (%d tuned steps for %d threads)", path, woolly_context_n_tuned(c),
+                 woolly_context_n_threads(c));
 }
 
 int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly_token **out)

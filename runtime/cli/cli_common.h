@@ -66,14 +66,15 @@ int cli_parse(cli_table *t, int argc, char **argv);
 
 typedef struct cli_context_opts {
     int32_t n_ctx, n_batch, n_threads;
-    const char *kv_type; /* "f16" | "f32" */
+    const char *kv_type;      /* "f16" | "f32" */
+    const char *tune_profile; /* --tune-profile FILE, or NULL */
     int n_ctx_given;
 } cli_context_opts;
 
 /* -m/--model MODEL, required. */
 void cli_add_model_flag(cli_table *t, const char **path);
 
-/* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16). */
+/* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16), --tune-profile. */
 void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
 /* Converts to context parameters; warns when the context exceeds the trained length. */
@@ -102,8 +103,12 @@ bool cli_output_is_input(const char *cmd, const char *out, const char *in);
 /* Prints the C API's last error (woolly_last_error) for a failed call. */
 void cli_api_error(const char *cmd);
 
-/* Opens a model, printing the error; *load_s gets the time it took. */
-woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s);
+/* Opens a model, printing the error; *load_s gets the time it took. With context options (may be NULL),
+ * their --tune-profile replaces WOOLLY_TUNE_PROFILE for the model. */
+woolly_model *cli_open_model(const char *cmd, const char *path, const cli_context_opts *o, double *load_s);
+
+/* "PATH (N tuned steps for T threads)" or "defaults": what a context runs with. */
+void cli_profile_text(const woolly_model *m, const woolly_context *c, char *buf, size_t n);
 
 /* Comma-separated token ids ("1,2,3"): each must be a decimal integer in [0, n_vocab). Returns the
  * count (ids heap-allocated) or -1 after a message. */

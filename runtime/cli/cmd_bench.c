@@ -69,7 +69,7 @@ int woolly_cmd_bench(int argc, char **argv)
         return 2;
     }
 
-    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m)
         return 1;
     int status = 1;
@@ -101,7 +101,9 @@ int woolly_cmd_bench(int argc, char **argv)
         ids[i] = (woolly_token)(x % (uint64_t)woolly_model_n_vocab(m));
     }
 
-    char size[32], params[32], backend[32];
+    char size[32], params[32], backend[32], profile[1200];
+    cli_profile_text(m, c, profile, sizeof profile);
+    printf("tuning profile: %s\n\n", profile);
     format_size(size, sizeof size, woolly_model_size(m));
     format_count(params, sizeof params, woolly_model_n_params(m));
     snprintf(backend, sizeof backend, "CPU (%s)", woolly_isa_name(woolly_isa_active()));

@@ -113,7 +113,7 @@ int woolly_cmd_chat(int argc, char **argv)
     const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_sampling_finish(cmd, &samp);
 
-    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m)
         return 1;
     int status = 1;

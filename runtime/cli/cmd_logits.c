@@ -26,7 +26,7 @@ int woolly_cmd_logits(int argc, char **argv)
     if (cli_output_is_input(cmd, out_path, model_path))
         return 2;
 
-    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m)
         return 1;
     int status = 1;

@@ -256,7 +256,7 @@ int woolly_cmd_perplexity(int argc, char **argv)
         free(text);
         return 1;
     }
-    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m) {
         free(text);
         return 1;

@@ -63,7 +63,7 @@ int woolly_cmd_run(int argc, char **argv)
     cli_sampling_finish(cmd, &samp);
 
     double load_s;
-    woolly_model *m = cli_open_model(cmd, model_path, &load_s);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, &load_s);
     if (!m)
         return 1;
     int status = 1;
@@ -140,7 +140,9 @@ int woolly_cmd_run(int argc, char **argv)
     fflush(stdout);
     fputc('\n', stderr); /* stdout holds exactly the text; the line break is for the terminal */
 
-    fprintf(stderr, "load       %8.1f ms\n", 1e3 * load_s);
+    char profile[1200];
+    cli_profile_text(m, c, profile, sizeof profile);
+    fprintf(stderr, "load       %8.1f ms   tuning profile: %s\n", 1e3 * load_s, profile);
     report("prompt", n_prompt, prompt_s);
     report("generation", n_evaluated, gen_s);
     status = 0;

@@ -13,6 +13,7 @@
     X(chat, "interactive chat using the model's chat template")                              \
     X(logits, "write the logits of every position of a token sequence")                      \
     X(bench, "measure prompt processing and generation speed")                               \
+    X(tune, "measure the kernels on this machine and write the profile runs use")            \
     X(perplexity, "perplexity of a text, and KL divergence against a base run")              \
     X(serve, "serve the model over HTTP with the OpenAI API")
 

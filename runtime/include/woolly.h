@@ -51,6 +51,12 @@ const char *woolly_model_name(const woolly_model *m);  /* general.name, or the f
 uint64_t woolly_model_n_params(const woolly_model *m); /* elements of all tensors */
 uint64_t woolly_model_size(const woolly_model *m);     /* bytes of all tensor data */
 
+/* The tuning profile the model runs with (written by `woolly tune`), or NULL for the defaults. Opening
+ * a model reads the file WOOLLY_TUNE_PROFILE names ("none": no profile), else this CPU's profile in
+ * $XDG_CACHE_HOME/woolly/ (or ~/.cache/woolly/) if there is one; a profile for another CPU or build, or
+ * with any malformed line, is rejected whole with one warning line on stderr. Nothing is measured. */
+const char *woolly_model_tune_profile(const woolly_model *m);
+
 /* ---- tokens --------------------------------------------------------------------------------------- */
 
 woolly_token woolly_token_bos(const woolly_model *m); /* -1 if none */
@@ -92,6 +98,9 @@ void woolly_context_close(woolly_context *c);
 int32_t woolly_context_n_ctx(const woolly_context *c);
 int32_t woolly_context_n_batch(const woolly_context *c);
 int32_t woolly_context_n_threads(const woolly_context *c);
+/* How many of the context's matrix plans (matrices x batch-size classes) run steps from the tuning
+ * profile: 0 without one, or when it has none for this thread count. */
+int32_t woolly_context_n_tuned(const woolly_context *c);
 /* Tokens in the KV cache: the position the next evaluated token gets. */
 int32_t woolly_context_n_past(const woolly_context *c);
 /* Forgets the cache from position n_past on (0 clears it), so that evaluation continues there. */

@@ -1,8 +1,70 @@
 #include "cpu.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* ---- cache sizes from sysfs (any Linux), when the processor does not say ------------------------- */
+
+/* The first line of a small sysfs file, or "" if unreadable. */
+static void read_line(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (!fgets(buf, (int)n, f))
+        buf[0] = 0;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+}
+
+/* /sys/devices/system/cpu/cpu0/cache/index<i>/{level,type,size}: the data and unified caches of cpu 0. */
+static void sysfs_caches(woolly_cpu *cpu)
+{
+    for (int i = 0; i < 16; i++) {
+        char path[96], level[16], type[32], size[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        read_line(path, level, sizeof level);
+        if (!level[0])
+            break;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        read_line(path, type, sizeof type);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        read_line(path, size, sizeof size);
+        if (!strcmp(type, "Instruction"))
+            continue;
+        char *end;
+        long bytes = strtol(size, &end, 10);
+        if (*end == 'K')
+            bytes <<= 10;
+        else if (*end == 'M')
+            bytes <<= 20;
+        long *slot = level[0] == '1'   ? &cpu->l1d_bytes
+                     : level[0] == '2' ? &cpu->l2_bytes
+                     : level[0] == '3' ? &cpu->l3_bytes
+                                       : NULL;
+        if (slot && !*slot && bytes > 0)
+            *slot = bytes;
+    }
+}
+
+/* glibc's view (it reads CPUID or sysfs itself), then sysfs for what it lacks. */
+static void fallback_caches(woolly_cpu *cpu)
+{
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+    if (!cpu->l1d_bytes)
+        cpu->l1d_bytes = sysconf(_SC_LEVEL1_DCACHE_SIZE) > 0 ? sysconf(_SC_LEVEL1_DCACHE_SIZE) : 0;
+    if (!cpu->l2_bytes)
+        cpu->l2_bytes = sysconf(_SC_LEVEL2_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL2_CACHE_SIZE) : 0;
+    if (!cpu->l3_bytes)
+        cpu->l3_bytes = sysconf(_SC_LEVEL3_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0;
+#endif
+    if (!cpu->l1d_bytes || !cpu->l2_bytes || !cpu->l3_bytes)
+        sysfs_caches(cpu);
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -20,9 +82,43 @@ static unsigned os_saved_state(void)
     return lo;
 }
 
+/* The deterministic cache parameters: leaf 4 (Intel) or 0x8000001D (AMD, with topology extensions)
+ * describe one cache per subleaf, with ways, partitions, line size and sets each stored minus one. */
+static void cpuid_caches(woolly_cpu *cpu, unsigned max_leaf)
+{
+    unsigned a, b, c, d, leaf = 0;
+    const unsigned max_ext = __get_cpuid_max(0x80000000u, NULL);
+    if (max_ext >= 0x8000001Du) {
+        __cpuid(0x80000001u, a, b, c, d);
+        if (c & (1u << 22)) /* TOPOEXT */
+            leaf = 0x8000001Du;
+    }
+    if (!leaf && max_leaf >= 4 && strcmp(cpu->vendor, "AuthenticAMD") != 0)
+        leaf = 4;
+    if (!leaf)
+        return;
+    for (unsigned i = 0; i < 16; i++) {
+        __cpuid_count(leaf, i, a, b, c, d);
+        const unsigned type = a & 0x1F, level = (a >> 5) & 7; /* type 1 data, 2 instruction, 3 unified */
+        if (type == 0)
+            break;
+        if (type == 2)
+            continue;
+        const long bytes = (long)(((b >> 22) & 0x3FF) + 1) * (long)(((b >> 12) & 0x3FF) + 1) *
+                           (long)((b & 0xFFF) + 1) * (long)(c + 1);
+        if (level == 1)
+            cpu->l1d_bytes = bytes;
+        else if (level == 2)
+            cpu->l2_bytes = bytes;
+        else if (level == 3)
+            cpu->l3_bytes = bytes;
+    }
+}
+
 static void detect(woolly_cpu *cpu)
 {
     unsigned a, b, c, d, max;
+    strcpy(cpu->arch, "x86_64");
     __cpuid(0, max, b, c, d);
     memcpy(cpu->vendor + 0, &b, 4);
     memcpy(cpu->vendor + 4, &d, 4);
@@ -53,6 +149,7 @@ static void detect(woolly_cpu *cpu)
                 cpu->features |= WOOLLY_CPU_AVX512BF16;
         }
     }
+    cpuid_caches(cpu, max);
 }
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
@@ -65,13 +162,26 @@ static void detect(woolly_cpu *cpu)
 
 static void detect(woolly_cpu *cpu)
 {
-    strcpy(cpu->vendor, "aarch64");
-    cpu->neon_dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-    if (getauxval(AT_HWCAP2) & HWCAP2_I8MM)
+    strcpy(cpu->arch, "aarch64");
+    strcpy(cpu->vendor, "arm");
+    cpu->hwcap = getauxval(AT_HWCAP);
+    cpu->hwcap2 = getauxval(AT_HWCAP2);
+    cpu->neon_dotprod = (cpu->hwcap & HWCAP_ASIMDDP) != 0;
+    if (cpu->hwcap2 & HWCAP2_I8MM)
         cpu->features |= WOOLLY_CPU_I8MM;
+    /* MIDR_EL1 as the kernel exports it: implementer [31:24], part number [15:4]. */
+    char midr[32];
+    read_line("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", midr, sizeof midr);
+    const unsigned long v = strtoul(midr, NULL, 16);
+    cpu->family = (unsigned)(v >> 24) & 0xFF;
+    cpu->model = (unsigned)(v >> 4) & 0xFFF;
 }
 #else
-static void detect(woolly_cpu *cpu) { strcpy(cpu->vendor, "unknown"); }
+static void detect(woolly_cpu *cpu)
+{
+    strcpy(cpu->arch, "other");
+    strcpy(cpu->vendor, "unknown");
+}
 #endif
 
 static woolly_cpu g_cpu;
@@ -80,6 +190,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init(void)
 {
     detect(&g_cpu);
+    fallback_caches(&g_cpu);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     g_cpu.n_cores = n > 0 ? (int)n : 1;
 }
@@ -88,4 +199,51 @@ const woolly_cpu *woolly_cpu_get(void)
 {
     pthread_once(&g_once, init);
     return &g_cpu;
+}
+
+size_t woolly_cpu_signature(char *buf, size_t n)
+{
+    const woolly_cpu *c = woolly_cpu_get();
+    char feat[256];
+    if (!strcmp(c->arch, "aarch64")) {
+        snprintf(feat, sizeof feat, "hwcap 0x%lx hwcap2 0x%lx", c->hwcap, c->hwcap2);
+    } else {
+        const struct {
+            bool on;
+            const char *name;
+        } bits[] = {
+            {c->avx2, "avx2"},
+            {c->fma, "fma"},
+            {c->f16c, "f16c"},
+            {c->avx512f, "avx512f"},
+            {c->avx512bw, "avx512bw"},
+            {c->avx512vl, "avx512vl"},
+            {c->avx512dq, "avx512dq"},
+            {c->avx512vnni, "avx512vnni"},
+            {(c->features & WOOLLY_CPU_AVX512BF16) != 0, "avx512bf16"},
+            {(c->features & WOOLLY_CPU_AVXVNNI) != 0, "avxvnni"},
+        };
+        size_t len = (size_t)snprintf(feat, sizeof feat, "features ");
+        const size_t start = len;
+        for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+            if (bits[i].on)
+                len += (size_t)snprintf(feat + len, sizeof feat - len, "%s%s", len > start ? "," : "",
+                                        bits[i].name);
+        if (len == start)
+            snprintf(feat + len, sizeof feat - len, "none");
+    }
+    const int len = snprintf(buf, n, "%s %s family %u model %u %s cores %d cache %ldK,%ldK,%ldK", c->arch,
+                             c->vendor, c->family, c->model, feat, c->n_cores, c->l1d_bytes >> 10,
+                             c->l2_bytes >> 10, c->l3_bytes >> 10);
+    return len < 0 ? 0 : (size_t)len;
+}
+
+unsigned long long woolly_cpu_signature_hash(void)
+{
+    char sig[512];
+    woolly_cpu_signature(sig, sizeof sig);
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = sig; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
 }

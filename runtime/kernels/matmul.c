@@ -5,7 +5,8 @@
 woolly_matrix woolly_matrix_rows(const void *data, enum woolly_type type, int64_t rows, int64_t cols,
                                  const char *name)
 {
-    return (woolly_matrix){data, type, rows, cols, woolly_row_bytes(type, cols), NULL, WOOLLY_ACT_F32, name, -1};
+    return (woolly_matrix){data, type,           rows, cols, woolly_row_bytes(type, cols),
+                           NULL, WOOLLY_ACT_F32, name, -1};
 }
 
 size_t woolly_act_row_bytes(enum woolly_act act, int64_t k)
@@ -23,26 +24,185 @@ size_t woolly_act_row_bytes(enum woolly_act act, int64_t k)
     return 0;
 }
 
-int woolly_matmul_plan_init(woolly_matmul_plan *p, const woolly_matrix *w, woolly_error *err)
+/* ---- token classes ------------------------------------------------------------------------------ */
+
+enum woolly_tokens_class woolly_tokens_class_of(int64_t m)
 {
-    const woolly_type_info *ti = woolly_type_get(w->type);
-    const char *tn = ti ? ti->name : "?";
+    return m <= 1                         ? WOOLLY_TOKENS_1
+           : m <= WOOLLY_TOKENS_SMALL_MAX ? WOOLLY_TOKENS_SMALL
+                                          : WOOLLY_TOKENS_LARGE;
+}
+
+const char *woolly_tokens_class_name(enum woolly_tokens_class c)
+{
+    static const char *const NAMES[WOOLLY_TOKENS_CLASSES] = {"1", "2-16", "17+"};
+    return (unsigned)c < WOOLLY_TOKENS_CLASSES ? NAMES[c] : "?";
+}
+
+enum woolly_op woolly_tokens_class_op(enum woolly_tokens_class c)
+{
+    return c == WOOLLY_TOKENS_1 ? WOOLLY_OP_GEMV : WOOLLY_OP_GEMM;
+}
+
+/* ---- choosing formats and kernels --------------------------------------------------------------- */
+
+static const char *type_name(enum woolly_type t)
+{
+    const woolly_type_info *ti = woolly_type_get(t);
+    return ti ? ti->name : "?";
+}
+
+/* Whether activations in `act` can feed a matrix with rows of cols: whole blocks, and a packer. */
+static bool act_usable(enum woolly_act act, int64_t cols, unsigned act_mask)
+{
+    return (act_mask >> act & 1) && woolly_act_row_bytes(act, cols) &&
+           (act == WOOLLY_ACT_F32 || woolly_kernel_choose_pack(act));
+}
+
+/* k is at least as good a default as best: a higher level, or the spec's default at the same one. */
+static bool better_default(const woolly_kernel *k, const woolly_kernel *best)
+{
+    return !best || k->isa > best->isa || (k->isa == best->isa && k->is_default && !best->is_default);
+}
+
+/* The best GEMV on `layout` (any_layout: on whatever layout) among the usable formats, each with a
+ * GEMM of the same format and layout. Formats are tried F32 first, so that a tie keeps the reference. */
+static const woolly_kernel *best_gemv(enum woolly_type type, int64_t cols, unsigned act_mask, bool any_layout,
+                                      const woolly_layout *layout)
+{
+    const woolly_kernel *best = NULL;
+    for (int a = 0; a < WOOLLY_ACT_COUNT; a++) {
+        if (!act_usable((enum woolly_act)a, cols, act_mask))
+            continue;
+        const woolly_kernel *k = any_layout
+                                     ? woolly_kernel_default_gemv(type, a)
+                                     : woolly_kernel_choose(WOOLLY_OP_GEMV, type, (enum woolly_act)a, layout);
+        if (k && woolly_kernel_choose(WOOLLY_OP_GEMM, type, k->act, k->layout) && better_default(k, best))
+            best = k;
+    }
+    return best;
+}
+
+int woolly_matmul_default_format(enum woolly_type type, int64_t cols, unsigned act_mask, enum woolly_act *act,
+                                 const woolly_layout **layout, woolly_error *err)
+{
+    const int forced = woolly_act_forced();
+    const woolly_kernel *gemv = NULL;
+    if (forced >= 0 && act_usable((enum woolly_act)forced, cols, act_mask))
+        gemv = woolly_kernel_default_gemv(type, forced);
+    if (!gemv) {
+        gemv = woolly_kernel_default_gemv(type, -1);
+        if (gemv && (!act_usable(gemv->act, cols, act_mask) ||
+                     !woolly_kernel_choose(WOOLLY_OP_GEMM, type, gemv->act, gemv->layout)))
+            gemv = best_gemv(type, cols, act_mask, true, NULL);
+    }
+    if (!gemv)
+        return woolly_fail(err, "no matrix kernel for %s weights with rows of %lld", type_name(type),
+                           (long long)cols);
+    *act = gemv->act;
+    *layout = gemv->layout;
+    return 0;
+}
+
+int woolly_matmul_layout_format(enum woolly_type type, int64_t cols, const woolly_layout *layout,
+                                unsigned act_mask, enum woolly_act *act, woolly_error *err)
+{
+    const woolly_kernel *gemv = best_gemv(type, cols, act_mask, false, layout);
+    if (!gemv)
+        return woolly_fail(
+            err, "no GEMV and GEMM kernels that run here for %s weights in layout %s with rows of %lld",
+            type_name(type), layout ? layout->name : "rows", (long long)cols);
+    *act = gemv->act;
+    return 0;
+}
+
+int woolly_matmul_step_check(const woolly_matmul_step *s, enum woolly_type type, const woolly_layout *layout,
+                             int64_t cols, enum woolly_tokens_class c, woolly_error *err)
+{
+    const woolly_kernel *k = s->kernel;
+    if ((unsigned)c >= WOOLLY_TOKENS_CLASSES)
+        return woolly_fail(err, "token class %d is unknown", (int)c);
+    if (!k)
+        return woolly_fail(err, "no kernel");
+    const enum woolly_op op = woolly_tokens_class_op(c);
+    if (k->op != op)
+        return woolly_fail(err, "kernel %s is not a %s kernel (%s tokens)", k->name,
+                           op == WOOLLY_OP_GEMV ? "GEMV" : "GEMM", woolly_tokens_class_name(c));
+    if (k->wtype != type)
+        return woolly_fail(err, "kernel %s does not take %s weights", k->name, type_name(type));
+    if (k->layout != layout)
+        return woolly_fail(err, "kernel %s reads layout %s, the weights are in %s", k->name,
+                           k->layout ? k->layout->name : "rows", layout ? layout->name : "rows");
+    if (!woolly_kernel_runs(k))
+        return woolly_fail(err, "kernel %s does not run on this CPU at level %s", k->name,
+                           woolly_isa_name(woolly_isa_active()));
+    if (!act_usable(k->act, cols, WOOLLY_ACT_MASK_ALL))
+        return woolly_fail(err, "kernel %s: %s activations do not fit rows of %lld", k->name,
+                           woolly_act_name(k->act), (long long)cols);
+    if (s->rows_per_call < 0 || s->rows_per_call > WOOLLY_STEP_MAX_BLOCK || s->rows_per_call % k->tile_n)
+        return woolly_fail(err, "kernel %s: rows_per_call %d is not a multiple of its %d-row tile in [0, %d]",
+                           k->name, s->rows_per_call, k->tile_n, WOOLLY_STEP_MAX_BLOCK);
+    if (layout && s->rows_per_call % layout->rows)
+        return woolly_fail(err, "rows_per_call %d is not a multiple of layout %s's %d-row group",
+                           s->rows_per_call, layout->name, layout->rows);
+    if (c == WOOLLY_TOKENS_1 && s->tokens_per_call)
+        return woolly_fail(err, "tokens_per_call %d for one token (GEMV takes no token blocking)",
+                           s->tokens_per_call);
+    if (s->tokens_per_call < 0 || s->tokens_per_call > WOOLLY_STEP_MAX_BLOCK ||
+        s->tokens_per_call % k->tile_m)
+        return woolly_fail(err,
+                           "kernel %s: tokens_per_call %d is not a multiple of its %d-token tile in [0, %d]",
+                           k->name, s->tokens_per_call, k->tile_m, WOOLLY_STEP_MAX_BLOCK);
+    if (s->k_per_call < 0 || s->k_per_call > WOOLLY_STEP_MAX_BLOCK || s->k_per_call % WOOLLY_QK_K)
+        return woolly_fail(err, "k_per_call %d is not a multiple of %d in [0, %d]", s->k_per_call,
+                           WOOLLY_QK_K, WOOLLY_STEP_MAX_BLOCK);
+    if (s->prefetch < 0 || s->prefetch > WOOLLY_STEP_MAX_PREFETCH)
+        return woolly_fail(err, "prefetch %d is outside [0, %d]", s->prefetch, WOOLLY_STEP_MAX_PREFETCH);
+    if (s->threads < 0 || s->threads > WOOLLY_MAX_THREADS)
+        return woolly_fail(err, "threads %d is outside [0, %d]", s->threads, WOOLLY_MAX_THREADS);
+    return 0;
+}
+
+int woolly_matmul_plan_init(woolly_matmul_plan *p, const woolly_matrix *w, const woolly_matmul_step *tuned,
+                            woolly_error *err)
+{
     if ((unsigned)w->act >= WOOLLY_ACT_COUNT)
         return woolly_fail(err, "matmul: activation format %d is unknown", (int)w->act);
     *p = (woolly_matmul_plan){0};
-    p->gemv = woolly_kernel_choose(WOOLLY_OP_GEMV, w->type, w->act, w->layout);
-    p->gemm = woolly_kernel_choose(WOOLLY_OP_GEMM, w->type, w->act, w->layout);
-    if (!p->gemv || !p->gemm)
-        return woolly_fail(err, "matmul: no %s kernel for %s weights (layout %s) with %s activations",
-                           p->gemv ? "GEMM" : "GEMV", tn, w->layout ? w->layout->name : "rows",
-                           woolly_act_name(w->act));
-    if (w->act != WOOLLY_ACT_F32) {
-        const woolly_kernel *pk = woolly_kernel_choose_pack(w->act);
-        if (!pk)
-            return woolly_fail(err, "matmul: no packer for %s activations", woolly_act_name(w->act));
-        p->pack = pk->pack;
+    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++) {
+        woolly_matmul_step *s = &p->step[c];
+        const enum woolly_op op = woolly_tokens_class_op((enum woolly_tokens_class)c);
+        if (tuned && tuned[c].kernel) {
+            woolly_error why;
+            if (woolly_matmul_step_check(&tuned[c], w->type, w->layout, w->cols, (enum woolly_tokens_class)c,
+                                         &why))
+                return woolly_fail(err, "matmul: tensor '%s': %s", w->name ? w->name : "?", why.msg);
+            *s = tuned[c];
+        } else if (!(s->kernel = woolly_kernel_choose(op, w->type, w->act, w->layout))) {
+            return woolly_fail(err, "matmul: no %s kernel for %s weights (layout %s) with %s activations",
+                               op == WOOLLY_OP_GEMV ? "GEMV" : "GEMM", type_name(w->type),
+                               w->layout ? w->layout->name : "rows", woolly_act_name(w->act));
+        }
+        if (s->kernel->act != WOOLLY_ACT_F32) {
+            const woolly_kernel *pk = woolly_kernel_choose_pack(s->kernel->act);
+            if (!pk)
+                return woolly_fail(err, "matmul: no packer for %s activations",
+                                   woolly_act_name(s->kernel->act));
+            p->pack[c] = pk->pack;
+        }
     }
     return 0;
+}
+
+size_t woolly_matmul_plan_pack_bytes(const woolly_matmul_plan *p, int64_t k)
+{
+    size_t most = 0;
+    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
+        if (p->step[c].kernel && p->step[c].kernel->act != WOOLLY_ACT_F32) {
+            const size_t b = woolly_act_row_bytes(p->step[c].kernel->act, k);
+            most = b > most ? b : most;
+        }
+    return most;
 }
 
 void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64_t t0, int64_t t1, int64_t k,
@@ -59,9 +219,19 @@ void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64
     }
 }
 
+/* ---- running ------------------------------------------------------------------------------------ */
+
+static woolly_matmul_observer g_observer;
+
+void woolly_matmul_set_observer(woolly_matmul_observer fn)
+{
+    g_observer = fn;
+}
+
 typedef struct matmul_job {
     const woolly_matmul_out *outs;
     int n;
+    enum woolly_tokens_class cls;
     const float *x; /* unpacked input */
     const void *xk; /* what the kernels read: x or its packed form */
     size_t x_row_bytes;
@@ -79,9 +249,9 @@ static void pack_job(void *arg, int ith, int nth)
         j->pack(j->x + (size_t)t * (size_t)j->k, j->k, (char *)j->xk + (size_t)t * j->x_row_bytes);
 }
 
-static const woolly_kernel *kernel_of(const matmul_job *j, int i)
+static const woolly_matmul_step *step_of(const matmul_job *j, int i)
 {
-    return j->m == 1 ? j->outs[i].plan->gemv : j->outs[i].plan->gemm;
+    return &j->outs[i].plan->step[j->cls];
 }
 
 /* Where the split point p (a row of all the outputs' rows, end to end) falls: output *i, at a row
@@ -92,7 +262,7 @@ static int64_t split_point(const matmul_job *j, int64_t p, int *i)
     for (*i = 0; *i < j->n; (*i)++) {
         const int64_t rows = j->outs[*i].w->rows;
         if (p < rows) {
-            const int64_t tile = kernel_of(j, *i)->tile_n;
+            const int64_t tile = step_of(j, *i)->kernel->tile_n;
             return p / tile * tile;
         }
         p -= rows;
@@ -100,21 +270,22 @@ static int64_t split_point(const matmul_job *j, int64_t p, int *i)
     return 0;
 }
 
-/* Rows [r0, r1) of one output, in the plan's blocks of rows, tokens and columns. */
-static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1)
+/* Rows [r0, r1) of one output, in the step's blocks of rows, tokens and columns. */
+static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith, int nth)
 {
     const woolly_matmul_out *o = &j->outs[i];
-    const woolly_matmul_plan *pl = o->plan;
-    const woolly_kernel *kern = kernel_of(j, i);
+    const woolly_matmul_step *st = step_of(j, i);
+    const woolly_kernel *kern = st->kernel;
     const woolly_matrix *w = o->w;
-    const int64_t rstep = pl->rows_per_call > 0 ? pl->rows_per_call : r1 - r0;
-    const int64_t tstep = pl->tokens_per_call > 0 && j->m > 1 ? pl->tokens_per_call : j->m;
-    const int64_t kstep = pl->k_per_call > 0 ? pl->k_per_call : j->k;
+    const int64_t rstep = st->rows_per_call > 0 ? st->rows_per_call : r1 - r0;
+    const int64_t tstep = st->tokens_per_call > 0 && j->m > 1 ? st->tokens_per_call : j->m;
+    const int64_t kstep = st->k_per_call > 0 ? st->k_per_call : j->k;
     const woolly_type_info *ti = woolly_type_get(w->type);
     /* Bytes of one weight block column (per row in GGUF rows, per group in a layout) and of one
      * activation: a k offset is a pointer offset in both. */
     const size_t wblock = w->layout ? w->layout->block_bytes : ti->block_bytes;
     const size_t x_per_32 = woolly_act_row_bytes(j->act, 32);
+    const woolly_matmul_observer observe = g_observer;
     for (int64_t ra = r0; ra < r1; ra += rstep)
         for (int64_t t = 0; t < j->m; t += tstep)
             for (int64_t k0 = 0; k0 < j->k; k0 += kstep) {
@@ -130,8 +301,10 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1)
                     .r0 = ra,
                     .r1 = rstep < r1 - ra ? ra + rstep : r1,
                     .accumulate = k0 > 0,
-                    .prefetch = pl->prefetch,
+                    .prefetch = st->prefetch,
                 };
+                if (observe)
+                    observe(w, kern, &a, ith, nth);
                 kern->matmul(&a);
             }
 }
@@ -145,7 +318,7 @@ static void matmul_job_run(void *arg, int ith, int nth)
     for (int i = i0; i <= i1 && i < j->n; i++) {
         const int64_t r0 = i == i0 ? o0 : 0, r1 = i == i1 ? o1 : j->outs[i].w->rows;
         if (r0 < r1)
-            run_rows(j, i, r0, r1);
+            run_rows(j, i, r0, r1, ith, nth);
     }
 }
 
@@ -155,22 +328,35 @@ static void matmul_job_run(void *arg, int ith, int nth)
 void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int n, const float *x, int64_t m,
                      void *pack)
 {
+    const enum woolly_tokens_class cls = woolly_tokens_class_of(m);
+    const woolly_kernel *k0 = outs[0].plan->step[cls].kernel;
+    for (int i = 1; i < n; i++)
+        if (outs[i].plan->step[cls].kernel->act != k0->act) { /* different inputs: one dispatch each */
+            for (int o = 0; o < n; o++)
+                woolly_matmul_n(pool, &outs[o], 1, x, m, pack);
+            return;
+        }
     const woolly_matrix *w0 = outs[0].w;
     matmul_job j = {
         .outs = outs,
         .n = n,
+        .cls = cls,
         .x = x,
         .xk = x,
-        .x_row_bytes = woolly_act_row_bytes(w0->act, w0->cols),
+        .x_row_bytes = woolly_act_row_bytes(k0->act, w0->cols),
         .m = m,
         .k = w0->cols,
-        .act = w0->act,
-        .pack = outs[0].plan->pack,
+        .act = k0->act,
+        .pack = outs[0].plan->pack[cls],
     };
-    for (int i = 0; i < n; i++)
+    int threads = 0; /* the largest thread count the steps ask for, if any does */
+    for (int i = 0; i < n; i++) {
         j.total_rows += outs[i].w->rows;
-    const int nth = woolly_threads_for(pool, (double)m * (double)j.total_rows * (double)j.k,
-                                       MATMUL_MIN_WORK_PER_THREAD);
+        threads = outs[i].plan->step[cls].threads > threads ? outs[i].plan->step[cls].threads : threads;
+    }
+    const int nth = threads > 0 ? threads
+                                : woolly_threads_for(pool, (double)m * (double)j.total_rows * (double)j.k,
+                                                     MATMUL_MIN_WORK_PER_THREAD);
     if (j.act != WOOLLY_ACT_F32) {
         j.xk = pack;
         if (m == 1)

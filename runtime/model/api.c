@@ -61,6 +61,10 @@ uint64_t woolly_model_size(const woolly_model *m)
 {
     return m->n_bytes;
 }
+const char *woolly_model_tune_profile(const woolly_model *m)
+{
+    return m->profile ? m->profile->path : NULL;
+}
 
 woolly_token woolly_token_bos(const woolly_model *m)
 {

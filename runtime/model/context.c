@@ -81,11 +81,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     /* Packing scratch: the widest packed input of any matrix, for a full batch. */
     size_t pack = 0;
     for (int32_t i = 0; i < c->model->n_mats; i++) {
-        const woolly_matrix *m = c->model->mats[i];
-        if (m->act != WOOLLY_ACT_F32) {
-            const size_t b = nb * woolly_act_row_bytes(m->act, m->cols);
-            pack = b > pack ? b : pack;
-        }
+        const size_t b = nb * woolly_matmul_plan_pack_bytes(&c->plans[i], c->model->mats[i]->cols);
+        pack = b > pack ? b : pack;
     }
     if (pack && !(s->pack = malloc(pack)))
         return woolly_fail(err, "out of memory for %zu bytes of packed activations", pack);
@@ -105,6 +102,23 @@ static void free_state(woolly_run_state *s)
     free(s->pack);
     free(s->embd_row);
     memset(s, 0, sizeof *s);
+}
+
+/* Matrix i's plan: the tuning profile's steps for its type, shape and this context's thread count,
+ * the defaults for the classes it has none for. */
+static int init_plan(woolly_context *c, int32_t i, woolly_error *err)
+{
+    const woolly_matrix *w = c->model->mats[i];
+    woolly_matmul_step tuned[WOOLLY_TOKENS_CLASSES] = {{0}};
+    for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++) {
+        const woolly_profile_matmul *row = woolly_profile_find_matmul(
+            c->model->profile, w->type, w->rows, w->cols, (enum woolly_tokens_class)k, c->params.n_threads);
+        if (row) {
+            tuned[k] = row->step;
+            c->n_tuned++;
+        }
+    }
+    return woolly_matmul_plan_init(&c->plans[i], w, tuned, err);
 }
 
 woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *pp, woolly_error *err)
@@ -148,7 +162,7 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     if (!(c->plans = calloc((size_t)m->n_mats, sizeof *c->plans)))
         rc = woolly_fail(err, "out of memory");
     for (int32_t i = 0; i < m->n_mats && !rc; i++)
-        rc = woolly_matmul_plan_init(&c->plans[i], m->mats[i], err);
+        rc = init_plan(c, i, err);
     if (!rc && !(c->attn = woolly_kernel_choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                          p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
@@ -259,6 +273,10 @@ int32_t woolly_context_n_batch(const woolly_context *c)
 int32_t woolly_context_n_threads(const woolly_context *c)
 {
     return c->params.n_threads;
+}
+int32_t woolly_context_n_tuned(const woolly_context *c)
+{
+    return c->n_tuned;
 }
 int32_t woolly_context_n_past(const woolly_context *c)
 {

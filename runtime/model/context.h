@@ -33,6 +33,7 @@ struct woolly_context {
     woolly_threadpool *pool;
     woolly_kv_cache kv;
     woolly_matmul_plan *plans; /* by matrix id (model->mats) */
+    int32_t n_tuned;           /* plan steps (matrix x token class) the tuning profile set */
     const woolly_kernel *attn;
     woolly_run_state s;
     int32_t n_past;   /* positions filled in the KV cache */

@@ -13,7 +13,6 @@
  * for a batch, GEMV for one token), attention runs one registry kernel per (token, KV head). Nothing is
  * allocated here: every buffer lives in the context's run state. */
 #include <math.h>
-#include <stdbool.h>
 
 #include "context.h"
 #include "quant.h"
@@ -23,22 +22,15 @@ static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, in
     woolly_matmul(c->pool, &c->plans[w->id], w, x, n, y, (size_t)w->rows, c->s.pack);
 }
 
-/* Several matrices that read the same input: packed once, one dispatch (when their activation
- * formats agree, as they do unless a tuning profile chose otherwise). */
+/* Several matrices that read the same input: packed once, one dispatch (woolly_matmul_n splits them
+ * when their kernels read different activation formats). */
 static void matmul_same_input(woolly_context *c, const woolly_matrix *const *ws, float *const *ys, int n,
                               const float *x, int32_t m)
 {
     woolly_matmul_out outs[4];
-    bool same = true;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         outs[i] = (woolly_matmul_out){ws[i], &c->plans[ws[i]->id], ys[i], (size_t)ws[i]->rows};
-        same &= ws[i]->act == ws[0]->act;
-    }
-    if (same)
-        woolly_matmul_n(c->pool, outs, n, x, m, c->s.pack);
-    else
-        for (int i = 0; i < n; i++)
-            woolly_matmul_n(c->pool, &outs[i], 1, x, m, c->s.pack);
+    woolly_matmul_n(c->pool, outs, n, x, m, c->s.pack);
 }
 
 /* Token t's embedding row as floats, whatever the matrix's type and layout. */

@@ -349,8 +349,13 @@ woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woo
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 120 ? 120 : name.len), name.ptr);
     else
         snprintf(m->name, sizeof m->name, "%s", m->label);
-    if (woolly_isa_init(err) || read_config(m, err) || bind_weights(m, err) || woolly_model_pick_layouts(m, err) ||
-        woolly_model_repack(m, err)) {
+    if (woolly_isa_init(err) || read_config(m, err) || bind_weights(m, err)) {
+        woolly_model_close(m);
+        return NULL;
+    }
+    /* The layouts come from the tuning profile, so it is read before anything is repacked. */
+    m->profile = woolly_profile_load_for_run();
+    if (woolly_model_pick_layouts(m, err) || woolly_model_repack(m, err)) {
         woolly_model_close(m);
         return NULL;
     }
@@ -391,6 +396,7 @@ void woolly_model_close(woolly_model *m)
     free(m->owned);
     free(m->mats);
     woolly_model_release_repacked(m);
+    woolly_profile_free(m->profile);
     gguf_close(m->file);
     free(m);
 }

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "gguf.h"
 #include "matmul.h"
+#include "profile.h"
 #include "tokenizer.h"
 #include "woolly.h"
 #include "wtype.h"
@@ -39,7 +40,6 @@ typedef struct woolly_config {
     float attention_scale; /* multiplies q.k before the softmax */
     float logit_scale;     /* divides the logits */
 } woolly_config;
-
 
 typedef struct woolly_layer {
     const float *attn_norm; /* [n_embd] */
@@ -80,11 +80,13 @@ struct woolly_model {
     int32_t n_mats;
     void *repacked; /* anonymous mapping holding the repacked matrices (model_repack.c) */
     size_t repacked_bytes;
+    woolly_profile *profile; /* the tuning profile this machine's runs use, or NULL for the defaults */
 };
 
-/* Chooses each matrix's activation format and weight layout (model_repack.c): WOOLLY_ACT where the
- * matrix can take it, else the registry's default for its type at the active level; the layout is that
- * of the best GEMV for the format. */
+/* Chooses each matrix's weight layout and default activation format (model_repack.c): the tuning
+ * profile's layout for its type and shape if it has one (the format then that of the best kernels on
+ * it), else WOOLLY_ACT where the matrix can take it, else the registry's default for its type at the
+ * active level (woolly_matmul_default_format). */
 int woolly_model_pick_layouts(woolly_model *m, woolly_error *err);
 /* Repacks every matrix whose layout is not GGUF rows into one anonymous mapping (multi-threaded), and
  * drops the mapped originals' pages, so that a weight is resident once. */

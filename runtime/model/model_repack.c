@@ -12,24 +12,23 @@
 #include "cpu.h"
 #include "model.h"
 
-/* The activation format and layout of one matrix: WOOLLY_ACT where the matrix can take it, else the
- * default for its type at the active level, else F32 (a format the row length does not fit, such as
- * int8 blocks of 32 on a row of 172). */
-static int pick(woolly_matrix *w, woolly_error *err)
+/* The layout and default activation format of one matrix: the profile's layout for its shape, else
+ * the defaults (under a strict profile, among F16/F32 activations). */
+static int pick(const woolly_profile *p, woolly_matrix *w, woolly_error *err)
 {
-    const int forced = woolly_act_forced();
-    const woolly_kernel *gemv = NULL;
-    if (forced >= 0 && woolly_act_row_bytes((enum woolly_act)forced, w->cols))
-        gemv = woolly_kernel_default_gemv(w->type, forced);
-    if (!gemv) {
-        gemv = woolly_kernel_default_gemv(w->type, -1);
-        if (gemv && !woolly_act_row_bytes(gemv->act, w->cols))
-            gemv = woolly_kernel_default_gemv(w->type, WOOLLY_ACT_F32);
+    const woolly_profile_layout *tuned = woolly_profile_find_layout(p, w->type, w->rows, w->cols);
+    woolly_error why;
+    int rc;
+    if (tuned) {
+        w->layout = tuned->layout;
+        rc = woolly_matmul_layout_format(w->type, w->cols, w->layout, woolly_profile_act_mask(p), &w->act,
+                                         &why);
+    } else {
+        rc = woolly_matmul_default_format(w->type, w->cols, woolly_profile_act_mask(p), &w->act, &w->layout,
+                                          &why);
     }
-    if (!gemv)
-        return woolly_fail(err, "tensor '%s': no matrix kernel for its type", w->name);
-    w->act = gemv->act;
-    w->layout = gemv->layout;
+    if (rc)
+        return woolly_fail(err, "tensor '%s': %s", w->name, why.msg);
     w->row_bytes = woolly_layout_row_bytes(w->layout, w->type, w->cols);
     return 0;
 }
@@ -49,7 +48,7 @@ int woolly_model_pick_layouts(woolly_model *m, woolly_error *err)
     m->mats[m->n_mats++] = &m->w.output;
     for (int32_t i = 0; i < m->n_mats; i++) {
         m->mats[i]->id = i;
-        if (pick(m->mats[i], err))
+        if (pick(m->profile, m->mats[i], err))
             return -1;
     }
     return 0;

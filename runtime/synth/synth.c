@@ -205,6 +205,26 @@ static size_t plan_tensors(const woolly_synth_config *c, tensor_spec *t)
     return n;
 }
 
+size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tensor *out, size_t cap)
+{
+    const size_t max_tensors = 3 + 9 * (size_t)c->n_layer;
+    tensor_spec *specs = calloc(max_tensors, sizeof *specs);
+    if (!specs)
+        return 0;
+    const size_t n = plan_tensors(c, specs);
+    const woolly_mix_model mix = {.n_layer = (int)c->n_layer, .tied_embd = c->tied_embd};
+    for (size_t i = 0; i < n && i < cap; i++) {
+        woolly_synth_tensor *t = &out[i];
+        snprintf(t->name, sizeof t->name, "%s", specs[i].name);
+        t->n_dims = specs[i].n_dims;
+        t->ne[0] = specs[i].ne[0];
+        t->ne[1] = specs[i].ne[1];
+        t->type = woolly_mix_type(c->ftype, specs[i].name, specs[i].n_dims, specs[i].ne, &mix, NULL, 0);
+    }
+    free(specs);
+    return n;
+}
+
 /* ---- metadata ----------------------------------------------------------------------------------- */
 
 /* The tokenizer keys: all tokenizer.* keys of the vocab file, or the built-in vocabulary's. Sets

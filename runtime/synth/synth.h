@@ -39,6 +39,20 @@ const char *woolly_synth_preset_names(void);
  * known arch / template, vocab size for the built-in tokenizer...). */
 int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err);
 
+/* One tensor of the file a configuration gives: its name, shape (ne[0] the row length; ne[1] 1 for a
+ * vector) and type. */
+typedef struct woolly_synth_tensor {
+    char name[64];
+    uint32_t n_dims;
+    uint64_t ne[2];
+    enum woolly_type type;
+} woolly_synth_tensor;
+
+/* The tensor table of the model `c` describes, in file order, without writing anything: at most cap
+ * entries go to `out`; returns how many tensors there are (n_vocab as configured: a vocabulary file is
+ * not read). */
+size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tensor *out, size_t cap);
+
 /* Validates, then writes the model to `out`. */
 int woolly_synth_write(const woolly_synth_config *c, const char *out, woolly_error *err);
 

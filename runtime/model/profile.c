@@ -1,0 +1,535 @@
+#include "profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cpu.h"
+#include "woolly.h"
+
+/* ---- building ----------------------------------------------------------------------------------- */
+
+woolly_profile *woolly_profile_new(bool strict, const int32_t mix[WOOLLY_TOKENS_CLASSES])
+{
+    woolly_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->isa = woolly_isa_active();
+    p->strict = strict;
+    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
+        p->mix[c] = mix[c];
+    return p;
+}
+
+void woolly_profile_free(woolly_profile *p)
+{
+    if (!p)
+        return;
+    free(p->layouts);
+    free(p->matmuls);
+    free(p);
+}
+
+unsigned woolly_profile_act_mask(const woolly_profile *p)
+{
+    return p && p->strict ? WOOLLY_ACT_MASK_STRICT : WOOLLY_ACT_MASK_ALL;
+}
+
+static const char *type_name(enum woolly_type t)
+{
+    const woolly_type_info *ti = woolly_type_get(t);
+    return ti ? ti->name : "?";
+}
+
+const woolly_profile_layout *woolly_profile_find_layout(const woolly_profile *p, enum woolly_type type,
+                                                        int64_t rows, int64_t cols)
+{
+    for (int32_t i = 0; p && i < p->n_layouts; i++) {
+        const woolly_profile_layout *l = &p->layouts[i];
+        if (l->type == type && l->rows == rows && l->cols == cols)
+            return l;
+    }
+    return NULL;
+}
+
+const woolly_profile_matmul *woolly_profile_find_matmul(const woolly_profile *p, enum woolly_type type,
+                                                        int64_t rows, int64_t cols,
+                                                        enum woolly_tokens_class cls, int32_t threads)
+{
+    for (int32_t i = 0; p && i < p->n_matmuls; i++) {
+        const woolly_profile_matmul *r = &p->matmuls[i];
+        if (r->type == type && r->rows == rows && r->cols == cols && r->cls == cls && r->threads == threads)
+            return r;
+    }
+    return NULL;
+}
+
+/* Room for one more element of an array that grows by doubling. */
+static int grow(void **arr, int32_t n, int32_t *cap, size_t elem, woolly_error *err)
+{
+    if (n < *cap)
+        return 0;
+    const int32_t cap2 = *cap ? 2 * *cap : 16;
+    void *bigger = realloc(*arr, (size_t)cap2 * elem);
+    if (!bigger)
+        return woolly_fail(err, "out of memory");
+    *arr = bigger;
+    *cap = cap2;
+    return 0;
+}
+
+static int check_shape(enum woolly_type type, int64_t rows, int64_t cols, woolly_error *err)
+{
+    if (!woolly_type_get(type))
+        return woolly_fail(err, "weight type %d is unknown", (int)type);
+    if (rows < 1 || rows > WOOLLY_STEP_MAX_BLOCK || cols < 1 || cols > WOOLLY_STEP_MAX_BLOCK)
+        return woolly_fail(err, "shape %lldx%lld is outside [1, %d]", (long long)rows, (long long)cols,
+                           WOOLLY_STEP_MAX_BLOCK);
+    if (!woolly_row_bytes(type, cols))
+        return woolly_fail(err, "rows of %lld are not whole %s blocks", (long long)cols, type_name(type));
+    return 0;
+}
+
+int woolly_profile_add_layout(woolly_profile *p, const woolly_profile_layout *row, woolly_error *err)
+{
+    if (check_shape(row->type, row->rows, row->cols, err))
+        return -1;
+    if (woolly_profile_find_layout(p, row->type, row->rows, row->cols))
+        return woolly_fail(err, "a second layout for %s %lldx%lld", type_name(row->type),
+                           (long long)row->rows, (long long)row->cols);
+    if (row->layout && row->layout->wtype != row->type)
+        return woolly_fail(err, "layout %s holds %s weights, not %s", row->layout->name,
+                           type_name(row->layout->wtype), type_name(row->type));
+    enum woolly_act act;
+    woolly_error why;
+    if (woolly_matmul_layout_format(row->type, row->cols, row->layout, woolly_profile_act_mask(p), &act,
+                                    &why))
+        return woolly_fail(err, "%s%s", why.msg,
+                           p->strict ? " under strict accuracy (F16/F32 activations)" : "");
+    if (grow((void **)&p->layouts, p->n_layouts, &p->cap_layouts, sizeof *p->layouts, err))
+        return -1;
+    p->layouts[p->n_layouts++] = *row;
+    return 0;
+}
+
+int woolly_profile_add_matmul(woolly_profile *p, const woolly_profile_matmul *row, woolly_error *err)
+{
+    if (check_shape(row->type, row->rows, row->cols, err))
+        return -1;
+    const char *tn = type_name(row->type);
+    const woolly_profile_layout *l = woolly_profile_find_layout(p, row->type, row->rows, row->cols);
+    if (!l)
+        return woolly_fail(err, "no layout row for %s %lldx%lld before its matmul row", tn,
+                           (long long)row->rows, (long long)row->cols);
+    if (row->threads < 1 || row->threads > WOOLLY_MAX_THREADS)
+        return woolly_fail(err, "threads=%d is outside [1, %d]", row->threads, WOOLLY_MAX_THREADS);
+    if (woolly_profile_find_matmul(p, row->type, row->rows, row->cols, row->cls, row->threads))
+        return woolly_fail(err, "a second matmul row for %s %lldx%lld, %s tokens, %d threads", tn,
+                           (long long)row->rows, (long long)row->cols, woolly_tokens_class_name(row->cls),
+                           row->threads);
+    if (woolly_matmul_step_check(&row->step, row->type, l->layout, row->cols, row->cls, err))
+        return -1;
+    if (!(woolly_profile_act_mask(p) >> row->step.kernel->act & 1))
+        return woolly_fail(err, "kernel %s reads %s activations, which strict accuracy excludes",
+                           row->step.kernel->name, woolly_act_name(row->step.kernel->act));
+    const woolly_kernel *d = row->default_kernel;
+    if (!d || d->op != row->step.kernel->op || d->wtype != row->type)
+        return woolly_fail(err, "default kernel %s is not a %s kernel for %s weights", d ? d->name : "(none)",
+                           row->step.kernel->op == WOOLLY_OP_GEMV ? "GEMV" : "GEMM", tn);
+    if (!(row->us >= 0 && row->us < 1e12) || !(row->default_us >= 0 && row->default_us < 1e12))
+        return woolly_fail(err, "times %g and %g us are not in [0, 1e12)", row->us, row->default_us);
+    if (grow((void **)&p->matmuls, p->n_matmuls, &p->cap_matmuls, sizeof *p->matmuls, err))
+        return -1;
+    p->matmuls[p->n_matmuls++] = *row;
+    return 0;
+}
+
+void woolly_profile_header_registry(char *buf, size_t n)
+{
+    snprintf(buf, n, "%016llx", woolly_registry_hash());
+}
+
+/* ---- parsing ------------------------------------------------------------------------------------ */
+
+enum { MAX_LINE = 2048, MAX_WORDS = 24 };
+
+/* The words of a line, split at single spaces: an empty word (two spaces, a leading or trailing one)
+ * is malformed. Returns the count, or -1. */
+static int split_words(char *line, char **words)
+{
+    int n = 0;
+    for (char *p = line;;) {
+        char *sp = strchr(p, ' ');
+        if (sp)
+            *sp = 0;
+        if (!*p || n == MAX_WORDS)
+            return -1;
+        words[n++] = p;
+        if (!sp)
+            return n;
+        p = sp + 1;
+    }
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    const long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi || (*s != '-' && (*s < '0' || *s > '9')))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_i32(const char *s, int32_t lo, int32_t hi, int32_t *out)
+{
+    int64_t v;
+    if (parse_i64(s, lo, hi, &v))
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || *s < '0' || *s > '9')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "KEY=VALUE" with this key: the value, else NULL. */
+static const char *value_of(const char *word, const char *key)
+{
+    const size_t n = strlen(key);
+    return !strncmp(word, key, n) && word[n] == '=' ? word + n + 1 : NULL;
+}
+
+/* "TYPE ROWSxCOLS" */
+static int parse_shape(char **w, enum woolly_type *type, int64_t *rows, int64_t *cols, woolly_error *err)
+{
+    const int t = woolly_type_from_name(w[0]);
+    if (t < 0)
+        return woolly_fail(err, "'%s' is not a weight type", w[0]);
+    *type = (enum woolly_type)t;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s", w[1]);
+    char *x = strchr(shape, 'x');
+    if (!x)
+        return woolly_fail(err, "'%s' is not a shape ROWSxCOLS", w[1]);
+    *x = 0;
+    if (parse_i64(shape, 1, WOOLLY_STEP_MAX_BLOCK, rows) || parse_i64(x + 1, 1, WOOLLY_STEP_MAX_BLOCK, cols))
+        return woolly_fail(err, "'%s' is not a shape ROWSxCOLS", w[1]);
+    return 0;
+}
+
+static int parse_layout_row(woolly_profile *p, char **w, int n, woolly_error *err)
+{
+    if (n != 4)
+        return woolly_fail(err, "a layout row is 'layout TYPE ROWSxCOLS LAYOUT'");
+    woolly_profile_layout row = {0};
+    if (parse_shape(w + 1, &row.type, &row.rows, &row.cols, err))
+        return -1;
+    if (strcmp(w[3], "rows") && !(row.layout = woolly_layout_by_name(w[3])))
+        return woolly_fail(err, "layout '%s' is not in this build", w[3]);
+    return woolly_profile_add_layout(p, &row, err);
+}
+
+static const woolly_kernel *kernel_named(const char *name, woolly_error *err)
+{
+    const woolly_kernel *k = woolly_kernel_by_name(name);
+    if (!k)
+        woolly_fail(err, "kernel '%s' is not in this build", name);
+    return k;
+}
+
+static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *err)
+{
+    static const char *const KEYS[] = {
+        "tokens",   "threads", "kernel", "rows_per_call", "tokens_per_call", "k_per_call",
+        "prefetch", "split",   "us",     "default",       "default_us"};
+    enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
+    if (n != 3 + N_KEYS)
+        return woolly_fail(err, "a matmul row is 'matmul TYPE ROWSxCOLS' and %d KEY=VALUE words", N_KEYS);
+    woolly_profile_matmul row = {0};
+    if (parse_shape(w + 1, &row.type, &row.rows, &row.cols, err))
+        return -1;
+    const char *v[N_KEYS];
+    for (int i = 0; i < N_KEYS; i++)
+        if (!(v[i] = value_of(w[3 + i], KEYS[i])))
+            return woolly_fail(err, "word %d is '%s', expected %s=...", 4 + i, w[3 + i], KEYS[i]);
+    int c = 0;
+    while (c < WOOLLY_TOKENS_CLASSES && strcmp(v[0], woolly_tokens_class_name((enum woolly_tokens_class)c)))
+        c++;
+    if (c == WOOLLY_TOKENS_CLASSES)
+        return woolly_fail(err, "tokens=%s is not a class (1, 2-16, 17+)", v[0]);
+    row.cls = (enum woolly_tokens_class)c;
+    woolly_matmul_step *s = &row.step;
+    if (parse_i32(v[1], 1, WOOLLY_MAX_THREADS, &row.threads))
+        return woolly_fail(err, "threads=%s is not in [1, %d]", v[1], WOOLLY_MAX_THREADS);
+    if (!(s->kernel = kernel_named(v[2], err)) || !(row.default_kernel = kernel_named(v[9], err)))
+        return -1;
+    int32_t *ints[] = {&s->rows_per_call, &s->tokens_per_call, &s->k_per_call, &s->prefetch, &s->threads};
+    for (int i = 0; i < 5; i++)
+        if (parse_i32(v[3 + i], 0, WOOLLY_STEP_MAX_BLOCK, ints[i]))
+            return woolly_fail(err, "%s=%s is not an integer in [0, %d]", KEYS[3 + i], v[3 + i],
+                               WOOLLY_STEP_MAX_BLOCK);
+    if (parse_double(v[8], &row.us) || parse_double(v[10], &row.default_us))
+        return woolly_fail(err, "us=%s or default_us=%s is not a number of microseconds", v[8], v[10]);
+    return woolly_profile_add_matmul(p, &row, err);
+}
+
+/* The header lines, in order: each is "KEY VALUE" with the value this process has. */
+static int check_header(woolly_profile *p, int idx, char *line, woolly_error *err)
+{
+    char expect[1024];
+    switch (idx) {
+    case 0:
+        snprintf(expect, sizeof expect, "%s %d", WOOLLY_PROFILE_MAGIC, WOOLLY_PROFILE_FORMAT);
+        if (strncmp(line, WOOLLY_PROFILE_MAGIC " ", sizeof WOOLLY_PROFILE_MAGIC))
+            return woolly_fail(err, "not a Woolly tuning profile (it starts '%.40s')", line);
+        if (strcmp(line, expect))
+            return woolly_fail(err, "format '%s', this build reads '%s'", line, expect);
+        return 0;
+    case 1:
+        snprintf(expect, sizeof expect, "woolly %s", woolly_version());
+        if (strcmp(line, expect))
+            return woolly_fail(err, "written by '%.60s', this is '%s': tune again", line, expect);
+        return 0;
+    case 2: {
+        char sig[512];
+        woolly_cpu_signature(sig, sizeof sig);
+        if (strncmp(line, "cpu ", 4) || strcmp(line + 4, sig))
+            return woolly_fail(err, "measured on another CPU ('%.200s'; this one is '%s')", line, sig);
+        return 0;
+    }
+    case 3: {
+        char reg[32];
+        woolly_profile_header_registry(reg, sizeof reg);
+        if (strncmp(line, "registry ", 9) || strcmp(line + 9, reg))
+            return woolly_fail(err, "made for another build ('%.60s'; this build's kernel registry is %s)",
+                               line, reg);
+        return 0;
+    }
+    case 4: {
+        const char *isa = woolly_isa_name(woolly_isa_active());
+        if (strncmp(line, "isa ", 4) || strcmp(line + 4, isa))
+            return woolly_fail(err, "measured at another ISA level ('%.40s'; this run's is %s)", line, isa);
+        return 0;
+    }
+    case 5:
+        if (!strcmp(line, "accuracy default") || !strcmp(line, "accuracy strict")) {
+            p->strict = !strcmp(line, "accuracy strict");
+            return 0;
+        }
+        return woolly_fail(err, "'%.60s' is not 'accuracy default' or 'accuracy strict'", line);
+    case 6: {
+        char *w[MAX_WORDS];
+        char buf[MAX_LINE];
+        snprintf(buf, sizeof buf, "%s", line);
+        if (split_words(buf, w) != 2 || strcmp(w[0], "mix"))
+            return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
+        char *s = w[1];
+        for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++) {
+            char *end = strchr(s, ',');
+            if ((c < WOOLLY_TOKENS_CLASSES - 1) != (end != NULL))
+                return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
+            if (end)
+                *end = 0;
+            if (parse_i32(s, 0, 1 << 30, &p->mix[c]))
+                return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
+            s = end + 1;
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+enum { N_HEADER = 7 };
+
+woolly_profile *woolly_profile_parse(const char *text, size_t len, const char *path, woolly_error *err)
+{
+    woolly_error why = {{0}};
+    woolly_profile *p = calloc(1, sizeof *p);
+    if (!p) {
+        woolly_fail(err, "%s: out of memory", path);
+        return NULL;
+    }
+    snprintf(p->path, sizeof p->path, "%s", path);
+    p->isa = woolly_isa_active();
+    int line_no = 0, rows = 0;
+    bool ended = false;
+    if (len == 0 || text[len - 1] != '\n') {
+        woolly_fail(&why, "%s",
+                    len ? "the last line is cut (no line break at the end)" : "the file is empty");
+        goto fail;
+    }
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        const size_t n = (size_t)(nl - (text + at));
+        line_no++;
+        char line[MAX_LINE];
+        if (n >= sizeof line) {
+            woolly_fail(&why, "the line is longer than %d bytes", MAX_LINE - 1);
+            goto fail;
+        }
+        memcpy(line, text + at, n);
+        line[n] = 0;
+        at += n + 1;
+        if (strlen(line) != n) {
+            woolly_fail(&why, "the line holds a NUL byte");
+            goto fail;
+        }
+        if (ended) {
+            woolly_fail(&why, "text after the end line");
+            goto fail;
+        }
+        if (line_no <= N_HEADER) {
+            if (check_header(p, line_no - 1, line, &why))
+                goto fail;
+            continue;
+        }
+        if (line[0] == '#')
+            continue;
+        char *w[MAX_WORDS];
+        const int nw = split_words(line, w);
+        if (nw < 1) {
+            woolly_fail(&why, "an empty word (a blank line, or two spaces in a row)");
+            goto fail;
+        }
+        if (!strcmp(w[0], "layout")) {
+            if (parse_layout_row(p, w, nw, &why))
+                goto fail;
+            rows++;
+        } else if (!strcmp(w[0], "matmul")) {
+            if (parse_matmul_row(p, w, nw, &why))
+                goto fail;
+            rows++;
+        } else if (!strcmp(w[0], "end")) {
+            int64_t count;
+            if (nw != 2 || parse_i64(w[1], 0, INT32_MAX, &count) || count != rows) {
+                woolly_fail(&why, "'end %.20s' does not count the %d rows above it", nw == 2 ? w[1] : "",
+                            rows);
+                goto fail;
+            }
+            ended = true;
+        } else {
+            woolly_fail(&why, "'%.40s' is not a profile row (layout, matmul, end)", w[0]);
+            goto fail;
+        }
+    }
+    if (line_no < N_HEADER) {
+        woolly_fail(&why, "the header is cut after %d lines", line_no);
+        line_no++;
+        goto fail;
+    }
+    if (!ended) {
+        woolly_fail(&why, "no end line: the file is cut");
+        line_no++;
+        goto fail;
+    }
+    return p;
+fail:
+    woolly_fail(err, "%s line %d: %s", path, line_no, why.msg);
+    woolly_profile_free(p);
+    return NULL;
+}
+
+woolly_profile *woolly_profile_read(const char *path, woolly_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        woolly_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(WOOLLY_PROFILE_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        woolly_fail(err, "%s: out of memory", path);
+        return NULL;
+    }
+    const size_t n = fread(buf, 1, WOOLLY_PROFILE_MAX_BYTES + 1, f);
+    const bool failed = ferror(f) != 0;
+    fclose(f);
+    woolly_profile *p = NULL;
+    if (failed)
+        woolly_fail(err, "%s: cannot read", path);
+    else if (n > WOOLLY_PROFILE_MAX_BYTES)
+        woolly_fail(err, "%s: larger than %d bytes: not a profile", path, WOOLLY_PROFILE_MAX_BYTES);
+    else
+        p = woolly_profile_parse(buf, n, path, err);
+    free(buf);
+    return p;
+}
+
+/* ---- where runs find it ------------------------------------------------------------------------- */
+
+int woolly_profile_default_path(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const woolly_cpu *cpu = woolly_cpu_get();
+    char name[128];
+    snprintf(name, sizeof name, "woolly/tune-%s-%u-%u-%016llx.profile", cpu->arch, cpu->family, cpu->model,
+             woolly_cpu_signature_hash());
+    int len;
+    if (xdg && xdg[0] == '/') /* the XDG spec ignores a relative path */
+        len = snprintf(buf, n, "%s/%s", xdg, name);
+    else if (home && *home)
+        len = snprintf(buf, n, "%s/.cache/%s", home, name);
+    else
+        return -1;
+    return len > 0 && (size_t)len < n ? 0 : -1;
+}
+
+/* One warning line per file and reason per process: several models opened by one program say it once.
+ * `why` may start with the path (the parser's "PATH line N: ..."), which the line already names. */
+static void warn_once(const char *path, const char *why)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char last[2048];
+    const size_t pl = strlen(path);
+    if (!strncmp(why, path, pl) && (why[pl] == ' ' || why[pl] == ':'))
+        why += pl + 1 + (why[pl] == ':');
+    char msg[2048];
+    snprintf(msg, sizeof msg, "woolly: warning: tuning profile %s rejected (%s); using the default kernels\n",
+             path, why);
+    pthread_mutex_lock(&lock);
+    if (strcmp(last, msg)) {
+        snprintf(last, sizeof last, "%s", msg);
+        fputs(msg, stderr);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+woolly_profile *woolly_profile_load_for_run(void)
+{
+    const char *env = getenv("WOOLLY_TUNE_PROFILE");
+    char path[1024];
+    if (env && *env) {
+        if (!strcmp(env, "none"))
+            return NULL;
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        struct stat st;
+        if (woolly_profile_default_path(path, sizeof path) || stat(path, &st) != 0)
+            return NULL; /* not tuned here: the defaults, silently */
+    }
+    if (woolly_act_forced() >= 0) {
+        warn_once(path, "WOOLLY_ACT forces the activation formats");
+        return NULL;
+    }
+    woolly_error err = {{0}};
+    woolly_profile *p = woolly_profile_read(path, &err);
+    if (!p)
+        warn_once(path, err.msg);
+    return p;
+}

@@ -1,0 +1,94 @@
+/* Writing tuning profiles in the format runtime/model/profile.h defines (and parses). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "tune.h"
+#include "woolly.h"
+
+static const char *type_name(enum woolly_type t)
+{
+    const woolly_type_info *ti = woolly_type_get(t);
+    return ti ? ti->name : "?";
+}
+
+int woolly_profile_write(const woolly_profile *p, FILE *f)
+{
+    char sig[512], reg[32];
+    woolly_cpu_signature(sig, sizeof sig);
+    woolly_profile_header_registry(reg, sizeof reg);
+    fprintf(f, "%s %d\nwoolly %s\ncpu %s\nregistry %s\nisa %s\naccuracy %s\nmix %d,%d,%d\n",
+            WOOLLY_PROFILE_MAGIC, WOOLLY_PROFILE_FORMAT, woolly_version(), sig, reg, woolly_isa_name(p->isa),
+            p->strict ? "strict" : "default", p->mix[0], p->mix[1], p->mix[2]);
+    fprintf(f, "# Written by `woolly tune`; read by every run on this CPU with this build. Edit nothing: a\n"
+               "# profile with any line out of place is rejected whole.\n"
+               "# layout TYPE ROWSxCOLS LAYOUT\n");
+    for (int32_t i = 0; i < p->n_layouts; i++) {
+        const woolly_profile_layout *l = &p->layouts[i];
+        fprintf(f, "layout %s %lldx%lld %s\n", type_name(l->type), (long long)l->rows, (long long)l->cols,
+                l->layout ? l->layout->name : "rows");
+    }
+    fprintf(f, "# matmul TYPE ROWSxCOLS tokens= threads= kernel= rows_per_call= tokens_per_call= k_per_call= "
+               "prefetch= split= us= default= default_us=\n");
+    for (int32_t i = 0; i < p->n_matmuls; i++) {
+        const woolly_profile_matmul *r = &p->matmuls[i];
+        const woolly_matmul_step *s = &r->step;
+        fprintf(f,
+                "matmul %s %lldx%lld tokens=%s threads=%d kernel=%s rows_per_call=%d tokens_per_call=%d "
+                "k_per_call=%d "
+                "prefetch=%d split=%d us=%.3f default=%s default_us=%.3f\n",
+                type_name(r->type), (long long)r->rows, (long long)r->cols, woolly_tokens_class_name(r->cls),
+                r->threads, s->kernel->name, s->rows_per_call, s->tokens_per_call, s->k_per_call, s->prefetch,
+                s->threads, r->us, r->default_kernel->name, r->default_us);
+    }
+    fprintf(f, "end %d\n", p->n_layouts + p->n_matmuls);
+    return ferror(f) ? -1 : 0;
+}
+
+/* mkdir -p of the folder holding `path`. */
+static int make_parent(const char *path, woolly_error *err)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = 0;
+    for (char *p = dir + 1;; p++) {
+        const char c = *p;
+        if (c == '/' || c == 0) {
+            *p = 0;
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+                return woolly_fail(err, "cannot create the folder %s: %s", dir, strerror(errno));
+            *p = c;
+        }
+        if (!c)
+            return 0;
+    }
+}
+
+int woolly_profile_save(const woolly_profile *p, const char *path, woolly_error *err)
+{
+    if (make_parent(path, err))
+        return -1;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return woolly_fail(err, "cannot write %s: %s", tmp, strerror(errno));
+    const int wrc = woolly_profile_write(p, f);
+    if (fclose(f) != 0 || wrc) {
+        remove(tmp);
+        return woolly_fail(err, "cannot write %s", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        return woolly_fail(err, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
+    return 0;
+}
