@@ -76,7 +76,7 @@ int woolly_cmd_serve(int argc, char **argv)
     if (!api_key)
         api_key = getenv("WOOLLY_API_KEY");
 
-    woolly_model *m = cli_open_model(cmd, model_path, NULL);
+    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m)
         return 1;
     char id[256];
