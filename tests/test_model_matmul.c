@@ -121,8 +121,16 @@ Test(matmul, threads_split_rows_without_changing_the_result)
 
     for (int m = 1; m <= M; m += M - 1) { /* the GEMV slot (m = 1) and the GEMM slot */
         const woolly_kernel *k = m == 1 ? plan.gemv : plan.gemm;
-        const woolly_matmul_args a = {.w = w.data, .w_row_bytes = w.row_bytes, .x = x, .x_row_bytes = K * sizeof(float),
-                                      .y = direct, .y_stride = ROWS, .k = K, .m = m, .r0 = 0, .r1 = ROWS};
+        const woolly_matmul_args a = {.w = w.data,
+                                      .w_row_bytes = w.row_bytes,
+                                      .x = x,
+                                      .x_row_bytes = K * sizeof(float),
+                                      .y = direct,
+                                      .y_stride = ROWS,
+                                      .k = K,
+                                      .m = m,
+                                      .r0 = 0,
+                                      .r1 = ROWS};
         k->matmul(&a);
         double num = 0, den = 0;
         for (int t = 0; t < m; t++)
@@ -172,7 +180,8 @@ Test(matmul, several_outputs_and_blocking_keep_the_result)
             cr_assert_eq(woolly_matmul_plan_init(&plan[i], &w[i], &err), 0, "%s", err.msg);
         }
         for (int m = 1; m <= M; m += M - 1) {
-            woolly_threadpool *one = woolly_threadpool_open(1, &err), *three = woolly_threadpool_open(3, &err);
+            woolly_threadpool *one = woolly_threadpool_open(1, &err),
+                              *three = woolly_threadpool_open(3, &err);
             cr_assert(one && three, "%s", err.msg);
             woolly_matmul_out outs[N];
             for (int i = 0; i < N; i++) {
