@@ -104,6 +104,14 @@ def expand(spec):
                 layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
                 default=False, params=entry.get("params", {}),
                 spec_entry=f"[[pack]] {entry['isa']} act={act}"))
+    for entry in spec.get("ops", []):
+        req = features_of(spec, entry, f"[[ops]] {entry['isa']}")
+        for op in entry["ops"]:
+            kernels.append(dict(
+                kind="ops", name=f"ops_{op}_{entry['isa']}", template=entry["template"], isa=entry["isa"],
+                op=op, act="f32", wtype="WOOLLY_TYPE_F32", mr=1, nr=1, head_dim=0, layout=ROWS, layout_name=ROWS,
+                requires=req, features=feature_mask(spec, req), default=False, params=entry.get("params", {}),
+                max_nmse=entry["max_nmse"], spec_entry=f"[[ops]] {entry['isa']} op={op}"))
     names = [k["name"] for k in kernels]
     dup = {n for n in names if names.count(n) > 1}
     assert not dup, f"spec lists kernels twice: {sorted(dup)}"

@@ -63,6 +63,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
@@ -121,6 +123,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
   )
 endif()
@@ -151,6 +155,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
   )
   set(WOOLLY_FLAGS_AVX2 "-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
@@ -177,6 +183,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
   )
 endif()
 
@@ -210,6 +218,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx512.c
   )
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
@@ -240,6 +250,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx512.c
   )
 endif()
 

@@ -27,6 +27,7 @@ static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }

@@ -28,6 +28,7 @@ static inline vf v_fma(vf a, vf b, vf c) { return a * b + c; }
 static inline vf v_add(vf a, vf b) { return a + b; }
 static inline vf v_sub(vf a, vf b) { return a - b; }
 static inline vf v_mul(vf a, vf b) { return a * b; }
+static inline vf v_div(vf a, vf b) { return a / b; }
 static inline vf v_max(vf a, vf b) { return a > b ? a : b; }
 static inline float v_hmax(vf a) { return a; }
 static inline float v_hsum(vf a) { return a; }

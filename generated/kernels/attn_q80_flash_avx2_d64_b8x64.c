@@ -27,6 +27,7 @@ static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf v_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 
 static inline float v_hmax(vf a)

@@ -39,6 +39,9 @@
  *
  *   pack    one row of k floats into an activation format (k a multiple of 32 for int8).
  *
+ *   ops     the forward pass's small elementwise steps over n floats: swiglu (gate = silu(gate) * up)
+ *           and rmsnorm (out = x / rms(x) * w), any n >= 1.
+ *
  * Naming grammar, written down once:
  *   matmul  <weights>_<activations>_<op>_<isa>[_<layout>]_<tokens>x<rows>[_<variant>], e.g.
  *           q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, GGUF rows, tile
@@ -48,6 +51,7 @@
  *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
  *           attn_f32_flash_scalar_any is the untiled reference for any head dimension
  *   pack    pack_<activations>_<isa>
+ *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
  * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels: scalar, avx2
  * (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a kernel may also require
@@ -284,6 +288,9 @@ static inline void woolly_attn_combine(int n, const float *const *out, const flo
 }
 
 typedef void (*woolly_pack_fn)(const float *x, int64_t k, void *dst);
+
+typedef void (*woolly_swiglu_fn)(float *gate, const float *up, int64_t n);
+typedef void (*woolly_rmsnorm_fn)(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* Repacking rows [r0, r1) of a GGUF-row matrix into a layout (r0 a multiple of the group; r1 the
  * matrix's row count or a multiple of the group: a partial last group is padded with zero rows), and

@@ -174,6 +174,7 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     }
     c->model = m;
     c->params = p;
+    c->ops = woolly_small_ops_choose();
     /* One token's attention splits into at most as many KV chunks per head as there are threads (4 at
      * least, for the tests' forced splits). */
     c->attn_parts = p.n_threads < 4                       ? 4

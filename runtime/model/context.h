@@ -8,6 +8,7 @@
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
+#include "small_ops.h"
 #include "threadpool.h"
 #include "woolly.h"
 
@@ -36,9 +37,10 @@ struct woolly_context {
     woolly_kv_cache kv;
     woolly_matmul_plan *plans; /* by matrix id (model->mats) */
     const woolly_kernel *attn;
-    int32_t attn_parts; /* rows of s.att_part: the most KV chunks one token's attention is split into */
-    int32_t attn_split; /* 0: automatic; else the KV chunks per head of every single-token attention
-                           (tests set it, to check the split against the unsplit result) */
+    woolly_small_ops ops; /* SwiGLU and RMSNorm of the active level */
+    int32_t attn_parts;   /* rows of s.att_part: the most KV chunks one token's attention is split into */
+    int32_t attn_split;   /* 0: automatic; else the KV chunks per head of every single-token attention
+                             (tests set it, to check the split against the unsplit result) */
     woolly_run_state s;
     int32_t n_past;   /* positions filled in the KV cache */
     int32_t n_logits; /* rows of s.logits valid after the last eval */

@@ -55,19 +55,12 @@ static void embed(woolly_context *c, int32_t id, float *out)
     }
 }
 
-/* out[t] = x[t] / rms(x[t]) * weight, for n rows of d. */
-static void rmsnorm(float *out, const float *x, const float *weight, int32_t n, int32_t d, float eps)
+/* out[t] = x[t] / rms(x[t]) * weight, for n rows of d (the registry's vectorized op). */
+static void rmsnorm(const woolly_context *c, float *out, const float *x, const float *weight, int32_t n,
+                    int32_t d, float eps)
 {
-    for (int32_t t = 0; t < n; t++) {
-        const float *xt = x + (size_t)t * d;
-        float *ot = out + (size_t)t * d;
-        double ss = 0.0;
-        for (int32_t i = 0; i < d; i++)
-            ss += (double)xt[i] * xt[i];
-        const float inv = (float)(1.0 / sqrt(ss / d + eps));
-        for (int32_t i = 0; i < d; i++)
-            ot[i] = xt[i] * inv * weight[i];
-    }
+    for (int32_t t = 0; t < n; t++)
+        c->ops.rmsnorm(out + (size_t)t * d, x + (size_t)t * d, weight, d, eps);
 }
 
 /* The rotation angles of the batch's positions: pos * base^(-2i/n_rot), in double so that long
@@ -246,18 +239,11 @@ static void attention(woolly_context *c, int32_t layer, int32_t pos0, int32_t n)
     }
 }
 
-/* x += scale * y over n * d values. */
+/* x += scale * y over n * d values: a loop the compiler vectorizes at any level (bench/bench_ops). */
 static void residual_add(float *x, const float *y, size_t len, float scale)
 {
     for (size_t i = 0; i < len; i++)
         x[i] += scale * y[i];
-}
-
-/* SwiGLU: gate = silu(gate) * up. */
-static void swiglu(float *gate, const float *up, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
@@ -282,7 +268,7 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
         const woolly_layer *L = &w->layers[l];
 
         /* Attention. */
-        rmsnorm(s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
+        rmsnorm(c, s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
         matmul_same_input(c, (const woolly_matrix *const[]){&L->wq, &L->wk, &L->wv},
                           (float *const[]){s->q, s->k, s->v}, 3, s->xb, n);
         rope(c, s->q, n, p->n_head);
@@ -294,17 +280,17 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
 
         /* Feed-forward. */
-        rmsnorm(s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
+        rmsnorm(c, s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
         matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
                           (float *const[]){s->hb, s->hb2}, 2, s->xb, n);
-        swiglu(s->hb, s->hb2, (size_t)n * p->n_ff);
+        c->ops.swiglu(s->hb, s->hb2, (int64_t)n * p->n_ff);
         matmul(c, &L->w_down, s->hb, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
     }
 
     /* Logits of every token, or of the last one only. */
     const int32_t first = c->params.logits_all ? 0 : n - 1, rows = n - first;
-    rmsnorm(s->xb, s->x + (size_t)first * d, w->output_norm, rows, d, p->rms_eps);
+    rmsnorm(c, s->xb, s->x + (size_t)first * d, w->output_norm, rows, d, p->rms_eps);
     matmul(c, &w->output, s->xb, rows, s->logits);
     if (p->logit_scale != 1.0f)
         for (size_t i = 0; i < (size_t)rows * p->n_vocab; i++)
