@@ -6,7 +6,8 @@
  * for n_kv 512, 4096 and 16384, head dims 64 and 128, groups of 4 and 8, F16 and Q8_0 caches, with the
  * default kernel of every ISA level this CPU runs (the scalar one at n_kv 512 only: it is the reference,
  * not a contender). `bench_attn --variants` compares every block variant instead, at head dim 64,
- * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several timed samples.
+ * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
+ * CPU time (bench_cpu_time.h).
  *
  *   bench_attn [--variants] */
 #include <math.h>
@@ -16,7 +17,7 @@
 
 #include "quant.h"
 #include "registry.h"
-#include "timing.h"
+#include "bench_cpu_time.h"
 
 enum { N_HEAD_KV = 8, N_PREFILL = 512 };
 
@@ -95,9 +96,9 @@ static double measure(const woolly_kernel *kern, const shape *s, int prefill)
              v,
              hb,
              prefill ? 1 : N_HEAD_KV};
-    const woolly_timing t = woolly_time_fn(run, &j, prefill ? 0.2 : 0.05, 5, prefill ? 6.0 : 2.0);
+    const double t = bench_cpu_time(run, &j, prefill ? 0.2 : 0.05, 5);
     free(k), free(v), free(q), free(out);
-    return t.median_s;
+    return t;
 }
 
 static void report(const woolly_kernel *kern, const shape *s, int do_prefill)

@@ -1,7 +1,7 @@
 /* The forward pass's small ops on one thread, at llama-1b's shapes for a 512-token batch: SwiGLU over
  * 512 x 5632 values and RMSNorm over 512 rows of 2048, every level this CPU runs; and the plain C loops
  * that have no generated versions (residual add over 512 x 2048, what the compiler makes of them at the
- * baseline flags). Medians; ns per value.
+ * baseline flags). Medians of the thread's CPU time (bench_cpu_time.h); ns per value.
  *
  *   bench_ops */
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "cpu.h"
 #include "registry.h"
-#include "timing.h"
+#include "bench_cpu_time.h"
 
 enum { TOKENS = 512, N_EMBD = 2048, N_FF = 5632 };
 
@@ -63,7 +63,7 @@ static void run_residual(void *p)
 
 static double seconds(void (*fn)(void *), job *j)
 {
-    return woolly_time_fn(fn, j, 0.05, 7, 3.0).median_s;
+    return bench_cpu_time(fn, j, 0.05, 7);
 }
 
 static void row(const char *name, double s, double values)

@@ -133,56 +133,56 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX2)
   set(WOOLLY_SOURCES_AVX2
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
   )
   set(WOOLLY_FLAGS_AVX2 "-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
   )
@@ -194,28 +194,28 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_SOURCES_AVX512
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
@@ -226,28 +226,28 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b8x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
