@@ -78,16 +78,23 @@ def expand(spec):
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
     for entry in spec.get("attn", []):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
+        blocks = entry.get("blocks", [])
+        if blocks:
+            assert entry.get("default") in blocks, f"[[attn]] {entry['isa']}: default must be one of {blocks}"
         for cache in entry["cache"]:
             for hd in entry["head_dims"]:
                 dim = f"d{hd}" if hd else "any"
-                kernels.append(dict(
-                    kind="attn", name=f"attn_{cache}_flash_{entry['isa']}_{dim}",
-                    template=entry["template"], isa=entry["isa"], op="attn", cache=cache,
-                    wtype=spec["format"][cache]["type"], act="f32", mr=1, nr=1, head_dim=hd,
-                    layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
-                    default=False, params=entry.get("params", {}), max_nmse=entry["max_nmse"],
-                    spec_entry=f"[[attn]] {entry['isa']} cache={cache} head_dim={hd}"))
+                for blk in blocks or [None]:
+                    bq, bk = (int(v) for v in blk.split("x")) if blk else (1, 1)
+                    name = f"attn_{cache}_flash_{entry['isa']}_{dim}" + (f"_b{blk}" if blk else "")
+                    kernels.append(dict(
+                        kind="attn", name=name, template=entry["template"], isa=entry["isa"], op="attn",
+                        cache=cache, wtype=spec["format"][cache]["type"], act="f32", mr=bq, nr=bk, head_dim=hd,
+                        layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
+                        default=blk is not None and blk == entry["default"], params=entry.get("params", {}),
+                        max_nmse=entry["max_nmse"],
+                        spec_entry=f"[[attn]] {entry['isa']} cache={cache} head_dim={hd}"
+                                   + (f" blocks={blk}" if blk else "")))
     for entry in spec.get("pack", []):
         req = features_of(spec, entry, f"[[pack]] {entry['isa']}")
         for act in entry["act"]:
@@ -97,12 +104,21 @@ def expand(spec):
                 layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
                 default=False, params=entry.get("params", {}),
                 spec_entry=f"[[pack]] {entry['isa']} act={act}"))
+    for entry in spec.get("ops", []):
+        req = features_of(spec, entry, f"[[ops]] {entry['isa']}")
+        for op in entry["ops"]:
+            kernels.append(dict(
+                kind="ops", name=f"ops_{op}_{entry['isa']}", template=entry["template"], isa=entry["isa"],
+                op=op, act="f32", wtype="WOOLLY_TYPE_F32", mr=1, nr=1, head_dim=0, layout=ROWS, layout_name=ROWS,
+                requires=req, features=feature_mask(spec, req), default=False, params=entry.get("params", {}),
+                max_nmse=entry["max_nmse"], spec_entry=f"[[ops]] {entry['isa']} op={op}"))
     names = [k["name"] for k in kernels]
     dup = {n for n in names if names.count(n) > 1}
     assert not dup, f"spec lists kernels twice: {sorted(dup)}"
     for k in kernels:
         assert k["isa"] in spec["isa"], f"{k['name']}: ISA {k['isa']} has no [isa.{k['isa']}] entry"
     check_defaults(kernels)
+    check_attn_defaults(kernels)
     return kernels, list(layouts.values())
 
 
@@ -126,6 +142,18 @@ def check_defaults(kernels):
                     and o["isa"] == k["isa"] and o["act"] == k["act"] and o["layout"] == k["layout"]]
             ops = {o["op"] for o in same}
             assert ops == {"gemv", "gemm"}, f"{k['name']}: layout {k['layout']} needs both a GEMV and a GEMM"
+
+
+def check_attn_defaults(kernels):
+    """Per (cache, ISA, head dim) with tiled attention kernels: exactly one default (the block sizes the
+    runtime uses without a tuning profile)."""
+    groups = {}
+    for k in kernels:
+        if k["kind"] == "attn" and k["head_dim"]:
+            groups.setdefault((k["cache"], k["isa"], k["head_dim"]), []).append(k)
+    for (cache, isa, hd), ks in groups.items():
+        n = sum(k["default"] for k in ks)
+        assert n == 1, f"attention {cache} d{hd} at {isa}: {n} defaults (need exactly one)"
 
 
 def render(root):

@@ -54,8 +54,17 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
@@ -105,8 +114,17 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
   )
 endif()
@@ -115,10 +133,58 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX2)
   set(WOOLLY_SOURCES_AVX2
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
   )
   set(WOOLLY_FLAGS_AVX2 "-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
   )
 endif()
 
@@ -128,16 +194,64 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_SOURCES_AVX512
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx512.c
   )
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b4x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx512.c
   )
 endif()
 

@@ -73,7 +73,8 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
                 xd[t * k + i] = x[(size_t)t * x_stride + (size_t)i];
     } else {
         const woolly_pack_fn pack = reference_packer(kern->act);
-        const size_t pb = kern->act == WOOLLY_ACT_F16 ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
+        const size_t pb =
+            kern->act == WOOLLY_ACT_F16 ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
         x_row_bytes = pb + (kern->act == WOOLLY_ACT_F16 ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
         packed = malloc(x_row_bytes * (size_t)m);
         cr_assert(packed);
@@ -91,17 +92,32 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
     if (kern->repack) {
         const int64_t g = kern->layout_rows, groups = (rows + g - 1) / g;
         cr_assert(c->r0 % g == 0, "%s: case r0=%lld is not a whole group", name, (long long)c->r0);
-        w_row_bytes = (size_t)(k / woolly_type_get(kern->wtype)->block_elems) * kern->layout_block_bytes / (size_t)g;
+        w_row_bytes =
+            (size_t)(k / woolly_type_get(kern->wtype)->block_elems) * kern->layout_block_bytes / (size_t)g;
         repacked = malloc(w_row_bytes * (size_t)(groups * g));
         cr_assert(repacked);
-        kern->repack(&(woolly_repack_args){.src = w, .src_row_bytes = row_bytes, .dst = repacked,
-                                           .dst_row_bytes = w_row_bytes, .k = k, .r0 = 0, .r1 = rows});
+        kern->repack(&(woolly_repack_args){.src = w,
+                                           .src_row_bytes = row_bytes,
+                                           .dst = repacked,
+                                           .dst_row_bytes = w_row_bytes,
+                                           .k = k,
+                                           .r0 = 0,
+                                           .r1 = rows});
         wk = repacked;
     }
 
-    woolly_matmul_args a = {.w = wk, .w_row_bytes = w_row_bytes, .x = xk, .x_row_bytes = x_row_bytes,
-                            .y = y, .y_stride = y_stride, .k = k, .m = m, .r0 = c->r0, .r1 = c->r1,
-                            .accumulate = c->accumulate, .prefetch = c->prefetch};
+    woolly_matmul_args a = {.w = wk,
+                            .w_row_bytes = w_row_bytes,
+                            .x = xk,
+                            .x_row_bytes = x_row_bytes,
+                            .y = y,
+                            .y_stride = y_stride,
+                            .k = k,
+                            .m = m,
+                            .r0 = c->r0,
+                            .r1 = c->r1,
+                            .accumulate = c->accumulate,
+                            .prefetch = c->prefetch};
     kern->fn(&a);
 
     double num = 0, den = 0;
@@ -133,7 +149,8 @@ void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows)
 {
     const size_t row_bytes = woolly_row_bytes(l->wtype, k);
     const int64_t g = l->rows, groups = (rows + g - 1) / g;
-    const size_t lay_row_bytes = (size_t)(k / woolly_type_get(l->wtype)->block_elems) * l->block_bytes / (size_t)g;
+    const size_t lay_row_bytes =
+        (size_t)(k / woolly_type_get(l->wtype)->block_elems) * l->block_bytes / (size_t)g;
     tu_rng rng = {(uint64_t)(k * 31 + rows)};
     uint8_t *w = malloc(row_bytes * (size_t)rows), *back = malloc(row_bytes);
     uint8_t *lay = malloc(lay_row_bytes * (size_t)(groups * g)), *zero = calloc(1, row_bytes);
@@ -153,8 +170,9 @@ void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows)
     for (int64_t r = 0; r < groups * g; r++) {
         l->unpack(lay, lay_row_bytes, k, r, back);
         if (r < rows) {
-            cr_assert(!memcmp(back, w + (size_t)r * row_bytes, row_bytes), "%s: k=%lld row %lld of %lld changed by the round trip",
-                      l->name, (long long)k, (long long)r, (long long)rows);
+            cr_assert(!memcmp(back, w + (size_t)r * row_bytes, row_bytes),
+                      "%s: k=%lld row %lld of %lld changed by the round trip", l->name, (long long)k,
+                      (long long)r, (long long)rows);
         } else {
             cr_assert_eq(woolly_dequantize_row(l->wtype, back, deq, k), 0);
             for (int64_t i = 0; i < k; i++)
@@ -193,73 +211,160 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
     free(x), free(got), free(want);
 }
 
-static void store_cache(enum woolly_type t, void *dst, size_t i, float v, float *back)
+/* Fills position j of a cache (row_bytes apart) with n random values in the cache type; back gets the
+ * values as the kernel will read them. */
+static void fill_cache_row(enum woolly_type t, uint8_t *row, int64_t n, tu_rng *rng, float *back)
 {
-    if (t == WOOLLY_TYPE_F16) {
-        uint16_t h = woolly_f32_to_f16(v);
-        ((uint16_t *)dst)[i] = h;
-        *back = woolly_f16_to_f32(h);
-    } else {
-        ((float *)dst)[i] = v;
-        *back = v;
+    float x[WOOLLY_MAX_HEAD_DIM];
+    for (int64_t i = 0; i < n; i++)
+        x[i] = tu_rand_normal(rng);
+    cr_assert_eq(woolly_quantize_row(t, x, row, n), woolly_row_bytes(t, n));
+    cr_assert_eq(woolly_dequantize_row(t, row, back, n), 0);
+}
+
+/* The float64 attention of query t, head h over the positions it sees: out[head_dim]. */
+static void attn_reference(const kc_attn_case *c, const float *q, size_t q_stride, const float *kf,
+                           const float *vf, float scale, int64_t t, int64_t h, double *p, double *out)
+{
+    const int64_t hd = c->head_dim, g = c->n_group;
+    const float *qh = q + (size_t)(t * g + h) * q_stride;
+    const int64_t end = c->pos0 + t + 1 < c->kv1 ? c->pos0 + t + 1 : c->kv1;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = c->kv0; j < end; j++) {
+        double s = 0;
+        for (int64_t i = 0; i < hd; i++)
+            s += (double)qh[i] * kf[j * hd + i];
+        p[j] = s * scale;
+        mx = p[j] > mx ? p[j] : mx;
     }
+    for (int64_t j = c->kv0; j < end; j++)
+        sum += (p[j] = exp(p[j] - mx));
+    for (int64_t i = 0; i < hd; i++) {
+        double r = 0;
+        for (int64_t j = c->kv0; j < end; j++)
+            r += p[j] / sum * vf[j * hd + i];
+        out[i] = r;
+    }
+}
+
+/* NMSE of out (rows q_stride apart, one per (query, head)) against the reference; asserts that nothing
+ * past head_dim was written. */
+static double attn_nmse(const char *name, const kc_attn_case *c, const float *out, size_t stride,
+                        const double *ref)
+{
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < c->n_q * c->n_group; r++)
+        for (size_t i = 0; i < stride; i++) {
+            const float got = out[(size_t)r * stride + i];
+            if ((int64_t)i >= c->head_dim) {
+                cr_assert_eq(got, SENTINEL, "%s: wrote past head_dim in row %lld", name, (long long)r);
+                continue;
+            }
+            const double e = ref[r * c->head_dim + (int64_t)i];
+            num += (got - e) * (got - e);
+            den += e * e;
+        }
+    return num / (den > 0 ? den : 1);
 }
 
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse)
 {
-    cr_assert(cache_type == WOOLLY_TYPE_F16 || cache_type == WOOLLY_TYPE_F32, "%s: cache type", name);
-    const int64_t hd = c->head_dim, n = c->n_kv, g = c->n_group;
-    const size_t elem = cache_type == WOOLLY_TYPE_F16 ? 2 : 4;
-    const size_t kv_stride = (size_t)hd + KV_PAD_ELEMS, q_stride = (size_t)hd + Q_PAD_FLOATS;
-    tu_rng rng = {(uint64_t)(hd * 7919 + n * 31 + g)};
+    const int64_t hd = c->head_dim, n = c->kv1, g = c->n_group, nq = c->n_q;
+    cr_assert(hd <= WOOLLY_MAX_HEAD_DIM && g <= WOOLLY_MAX_GROUP && c->kv0 <= c->pos0 && c->kv0 < c->kv1,
+              "%s: bad case", name);
+    const size_t row = woolly_row_bytes(cache_type, hd);
+    cr_assert(row > 0, "%s: head_dim %lld does not fit the cache type", name, (long long)hd);
+    const size_t kv_row_bytes = row + 2 * KV_PAD_ELEMS + 1; /* odd, so nothing assumes aligned rows */
+    const size_t q_stride = (size_t)hd + Q_PAD_FLOATS, rows = (size_t)(nq * g);
+    tu_rng rng = {(uint64_t)(hd * 7919 + n * 31 + g * 5 + nq * 131 + c->pos0)};
 
-    void *k = malloc(elem * kv_stride * (size_t)n), *v = malloc(elem * kv_stride * (size_t)n);
+    uint8_t *k = calloc(kv_row_bytes, (size_t)n), *v = calloc(kv_row_bytes, (size_t)n);
     float *kf = malloc(sizeof(float) * (size_t)(hd * n)), *vf = malloc(sizeof(float) * (size_t)(hd * n));
-    float *q = malloc(sizeof(float) * q_stride * (size_t)g), *out = malloc(sizeof(float) * q_stride * (size_t)g);
-    double *p = malloc(sizeof(double) * (size_t)n);
-    cr_assert(k && v && kf && vf && q && out && p);
-    for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < hd; i++) {
-            store_cache(cache_type, k, (size_t)j * kv_stride + (size_t)i, tu_rand_normal(&rng), &kf[j * hd + i]);
-            store_cache(cache_type, v, (size_t)j * kv_stride + (size_t)i, tu_rand_normal(&rng), &vf[j * hd + i]);
-        }
-    for (size_t i = 0; i < q_stride * (size_t)g; i++)
-        q[i] = tu_rand_normal(&rng), out[i] = SENTINEL;
-    const float scale = 1.0f / sqrtf((float)hd);
-
-    woolly_attn_args a = {.q = q, .q_stride = q_stride, .k = k, .v = v, .kv_stride = kv_stride, .n_kv = n,
-                          .head_dim = hd, .n_group = g, .scale = scale, .out = out, .out_stride = q_stride};
-    fn(&a);
-
-    double num = 0, den = 0;
-    for (int64_t h = 0; h < g; h++) {
-        const float *qh = q + (size_t)h * q_stride;
-        double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < n; j++) {
-            double s = 0;
-            for (int64_t i = 0; i < hd; i++)
-                s += (double)qh[i] * kf[j * hd + i];
-            p[j] = s * scale;
-            mx = p[j] > mx ? p[j] : mx;
-        }
-        for (int64_t j = 0; j < n; j++)
-            sum += (p[j] = exp(p[j] - mx));
-        for (int64_t i = 0; i < (int64_t)q_stride; i++) {
-            const float got = out[(size_t)h * q_stride + (size_t)i];
-            if (i >= hd) {
-                cr_assert_eq(got, SENTINEL, "%s: wrote past head_dim in head %lld", name, (long long)h);
-                continue;
-            }
-            double ref = 0;
-            for (int64_t j = 0; j < n; j++)
-                ref += p[j] / sum * vf[j * hd + i];
-            num += (got - ref) * (got - ref);
-            den += ref * ref;
-        }
+    float *q = malloc(sizeof(float) * q_stride * rows);
+    float *out = malloc(sizeof(float) * q_stride * rows), *split = malloc(sizeof(float) * q_stride * rows);
+    float *part[2] = {malloc(sizeof(float) * q_stride * rows), malloc(sizeof(float) * q_stride * rows)};
+    float *ml[2] = {malloc(sizeof(float) * 2 * rows), malloc(sizeof(float) * 2 * rows)};
+    double *p = malloc(sizeof(double) * (size_t)n), *ref = malloc(sizeof(double) * rows * (size_t)hd);
+    cr_assert(k && v && kf && vf && q && out && split && part[0] && part[1] && ml[0] && ml[1] && p && ref);
+    for (int64_t j = 0; j < n; j++) {
+        fill_cache_row(cache_type, k + (size_t)j * kv_row_bytes, hd, &rng, &kf[j * hd]);
+        fill_cache_row(cache_type, v + (size_t)j * kv_row_bytes, hd, &rng, &vf[j * hd]);
     }
-    const double nmse = num / (den > 0 ? den : 1);
-    cr_assert(nmse <= max_nmse, "%s: head_dim=%lld n_kv=%lld group=%lld: NMSE %.3g > %.3g", name, (long long)hd,
-              (long long)n, (long long)g, nmse, max_nmse);
-    free(k), free(v), free(kf), free(vf), free(q), free(out), free(p);
+    for (size_t i = 0; i < q_stride * rows; i++) {
+        q[i] = tu_rand_normal(&rng);
+        out[i] = split[i] = part[0][i] = part[1][i] = SENTINEL;
+    }
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t t = 0; t < nq; t++)
+        for (int64_t h = 0; h < g; h++)
+            attn_reference(c, q, q_stride, kf, vf, scale, t, h, p, ref + (t * g + h) * hd);
+
+    /* Queries are stored query-major: query t, head h at row t * g + h. */
+    woolly_attn_args a = {.q = q,
+                          .q_stride = q_stride,
+                          .q_row_stride = q_stride * (size_t)g,
+                          .k = k,
+                          .v = v,
+                          .kv_row_bytes = kv_row_bytes,
+                          .n_q = nq,
+                          .pos0 = c->pos0,
+                          .kv0 = c->kv0,
+                          .kv1 = c->kv1,
+                          .head_dim = hd,
+                          .n_group = g,
+                          .scale = scale,
+                          .out = out,
+                          .out_stride = q_stride,
+                          .out_row_stride = q_stride * (size_t)g,
+                          .ml = NULL};
+    fn(&a);
+    const double e = attn_nmse(name, c, out, q_stride, ref);
+    cr_assert(e <= max_nmse,
+              "%s: head_dim=%lld group=%lld n_q=%lld pos0=%lld kv [%lld, %lld): NMSE %.3g > %.3g", name,
+              (long long)hd, (long long)g, (long long)nq, (long long)c->pos0, (long long)c->kv0,
+              (long long)c->kv1, e, max_nmse);
+
+    /* The same range split in two (as two threads would run it), combined from the partial form. */
+    const int64_t mid = c->kv0 + (c->kv1 - c->kv0) / 2;
+    int ran[2] = {0, 0};
+    for (int half = 0; half < 2; half++) {
+        woolly_attn_args b = a;
+        b.kv0 = half ? mid : c->kv0;
+        b.kv1 = half ? c->kv1 : mid;
+        b.out = part[half];
+        b.ml = ml[half];
+        if ((ran[half] = b.kv0 < b.kv1))
+            fn(&b);
+        else
+            for (size_t r = 0; r < rows; r++)
+                ml[half][2 * r] = -INFINITY, ml[half][2 * r + 1] = 0.0f;
+    }
+    for (size_t r = 0; r < rows; r++) {
+        const float *outs[2] = {part[0] + r * q_stride, part[1] + r * q_stride};
+        const float *mls[2] = {ml[0] + 2 * r, ml[1] + 2 * r};
+        for (int half = 0; half < 2; half++)
+            if (ran[half] && mls[half][1] == 0.0f)
+                for (int64_t i = 0; i < hd; i++)
+                    cr_assert_eq(outs[half][i], 0.0f,
+                                 "%s: a query that sees nothing of a range has a non-zero partial", name);
+        woolly_attn_combine(2, outs, mls, hd, split + r * q_stride);
+    }
+    const double es = attn_nmse(name, c, split, q_stride, ref);
+    cr_assert(
+        es <= max_nmse,
+        "%s: head_dim=%lld group=%lld n_q=%lld pos0=%lld kv [%lld, %lld) split at %lld: NMSE %.3g > %.3g",
+        name, (long long)hd, (long long)g, (long long)nq, (long long)c->pos0, (long long)c->kv0,
+        (long long)c->kv1, (long long)mid, es, max_nmse);
+    double num = 0, den = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < hd; i++) {
+            const double x = split[r * q_stride + (size_t)i], y = out[r * q_stride + (size_t)i];
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+    cr_assert(num <= KC_ATTN_SPLIT_MAX_NMSE * den, "%s: split and whole differ by NMSE %.3g", name,
+              num / den);
+    free(k), free(v), free(kf), free(vf), free(q), free(out), free(split), free(part[0]), free(part[1]);
+    free(ml[0]), free(ml[1]), free(p), free(ref);
 }

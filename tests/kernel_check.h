@@ -35,9 +35,14 @@ typedef struct kc_layout {
     woolly_unpack_fn unpack;
 } kc_layout;
 
+/* n_q queries at positions pos0 .. pos0 + n_q - 1 of n_group heads over cache positions [kv0, kv1). */
 typedef struct kc_attn_case {
-    int64_t head_dim, n_kv, n_group;
+    int64_t head_dim, n_group, n_q, pos0, kv0, kv1;
 } kc_attn_case;
+
+/* How far the KV range split in two (two partial results, then woolly_attn_combine) may be from one
+ * call over the whole range: only the summation order differs. */
+#define KC_ATTN_SPLIT_MAX_NMSE 1e-11
 
 /* Asserts NMSE <= max_nmse over the computed rows against a float64 product of the reference-dequantized
  * weights and the activations as packed (so an int8 or F16 kernel is held to a tight bound: only its
@@ -51,6 +56,10 @@ void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows);
 /* A packer gives exactly the scalar reference's bytes on rows of k values (with zero blocks, and
  * values that round to .5). */
 void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int64_t k);
+/* An attention kernel against a float64 softmax attention over the cache values as stored (F16, F32 or
+ * Q8_0 rows, padded to an odd byte stride): NMSE <= max_nmse, nothing written past head_dim; and the
+ * range split in two partial results combined by woolly_attn_combine gives the same within
+ * KC_ATTN_SPLIT_MAX_NMSE. */
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse);
 

@@ -26,4 +26,3 @@ Test(logits_scalar_cli, tiny_granite_q4_k_m)
 {
     check_cli_scalar(&MODELS[5]);
 }
-

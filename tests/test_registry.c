@@ -11,7 +11,10 @@
 
 static const char *op_token(enum woolly_op op)
 {
-    return op == WOOLLY_OP_GEMV ? "_gemv_" : op == WOOLLY_OP_GEMM ? "_gemm_" : op == WOOLLY_OP_ATTN ? "_flash_" : "pack_";
+    return op == WOOLLY_OP_GEMV   ? "_gemv_"
+           : op == WOOLLY_OP_GEMM ? "_gemm_"
+           : op == WOOLLY_OP_ATTN ? "_flash_"
+                                  : "pack_";
 }
 
 Test(registry, every_slot_has_a_scalar_reference_kernel)
@@ -27,8 +30,9 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
         cr_assert(has_scalar, "%s: its slot has no scalar reference kernel on GGUF rows", ks[i].name);
     }
     /* Every (op, weights, activations) slot of the reference formats exists. */
-    static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
-                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K};
+    static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16,
+                                             WOOLLY_TYPE_Q8_0, WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K,
+                                             WOOLLY_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
         for (int act = 0; act < WOOLLY_ACT_COUNT; act++)
             for (int op = WOOLLY_OP_GEMV; op <= WOOLLY_OP_GEMM; op++) {
@@ -65,8 +69,10 @@ Test(registry, layouts_are_listed_and_sized)
         cr_assert_eq(woolly_layout_by_name(ls[i].name), &ls[i]);
         cr_assert(ls[i].repack && ls[i].unpack && ls[i].rows > 1, "%s", ls[i].name);
         const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, 512);
-        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: 512 columns are two blocks", ls[i].name);
-        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted", ls[i].name);
+        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: 512 columns are two blocks",
+                     ls[i].name);
+        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted",
+                     ls[i].name);
     }
     cr_assert_null(woolly_layout_by_name("rows"));
     cr_assert_eq(woolly_layout_row_bytes(NULL, WOOLLY_TYPE_Q4_K, 512), 2 * 144);
@@ -91,7 +97,8 @@ Test(registry, names_say_what_a_kernel_is)
             snprintf(lay, sizeof lay, "_%s_", strchr(ks[i].layout->name, '_') + 1);
             cr_assert(strstr(ks[i].name, lay), "%s: name lacks its layout token %s", ks[i].name, lay);
             cr_assert_eq(ks[i].layout->wtype, ks[i].wtype, "%s: layout of other weights", ks[i].name);
-            cr_assert_eq(ks[i].tile_n % ks[i].layout->rows, 0, "%s: tile is not whole row groups", ks[i].name);
+            cr_assert_eq(ks[i].tile_n % ks[i].layout->rows, 0, "%s: tile is not whole row groups",
+                         ks[i].name);
         }
         for (int j = 0; j < i; j++)
             cr_assert_str_neq(ks[i].name, ks[j].name, "kernel listed twice");

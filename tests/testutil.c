@@ -125,7 +125,10 @@ uint64_t tu_rand_u64(tu_rng *r)
     return x;
 }
 
-float tu_rand_uniform(tu_rng *r) { return (float)(tu_rand_u64(r) >> 40) * (1.0f / 16777216.0f); }
+float tu_rand_uniform(tu_rng *r)
+{
+    return (float)(tu_rand_u64(r) >> 40) * (1.0f / 16777216.0f);
+}
 
 float tu_rand_normal(tu_rng *r)
 {

@@ -29,9 +29,11 @@ int tu_parse_ids(const char *s, int32_t **ids);
 double tu_nmse(const float *x, const float *ref, size_t n);
 
 /* Deterministic pseudo-random numbers (xorshift), for test data. */
-typedef struct { uint64_t s; } tu_rng;
+typedef struct {
+    uint64_t s;
+} tu_rng;
 uint64_t tu_rand_u64(tu_rng *r);
-float tu_rand_uniform(tu_rng *r);            /* [0, 1) */
-float tu_rand_normal(tu_rng *r);             /* N(0, 1) */
+float tu_rand_uniform(tu_rng *r); /* [0, 1) */
+float tu_rand_normal(tu_rng *r);  /* N(0, 1) */
 
 #endif

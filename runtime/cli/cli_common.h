@@ -66,7 +66,7 @@ int cli_parse(cli_table *t, int argc, char **argv);
 
 typedef struct cli_context_opts {
     int32_t n_ctx, n_batch, n_threads;
-    const char *kv_type;      /* "f16" | "f32" */
+    const char *kv_type;      /* "f16" | "f32" | "q8_0" */
     const char *tune_profile; /* --tune-profile FILE, or NULL */
     int n_ctx_given;
 } cli_context_opts;

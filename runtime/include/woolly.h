@@ -80,7 +80,9 @@ int64_t woolly_model_detokenize(const woolly_model *m, const woolly_token *ids, 
 
 /* ---- context -------------------------------------------------------------------------------------- */
 
-typedef enum woolly_kv_type { WOOLLY_KV_F16 = 0, WOOLLY_KV_F32 = 1 } woolly_kv_type;
+/* The KV cache's element type: F16 (default), F32, or Q8_0 (llama.cpp's quantized cache: blocks of 32
+ * int8 values with an F16 scale, half the memory of F16; needs a head dimension divisible by 32). */
+typedef enum woolly_kv_type { WOOLLY_KV_F16 = 0, WOOLLY_KV_F32 = 1, WOOLLY_KV_Q8_0 = 2 } woolly_kv_type;
 
 typedef struct woolly_context_params {
     int32_t n_ctx;     /* KV cache positions; 0: the model's context length, capped by memory */

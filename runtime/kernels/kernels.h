@@ -24,19 +24,34 @@
  *                     routine (woolly_repack_<layout>) makes it from GGUF rows and its unpack routine
  *                     gives a GGUF row back (for embedding lookups and tests).
  *
- *   attn    for one token and one KV head: the n_group query heads that share that KV head attend to
- *           cache positions 0..n_kv-1 (causality is the caller's choice of n_kv). Softmax over
- *           scale * q.k, output the weighted sum of v. K and V are in the cache format (F16 or F32).
+ *   attn    flash attention (online softmax, no score matrix) of a block of queries over one KV head:
+ *           the n_group query heads that share the KV head, for n_q consecutive queries at positions
+ *           pos0 .. pos0 + n_q - 1. Query t sees the cache positions p with kv0 <= p < kv1 and
+ *           p <= pos0 + t (the causal mask). Softmax over scale * q.k, output the weighted sum of v.
+ *           K and V are in the cache format: F16, F32, or Q8_0 blocks of 32 along the head dimension.
+ *           A kernel tiles queries x KV positions (its q and KV block sizes, `tile_m` x `tile_n` in the
+ *           registry, are its variant), masks per tile and skips the tiles above the diagonal.
+ *           Final form (ml == NULL): every query sees at least one position (kv0 <= pos0, kv0 < kv1),
+ *           out is the normalized result. Partial form (ml != NULL), for splitting one query's KV range
+ *           across threads: out holds the unnormalized sum_p e^(s_p - m) v_p, ml the running maximum m
+ *           and sum l = sum_p e^(s_p - m) of each (query, head) (m = -inf, l = 0, out = 0 when it sees
+ *           nothing); woolly_attn_combine merges the partials of disjoint ranges into the final output.
  *
  *   pack    one row of k floats into an activation format (k a multiple of 32 for int8).
+ *
+ *   ops     the forward pass's small elementwise steps over n floats: swiglu (gate = silu(gate) * up)
+ *           and rmsnorm (out = x / rms(x) * w), any n >= 1.
  *
  * Naming grammar, written down once:
  *   matmul  <weights>_<activations>_<op>_<isa>[_<layout>]_<tokens>x<rows>[_<variant>], e.g.
  *           q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, GGUF rows, tile
  *           1 token x 1 row), q4k_q8_gemm_avx512_r16_4x16 (16-row interleaved weights, 4 x 16 tile);
  *           the variant suffix names a template parameter other than the tile (an unroll, a prefetch).
- *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>
+ *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>[_b<q block>x<KV block>], e.g.
+ *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
+ *           attn_f32_flash_scalar_any is the untiled reference for any head dimension
  *   pack    pack_<activations>_<isa>
+ *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
  * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels: scalar, avx2
  * (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a kernel may also require
@@ -156,7 +171,7 @@ static inline uint16_t woolly_f32_to_f16(float f)
         return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0));
     if (ax >= 0x477FF000u) /* rounds to >= 65520: overflow */
         return (uint16_t)(sign | 0x7C00);
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+    if (ax < 0x38800000u) {   /* below the smallest normal half: subnormal or zero */
         if (ax < 0x33000000u) /* below half the smallest subnormal */
             return (uint16_t)sign;
         uint32_t e = ax >> 23;
@@ -173,7 +188,10 @@ static inline uint16_t woolly_f32_to_f16(float f)
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-static inline float woolly_bf16_to_f32(uint16_t h) { return woolly_bits_to_f32((uint32_t)h << 16); }
+static inline float woolly_bf16_to_f32(uint16_t h)
+{
+    return woolly_bits_to_f32((uint32_t)h << 16);
+}
 
 /* ---- activation formats ------------------------------------------------------------------------- */
 
@@ -205,11 +223,11 @@ enum woolly_op {
 };
 
 typedef struct woolly_matmul_args {
-    const void *w;      /* the weights, in the kernel's layout (see the top of this file) */
+    const void *w; /* the weights, in the kernel's layout (see the top of this file) */
     size_t w_row_bytes;
-    const void *x;      /* token t's activations at (const char *)x + t * x_row_bytes */
+    const void *x; /* token t's activations at (const char *)x + t * x_row_bytes */
     size_t x_row_bytes;
-    float *y;           /* y[t * y_stride + r] */
+    float *y; /* y[t * y_stride + r] */
     size_t y_stride;
     int64_t k;          /* row length */
     int64_t m;          /* tokens */
@@ -224,32 +242,63 @@ typedef void (*woolly_matmul_fn)(const woolly_matmul_args *a);
  * load time. */
 #define WOOLLY_MAX_HEAD_DIM 256
 #define WOOLLY_MAX_GROUP 16
+/* Partial results woolly_attn_combine merges at most. */
+#define WOOLLY_ATTN_MAX_PARTS 64
 
 typedef struct woolly_attn_args {
-    const float *q;     /* n_group query heads, head_dim floats each, q_stride floats apart */
-    size_t q_stride;
-    const void *k;      /* position p of this KV head at k + p * kv_stride elements (cache type) */
+    const float *q; /* query t, head g at q + t * q_row_stride + g * q_stride (head_dim floats) */
+    size_t q_stride, q_row_stride;
+    const void *k; /* position p of this KV head at (const char *)k + p * kv_row_bytes */
     const void *v;
-    size_t kv_stride;
-    int64_t n_kv;       /* visible positions, >= 1 */
-    int64_t head_dim;
-    int64_t n_group;
-    float scale;        /* applied to q.k before the softmax */
-    float *out;         /* n_group rows, out_stride floats apart */
-    size_t out_stride;
+    size_t kv_row_bytes;
+    int64_t n_q;      /* queries, >= 1 */
+    int64_t pos0;     /* position of query 0 (the causal mask) */
+    int64_t kv0, kv1; /* the cache positions this call reads */
+    int64_t head_dim; /* <= WOOLLY_MAX_HEAD_DIM; a multiple of 32 for a Q8_0 cache */
+    int64_t n_group;  /* <= WOOLLY_MAX_GROUP */
+    float scale;      /* applied to q.k before the softmax */
+    float *out;       /* query t, head g at out + t * out_row_stride + g * out_stride */
+    size_t out_stride, out_row_stride;
+    float *ml; /* NULL, or the partial form: m, l of query t, head g at ml[2 * (t * n_group + g)] */
 } woolly_attn_args;
 
 typedef void (*woolly_attn_fn)(const woolly_attn_args *a);
 
+/* Merges n <= WOOLLY_ATTN_MAX_PARTS partial results of one (query, head) over disjoint KV ranges (out[i]:
+ * head_dim unnormalized floats, ml[i]: its m and l) into the normalized output dst. At least one part has
+ * seen a position. */
+static inline void woolly_attn_combine(int n, const float *const *out, const float *const *ml,
+                                       int64_t head_dim, float *dst)
+{
+    float m = ml[0][0];
+    for (int i = 1; i < n; i++)
+        m = ml[i][0] > m ? ml[i][0] : m;
+    float l = 0.0f, w[WOOLLY_ATTN_MAX_PARTS];
+    for (int i = 0; i < n; i++) {
+        w[i] = ml[i][1] > 0.0f ? __builtin_expf(ml[i][0] - m) : 0.0f;
+        l += w[i] * ml[i][1];
+    }
+    const float inv = 1.0f / l;
+    for (int64_t d = 0; d < head_dim; d++) {
+        float s = 0.0f;
+        for (int i = 0; i < n; i++)
+            s += w[i] * out[i][d];
+        dst[d] = s * inv;
+    }
+}
+
 typedef void (*woolly_pack_fn)(const float *x, int64_t k, void *dst);
+
+typedef void (*woolly_swiglu_fn)(float *gate, const float *up, int64_t n);
+typedef void (*woolly_rmsnorm_fn)(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* Repacking rows [r0, r1) of a GGUF-row matrix into a layout (r0 a multiple of the group; r1 the
  * matrix's row count or a multiple of the group: a partial last group is padded with zero rows), and
  * back (one row r, to GGUF's row format). */
 typedef struct woolly_repack_args {
-    const void *src;    /* GGUF rows, src_row_bytes apart */
+    const void *src; /* GGUF rows, src_row_bytes apart */
     size_t src_row_bytes;
-    void *dst;          /* the layout, with dst_row_bytes as the kernels' w_row_bytes */
+    void *dst; /* the layout, with dst_row_bytes as the kernels' w_row_bytes */
     size_t dst_row_bytes;
     int64_t k;
     int64_t r0, r1;

@@ -7,12 +7,13 @@
 #include "cpu.h"
 
 /* Declarations of every generated entry point. */
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                         \
-    void woolly_repack_##name(const woolly_repack_args *a);                                             \
+#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
+    void woolly_repack_##name(const woolly_repack_args *a);                                                  \
     void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)          \
+#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
     void woolly_##name(const woolly_matmul_args *a);
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, features) void woolly_##name(const woolly_attn_args *a);
+#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, bq, bk, features, is_default)                               \
+    void woolly_##name(const woolly_attn_args *a);
 #define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
 #include "kernels.inc"
 
@@ -26,7 +27,7 @@ enum {
 
 static const woolly_layout LAYOUTS[LAYOUT_END] = {
     {0},
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                         \
+#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
     {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name},
 #include "kernels.inc"
 };
@@ -34,12 +35,15 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 #define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
 static const woolly_kernel KERNELS[] = {
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)          \
-    {#name, op, wtype, act, isa, tm, tn, 0, LAYOUT_PTR(layout), features, is_default, woolly_##name, NULL, NULL},
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, features)                                              \
-    {#name, WOOLLY_OP_ATTN, ctype, WOOLLY_ACT_F32, isa, 1, 1, hd, NULL, features, false, NULL, woolly_##name, NULL},
-#define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                    \
-    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act, isa, 1, 1, 0, NULL, features, false, NULL, NULL, woolly_##name},
+#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
+    {#name,    op,         wtype,         act,  isa, tm, tn, 0, LAYOUT_PTR(layout),                          \
+     features, is_default, woolly_##name, NULL, NULL},
+#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, bq, bk, features, is_default)                               \
+    {#name, WOOLLY_OP_ATTN, ctype,      WOOLLY_ACT_F32, isa,           bq,  bk, hd,                          \
+     NULL,  features,       is_default, NULL,           woolly_##name, NULL},
+#define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                         \
+    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act,   isa,  1,    1,                                           \
+     0,     NULL,           features,        false, NULL, NULL, woolly_##name},
 #include "kernels.inc"
 };
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };

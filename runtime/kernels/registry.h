@@ -40,11 +40,13 @@ typedef struct woolly_kernel {
     enum woolly_type wtype;      /* weight type (matmul) or cache type (attention); F32 for packers */
     enum woolly_act act;
     enum woolly_isa isa;
-    int tile_m, tile_n;          /* register tile: tokens x weight rows (1x1 for attention, packers) */
+    int tile_m, tile_n;          /* register tile: tokens x weight rows; attention: queries x KV positions
+                                    per tile (1x1 for the untiled reference); 1x1 for packers */
     int head_dim;                /* attention: the head dimension served, 0 = any */
     const woolly_layout *layout; /* matmul: the weights' layout, NULL for GGUF rows */
     unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
-    bool is_default;             /* the default of its (weights, ISA) (matmul) */
+    bool is_default;             /* the default of its (weights, ISA) (matmul), of its (cache, ISA, head
+                                    dim) (attention) */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
@@ -84,7 +86,8 @@ const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wt
  * instead (its layout the default for them). */
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
-/* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any). */
+/* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any):
+ * the highest level, and at it the default tile. */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim);
 
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */

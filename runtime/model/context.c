@@ -20,23 +20,32 @@ woolly_context_params woolly_context_default_params(void)
     };
 }
 
-static enum woolly_type kv_wtype(woolly_kv_type t)
+enum woolly_type woolly_kv_wtype(woolly_kv_type t)
 {
-    return t == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16;
+    return t == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : t == WOOLLY_KV_Q8_0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16;
+}
+
+static const char *kv_name(woolly_kv_type t)
+{
+    return t == WOOLLY_KV_F32 ? "f32" : t == WOOLLY_KV_Q8_0 ? "q8_0" : "f16";
+}
+
+/* Physical memory in bytes (0 if unknown). */
+static double phys_bytes(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
 }
 
 int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
 {
     const woolly_config *p = &m->cfg;
     int32_t n = p->n_ctx_train < MAX_DEFAULT_N_CTX ? p->n_ctx_train : MAX_DEFAULT_N_CTX;
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) {
-        const double budget = (double)pages * (double)page / 4.0;
-        const double per_pos =
-            (double)woolly_kv_cache_bytes(kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
-        if (per_pos * n > budget)
-            n = (int32_t)(budget / per_pos);
-    }
+    const double budget = phys_bytes() / 4.0;
+    const double per_pos =
+        (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
+    if (budget > 0 && per_pos > 0 && per_pos * n > budget)
+        n = (int32_t)(budget / per_pos);
     return n > 0 ? n : 1;
 }
 
@@ -57,6 +66,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
         {&s->k, nb * kv_dim},
         {&s->v, nb * kv_dim},
         {&s->att, nb * q_dim},
+        {&s->att_part, (size_t)c->attn_parts * q_dim},
+        {&s->att_ml, (size_t)c->attn_parts * (size_t)p->n_head * 2},
         {&s->hb, nb * p->n_ff},
         {&s->hb2, nb * p->n_ff},
         {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
@@ -94,8 +105,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
 
 static void free_state(woolly_run_state *s)
 {
-    float *bufs[] = {s->x,   s->xb, s->xb2, s->q,        s->k,        s->v,
-                     s->att, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->logits};
+    float *bufs[] = {s->x,        s->xb,     s->xb2, s->q,   s->k,        s->v,        s->att,
+                     s->att_part, s->att_ml, s->hb,  s->hb2, s->rope_cos, s->rope_sin, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->inv_freq);
@@ -125,8 +136,14 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
 {
     woolly_context_params p = pp ? *pp : woolly_context_default_params();
     const woolly_config *cfg = &m->cfg;
-    if (p.kv_type != WOOLLY_KV_F16 && p.kv_type != WOOLLY_KV_F32) {
-        woolly_fail(err, "KV cache type %d is unknown (F16 = 0, F32 = 1)", (int)p.kv_type);
+    if (p.kv_type != WOOLLY_KV_F16 && p.kv_type != WOOLLY_KV_F32 && p.kv_type != WOOLLY_KV_Q8_0) {
+        woolly_fail(err, "KV cache type %d is unknown (F16 = 0, F32 = 1, Q8_0 = 2)", (int)p.kv_type);
+        return NULL;
+    }
+    if (p.kv_type == WOOLLY_KV_Q8_0 && cfg->head_dim % WOOLLY_QK8_0) {
+        woolly_fail(
+            err, "--kv-type q8_0 needs a head dimension that is a multiple of %d; %s has %d (use f16 or f32)",
+            WOOLLY_QK8_0, m->label, cfg->head_dim);
         return NULL;
     }
     if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0) {
@@ -138,6 +155,19 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         p.n_ctx = woolly_default_n_ctx(m, p.kv_type);
     if (p.n_batch == 0)
         p.n_batch = DEFAULT_N_BATCH;
+    /* The cache must fit in physical memory beside the weights. */
+    const double cache = (double)woolly_kv_cache_bytes(woolly_kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer,
+                                                       cfg->n_head_kv, cfg->head_dim);
+    const double mem = phys_bytes(), room = mem - (double)m->n_bytes;
+    if (mem > 0 && cache > room) {
+        woolly_fail(
+            err,
+            "context size %d needs a %.1f MiB %s KV cache, more than the %.1f MiB of memory left beside "
+            "the model's %.1f MiB; use a smaller --ctx-size%s",
+            p.n_ctx, cache / 1048576.0, kv_name(p.kv_type), room > 0 ? room / 1048576.0 : 0.0,
+            (double)m->n_bytes / 1048576.0, p.kv_type == WOOLLY_KV_Q8_0 ? "" : " or --kv-type q8_0");
+        return NULL;
+    }
     if (p.n_batch > MAX_N_BATCH) {
         woolly_fail(err, "batch size %d exceeds the maximum %d", p.n_batch, MAX_N_BATCH);
         return NULL;
@@ -158,16 +188,22 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     }
     c->model = m;
     c->params = p;
+    c->ops = woolly_small_ops_choose();
+    /* One token's attention splits into at most as many KV chunks per head as there are threads (4 at
+     * least, for the tests' forced splits). */
+    c->attn_parts = p.n_threads < 4                       ? 4
+                    : p.n_threads > WOOLLY_ATTN_MAX_PARTS ? WOOLLY_ATTN_MAX_PARTS
+                                                          : p.n_threads;
     int rc = 0;
     if (!(c->plans = calloc((size_t)m->n_mats, sizeof *c->plans)))
         rc = woolly_fail(err, "out of memory");
     for (int32_t i = 0; i < m->n_mats && !rc; i++)
         rc = init_plan(c, i, err);
-    if (!rc && !(c->attn = woolly_kernel_choose_attn(kv_wtype(p.kv_type), cfg->head_dim)))
+    if (!rc && !(c->attn = woolly_kernel_choose_attn(woolly_kv_wtype(p.kv_type), cfg->head_dim)))
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
-                         p.kv_type == WOOLLY_KV_F32 ? "F32" : "F16", cfg->head_dim);
+                         kv_name(p.kv_type), cfg->head_dim);
     if (!rc)
-        rc = woolly_kv_cache_open(&c->kv, kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv,
+        rc = woolly_kv_cache_open(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv,
                                   cfg->head_dim, err);
     if (!rc)
         rc = alloc_state(c, err);

@@ -8,6 +8,7 @@
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
+#include "small_ops.h"
 #include "threadpool.h"
 #include "woolly.h"
 
@@ -19,6 +20,8 @@ typedef struct woolly_run_state {
     float *q;                   /* [n][n_head * head_dim] queries */
     float *k, *v;               /* [n][n_head_kv * head_dim] keys and values of the batch */
     float *att;                 /* [n][n_head * head_dim] attention output, heads concatenated */
+    float *att_part;            /* [parts][n_head * head_dim] one token's partial attention outputs */
+    float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
     float *hb, *hb2;            /* [n][n_ff] feed-forward hidden: gate, up */
     float *logits;              /* [logits_all ? n : 1][n_vocab] */
     double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
@@ -35,6 +38,10 @@ struct woolly_context {
     woolly_matmul_plan *plans; /* by matrix id (model->mats) */
     int32_t n_tuned;           /* plan steps (matrix x token class) the tuning profile set */
     const woolly_kernel *attn;
+    woolly_small_ops ops; /* SwiGLU and RMSNorm of the active level */
+    int32_t attn_parts;   /* rows of s.att_part: the most KV chunks one token's attention is split into */
+    int32_t attn_split;   /* 0: automatic; else the KV chunks per head of every single-token attention
+                             (tests set it, to check the split against the unsplit result) */
     woolly_run_state s;
     int32_t n_past;   /* positions filled in the KV cache */
     int32_t n_logits; /* rows of s.logits valid after the last eval */
@@ -43,6 +50,7 @@ struct woolly_context {
 
 /* The context size used when none is given: the trained length, at most 4096 positions, and at most
  * what fits a KV cache in a quarter of physical memory. */
+enum woolly_type woolly_kv_wtype(woolly_kv_type t);
 int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv);
 
 /* Internal versions of the public calls, with errors as values. */

@@ -10,8 +10,10 @@
  *   logits = (rmsnorm(x) * output_norm) Wout / logit_scale
  *
  * for a batch of n tokens at once: every matrix product is one call through the kernel registry (GEMM
- * for a batch, GEMV for one token), attention runs one registry kernel per (token, KV head). Nothing is
- * allocated here: every buffer lives in the context's run state. */
+ * for a batch, GEMV for one token); attention runs the registry's flash kernel per (KV head, block of
+ * queries) for a batch, and per (KV head, chunk of the cache) for one token at long context, whose
+ * partial results are then combined. Nothing is allocated here: every buffer lives in the context's run
+ * state. */
 #include <math.h>
 
 #include "context.h"
@@ -45,19 +47,12 @@ static void embed(woolly_context *c, int32_t id, float *out)
     }
 }
 
-/* out[t] = x[t] / rms(x[t]) * weight, for n rows of d. */
-static void rmsnorm(float *out, const float *x, const float *weight, int32_t n, int32_t d, float eps)
+/* out[t] = x[t] / rms(x[t]) * weight, for n rows of d (the registry's vectorized op). */
+static void rmsnorm(const woolly_context *c, float *out, const float *x, const float *weight, int32_t n,
+                    int32_t d, float eps)
 {
-    for (int32_t t = 0; t < n; t++) {
-        const float *xt = x + (size_t)t * d;
-        float *ot = out + (size_t)t * d;
-        double ss = 0.0;
-        for (int32_t i = 0; i < d; i++)
-            ss += (double)xt[i] * xt[i];
-        const float inv = (float)(1.0 / sqrt(ss / d + eps));
-        for (int32_t i = 0; i < d; i++)
-            ot[i] = xt[i] * inv * weight[i];
-    }
+    for (int32_t t = 0; t < n; t++)
+        c->ops.rmsnorm(out + (size_t)t * d, x + (size_t)t * d, weight, d, eps);
 }
 
 /* The rotation angles of the batch's positions: pos * base^(-2i/n_rot), in double so that long
@@ -96,55 +91,151 @@ static void rope(const woolly_context *c, float *x, int32_t n, int32_t n_heads)
 
 /* Multiply-adds below which another thread does not pay for waking it. */
 #define ATTN_MIN_WORK_PER_THREAD 65536.0
+/* Cache positions below which one token's KV range is not worth splitting across threads. */
+#define ATTN_MIN_SPLIT_POSITIONS 256
 
 typedef struct attn_job {
     woolly_context *c;
     int32_t layer, pos0, n;
+    int32_t q_block; /* queries per work item (a batch) */
+    int32_t n_split; /* KV chunks per head (one token), each a partial result */
 } attn_job;
 
-/* Causal attention of the batch over the cache: the pairs (token t, KV head h) are split across the
- * threads; token t sees positions 0 .. pos0 + t. */
-static void attn_job_run(void *arg, int ith, int nth)
+/* The kernel arguments for KV head h and queries [t0, t0 + nq) of the batch over the cache [kv0, kv1). */
+static woolly_attn_args attn_args(const attn_job *j, int32_t h, int32_t t0, int32_t nq, int64_t kv0,
+                                  int64_t kv1)
+{
+    const woolly_context *c = j->c;
+    const woolly_config *p = &c->model->cfg;
+    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    const size_t q_dim = (size_t)p->n_head * hd, first_q = (size_t)t0 * q_dim + (size_t)h * group * hd;
+    return (woolly_attn_args){
+        .q = c->s.q + first_q,
+        .q_stride = (size_t)hd,
+        .q_row_stride = q_dim,
+        .k = woolly_kv_cache_k(&c->kv, j->layer, h),
+        .v = woolly_kv_cache_v(&c->kv, j->layer, h),
+        .kv_row_bytes = c->kv.pos_bytes,
+        .n_q = nq,
+        .pos0 = j->pos0 + t0,
+        .kv0 = kv0,
+        .kv1 = kv1,
+        .head_dim = hd,
+        .n_group = group,
+        .scale = p->attention_scale,
+        .out = c->s.att + first_q,
+        .out_stride = (size_t)hd,
+        .out_row_stride = q_dim,
+        .ml = NULL,
+    };
+}
+
+/* A batch: the items (KV head, block of q_block queries) in head-major order, split across the threads
+ * in contiguous runs of nearly equal cost (a block's cost is the positions its last query sees, so the
+ * early blocks of a causal batch are cheap). */
+static void attn_batch_run(void *arg, int ith, int nth)
+{
+    const attn_job *j = arg;
+    const woolly_config *p = &j->c->model->cfg;
+    const int32_t nqb = (j->n + j->q_block - 1) / j->q_block;
+    double total = 0.0;
+    for (int32_t b = 0; b < nqb; b++)
+        total += (double)j->pos0 + (b + 1 < nqb ? (b + 1) * j->q_block : j->n);
+    total *= p->n_head_kv;
+    const double lo = total * ith / nth, hi = total * (ith + 1) / nth;
+    double at = 0.0;
+    for (int32_t h = 0; h < p->n_head_kv; h++)
+        for (int32_t b = 0; b < nqb; b++) {
+            const int32_t t0 = b * j->q_block, nq = j->n - t0 < j->q_block ? j->n - t0 : j->q_block;
+            const double cost = (double)j->pos0 + t0 + nq, mid = at + cost / 2;
+            at += cost;
+            if (mid < lo || mid >= hi)
+                continue;
+            const woolly_attn_args a = attn_args(j, h, t0, nq, 0, (int64_t)j->pos0 + t0 + nq);
+            j->c->attn->attn(&a);
+        }
+}
+
+/* One token: the items (KV head, chunk of its cache positions), n_head_kv * n_split of them, split evenly
+ * across the threads; each chunk leaves a partial result (its maximum, sum and unnormalized output) in
+ * s.att_part / s.att_ml, which attn_combine merges. */
+static void attn_split_run(void *arg, int ith, int nth)
 {
     const attn_job *j = arg;
     const woolly_context *c = j->c;
     const woolly_config *p = &c->model->cfg;
-    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
-    const size_t q_dim = (size_t)p->n_head * hd;
+    const int32_t group = p->n_head / p->n_head_kv, q_dim = p->n_head * p->head_dim;
+    const int64_t n_kv = (int64_t)j->pos0 + 1;
     long long lo, hi;
-    woolly_split_range((long long)j->n * p->n_head_kv, 1, ith, nth, &lo, &hi);
+    woolly_split_range((long long)p->n_head_kv * j->n_split, 1, ith, nth, &lo, &hi);
     for (long long idx = lo; idx < hi; idx++) {
-        const int32_t t = (int32_t)(idx / p->n_head_kv), h = (int32_t)(idx % p->n_head_kv);
-        const size_t first_q = (size_t)t * q_dim + (size_t)h * group * hd;
-        const woolly_attn_args a = {
-            .q = c->s.q + first_q,
-            .q_stride = (size_t)hd,
-            .k = woolly_kv_cache_k(&c->kv, j->layer, h),
-            .v = woolly_kv_cache_v(&c->kv, j->layer, h),
-            .kv_stride = c->kv.row_elems,
-            .n_kv = j->pos0 + t + 1,
-            .head_dim = hd,
-            .n_group = group,
-            .scale = p->attention_scale,
-            .out = c->s.att + first_q,
-            .out_stride = (size_t)hd,
-        };
-        c->attn->attn(&a);
+        const int32_t h = (int32_t)(idx / j->n_split), part = (int32_t)(idx % j->n_split);
+        const int64_t kv0 = n_kv * part / j->n_split, kv1 = n_kv * (part + 1) / j->n_split;
+        woolly_attn_args a = attn_args(j, h, 0, 1, kv0, kv1);
+        a.out = c->s.att_part + (size_t)part * q_dim + (size_t)h * group * p->head_dim;
+        a.ml = c->s.att_ml + 2 * ((size_t)part * p->n_head + (size_t)h * group);
+        if (kv0 < kv1)
+            c->attn->attn(&a);
+        else
+            for (int32_t g = 0; g < group; g++)
+                a.ml[2 * g] = -INFINITY, a.ml[2 * g + 1] = 0.0f;
     }
 }
 
-/* x += scale * y over n * d values. */
+static void attn_combine(woolly_context *c, int32_t n_split)
+{
+    const woolly_config *p = &c->model->cfg;
+    const size_t q_dim = (size_t)p->n_head * p->head_dim;
+    const float *outs[WOOLLY_ATTN_MAX_PARTS], *mls[WOOLLY_ATTN_MAX_PARTS];
+    for (int32_t h = 0; h < p->n_head; h++) {
+        for (int32_t i = 0; i < n_split; i++) {
+            outs[i] = c->s.att_part + (size_t)i * q_dim + (size_t)h * p->head_dim;
+            mls[i] = c->s.att_ml + 2 * ((size_t)i * p->n_head + (size_t)h);
+        }
+        woolly_attn_combine(n_split, outs, mls, p->head_dim, c->s.att + (size_t)h * p->head_dim);
+    }
+}
+
+/* KV chunks per head for one token: enough that the n_head_kv * chunks items divide evenly among the
+ * threads (none when they already do), each at least ATTN_MIN_SPLIT_POSITIONS long. */
+static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
+{
+    if (c->attn_split > 0)
+        return c->attn_split < c->attn_parts ? c->attn_split : c->attn_parts;
+    int32_t a = c->model->cfg.n_head_kv, b = nth;
+    while (b) {
+        const int32_t r = a % b;
+        a = b, b = r;
+    }
+    int32_t split = nth / a;
+    while (split > 1 && n_kv < (int64_t)split * ATTN_MIN_SPLIT_POSITIONS)
+        split--;
+    return split < c->attn_parts ? split : c->attn_parts;
+}
+
+/* Causal attention of the batch over the cache: token t sees positions 0 .. pos0 + t. */
+static void attention(woolly_context *c, int32_t layer, int32_t pos0, int32_t n)
+{
+    const woolly_config *p = &c->model->cfg;
+    /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
+    const double work = (double)n * (pos0 + (n + 1) / 2.0) * p->n_head * p->head_dim;
+    const int nth = woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD);
+    attn_job job = {c, layer, pos0, n, c->attn->tile_m, 1};
+    if (n == 1)
+        job.n_split = attn_n_split(c, nth, (int64_t)pos0 + 1);
+    if (job.n_split > 1) {
+        woolly_threadpool_run_n(c->pool, attn_split_run, &job, nth);
+        attn_combine(c, job.n_split);
+    } else {
+        woolly_threadpool_run_n(c->pool, attn_batch_run, &job, nth);
+    }
+}
+
+/* x += scale * y over n * d values: a loop the compiler vectorizes at any level (bench/bench_ops). */
 static void residual_add(float *x, const float *y, size_t len, float scale)
 {
     for (size_t i = 0; i < len; i++)
         x[i] += scale * y[i];
-}
-
-/* SwiGLU: gate = silu(gate) * up. */
-static void swiglu(float *gate, const float *up, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
@@ -169,33 +260,29 @@ void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n)
         const woolly_layer *L = &w->layers[l];
 
         /* Attention. */
-        rmsnorm(s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
+        rmsnorm(c, s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
         matmul_same_input(c, (const woolly_matrix *const[]){&L->wq, &L->wk, &L->wv},
                           (float *const[]){s->q, s->k, s->v}, 3, s->xb, n);
         rope(c, s->q, n, p->n_head);
         rope(c, s->k, n, p->n_head_kv);
         for (int32_t t = 0; t < n; t++)
             woolly_kv_cache_store(&c->kv, l, pos0 + t, s->k + (size_t)t * kv_dim, s->v + (size_t)t * kv_dim);
-        attn_job job = {c, l, pos0, n};
-        /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
-        const double work = (double)n * (pos0 + (n + 1) / 2.0) * p->n_head * p->head_dim;
-        woolly_threadpool_run_n(c->pool, attn_job_run, &job,
-                                woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD));
+        attention(c, l, pos0, n);
         matmul(c, &L->wo, s->att, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
 
         /* Feed-forward. */
-        rmsnorm(s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
+        rmsnorm(c, s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
         matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
                           (float *const[]){s->hb, s->hb2}, 2, s->xb, n);
-        swiglu(s->hb, s->hb2, (size_t)n * p->n_ff);
+        c->ops.swiglu(s->hb, s->hb2, (int64_t)n * p->n_ff);
         matmul(c, &L->w_down, s->hb, n, s->xb2);
         residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
     }
 
     /* Logits of every token, or of the last one only. */
     const int32_t first = c->params.logits_all ? 0 : n - 1, rows = n - first;
-    rmsnorm(s->xb, s->x + (size_t)first * d, w->output_norm, rows, d, p->rms_eps);
+    rmsnorm(c, s->xb, s->x + (size_t)first * d, w->output_norm, rows, d, p->rms_eps);
     matmul(c, &w->output, s->xb, rows, s->logits);
     if (p->logit_scale != 1.0f)
         for (size_t i = 0; i < (size_t)rows * p->n_vocab; i++)

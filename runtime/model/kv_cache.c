@@ -3,32 +3,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "quant.h"
+#include "registry.h"
 
 size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_layer, int64_t n_head_kv,
                              int64_t head_dim)
 {
-    const size_t elem = type == WOOLLY_TYPE_F16 ? 2 : 4;
-    return 2 * elem * (size_t)n_ctx * (size_t)n_layer * (size_t)n_head_kv * (size_t)head_dim;
+    if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32 && type != WOOLLY_TYPE_Q8_0)
+        return 0;
+    return 2 * woolly_row_bytes(type, head_dim) * (size_t)n_ctx * (size_t)n_layer * (size_t)n_head_kv;
 }
 
 int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_layer,
                          int64_t n_head_kv, int64_t head_dim, woolly_error *err)
 {
     memset(c, 0, sizeof *c);
-    if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32)
-        return woolly_fail(err, "KV cache: type %d is not F16 or F32", (int)type);
+    if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32 && type != WOOLLY_TYPE_Q8_0)
+        return woolly_fail(err, "KV cache: type %d is not F16, F32 or Q8_0", (int)type);
     if (n_ctx < 1 || n_layer < 1 || n_head_kv < 1 || head_dim < 1)
         return woolly_fail(err,
                            "KV cache: bad dimensions (n_ctx %lld, layers %lld, kv heads %lld, head dim %lld)",
                            (long long)n_ctx, (long long)n_layer, (long long)n_head_kv, (long long)head_dim);
+    if (type == WOOLLY_TYPE_Q8_0 && head_dim % WOOLLY_QK8_0)
+        return woolly_fail(
+            err,
+            "KV cache: a Q8_0 cache needs a head dimension that is a multiple of %d (this model's "
+            "is %lld); use --kv-type f16",
+            WOOLLY_QK8_0, (long long)head_dim);
     c->type = type;
     c->n_ctx = n_ctx;
     c->n_layer = n_layer;
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
-    c->elem_bytes = type == WOOLLY_TYPE_F16 ? 2 : 4;
-    c->row_elems = (size_t)(n_head_kv * head_dim);
+    c->head_bytes = woolly_row_bytes(type, head_dim);
+    c->pos_bytes = (size_t)n_head_kv * c->head_bytes;
+    if (type == WOOLLY_TYPE_F16) {
+        const woolly_kernel *pk = woolly_kernel_choose_pack(WOOLLY_ACT_F16);
+        if (!pk)
+            return woolly_fail(err, "KV cache: no F16 packer in the kernel registry");
+        c->to_f16 = pk->pack;
+    }
     const size_t half = woolly_kv_cache_bytes(type, n_ctx, n_layer, n_head_kv, head_dim) / 2;
     /* Zeroed: a kernel never reads an unwritten position, but calloc costs nothing extra for fresh
      * pages and keeps the memory tools quiet. */
@@ -52,30 +66,35 @@ void woolly_kv_cache_close(woolly_kv_cache *c)
 
 static size_t offset(const woolly_kv_cache *c, int64_t layer, int64_t pos)
 {
-    return ((size_t)layer * (size_t)c->n_ctx + (size_t)pos) * c->row_elems * c->elem_bytes;
+    return ((size_t)layer * (size_t)c->n_ctx + (size_t)pos) * c->pos_bytes;
 }
 
 void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t pos, const float *k, const float *v)
 {
-    const size_t off = offset(c, layer, pos);
-    if (c->type == WOOLLY_TYPE_F32) {
-        memcpy((char *)c->k + off, k, c->row_elems * sizeof(float));
-        memcpy((char *)c->v + off, v, c->row_elems * sizeof(float));
-        return;
-    }
-    uint16_t *kd = (uint16_t *)((char *)c->k + off), *vd = (uint16_t *)((char *)c->v + off);
-    for (size_t i = 0; i < c->row_elems; i++) {
-        kd[i] = woolly_f32_to_f16(k[i]);
-        vd[i] = woolly_f32_to_f16(v[i]);
+    char *kd = (char *)c->k + offset(c, layer, pos), *vd = (char *)c->v + offset(c, layer, pos);
+    const int64_t n = c->n_head_kv * c->head_dim;
+    switch (c->type) {
+    case WOOLLY_TYPE_F32:
+        memcpy(kd, k, (size_t)n * sizeof(float));
+        memcpy(vd, v, (size_t)n * sizeof(float));
+        break;
+    case WOOLLY_TYPE_F16:
+        c->to_f16(k, n, kd);
+        c->to_f16(v, n, vd);
+        break;
+    default: /* Q8_0: whole blocks of 32, so the heads' rows are one row of n values */
+        woolly_quantize_row(c->type, k, kd, n);
+        woolly_quantize_row(c->type, v, vd, n);
+        break;
     }
 }
 
 const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t head)
 {
-    return (const char *)c->k + offset(c, layer, 0) + (size_t)(head * c->head_dim) * c->elem_bytes;
+    return (const char *)c->k + offset(c, layer, 0) + (size_t)head * c->head_bytes;
 }
 
 const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t head)
 {
-    return (const char *)c->v + offset(c, layer, 0) + (size_t)(head * c->head_dim) * c->elem_bytes;
+    return (const char *)c->v + offset(c, layer, 0) + (size_t)head * c->head_bytes;
 }

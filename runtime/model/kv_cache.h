@@ -1,9 +1,11 @@
-/* The KV cache: the keys and values of every layer for positions [0, n_ctx), in F16 (default) or F32.
+/* The KV cache: the keys and values of every layer for positions [0, n_ctx), in F16 (default), F32 or
+ * Q8_0 (blocks of 32 values along the head dimension with an F16 scale, as llama.cpp's quantized cache;
+ * half the memory of F16, the head dimension a multiple of 32).
  *
- * Layout, per layer and for K and V alike: [position][kv head][head_dim], so that one position of all
- * heads is one contiguous row of n_head_kv * head_dim elements (what a token's K/V projection yields),
- * and one head's positions are kv_stride = n_head_kv * head_dim elements apart (what an attention
- * kernel walks). Allocated once; storing past n_ctx is refused by the caller's bounds check. */
+ * Layout, per layer and for K and V alike: [position][kv head][head_dim in the cache type], so that one
+ * position of all heads is one contiguous row (what a token's K/V projection yields), and one head's
+ * positions are pos_bytes apart (what an attention kernel walks). Allocated once; storing past n_ctx is
+ * refused by the caller's bounds check. */
 #ifndef WOOLLY_KV_CACHE_H
 #define WOOLLY_KV_CACHE_H
 
@@ -11,17 +13,19 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "kernels.h"
 #include "wtype.h"
 
 typedef struct woolly_kv_cache {
-    enum woolly_type type; /* WOOLLY_TYPE_F16 or WOOLLY_TYPE_F32 */
+    enum woolly_type type; /* WOOLLY_TYPE_F16, WOOLLY_TYPE_F32 or WOOLLY_TYPE_Q8_0 */
     int64_t n_ctx, n_layer, n_head_kv, head_dim;
-    size_t elem_bytes;
-    size_t row_elems; /* n_head_kv * head_dim: one position of one layer */
-    void *k, *v;      /* [n_layer][n_ctx][n_head_kv][head_dim] */
+    size_t head_bytes;     /* one head's head_dim values in the cache type */
+    size_t pos_bytes;      /* n_head_kv * head_bytes: one position of one layer */
+    void *k, *v;           /* [n_layer][n_ctx][n_head_kv][head_bytes] */
+    woolly_pack_fn to_f16; /* the F16 packer of the active level, for an F16 cache */
 } woolly_kv_cache;
 
-/* Bytes the cache of these dimensions takes (K and V). */
+/* Bytes the cache of these dimensions takes (K and V); 0 if the type cannot hold heads of head_dim. */
 size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_layer, int64_t n_head_kv,
                              int64_t head_dim);
 
@@ -29,8 +33,8 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
                          int64_t n_head_kv, int64_t head_dim, woolly_error *err);
 void woolly_kv_cache_close(woolly_kv_cache *c);
 
-/* Stores the K and V rows (row_elems floats each) of one position of one layer, converting to the cache
- * type. pos must be < n_ctx (checked by the forward pass before anything is evaluated). */
+/* Stores the K and V rows (n_head_kv * head_dim floats each) of one position of one layer, converting
+ * to the cache type. pos must be < n_ctx (checked by the forward pass before anything is evaluated). */
 void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t pos, const float *k, const float *v);
 
 /* Start of head h's keys / values of a layer (position 0), for the attention kernels. */

@@ -1,0 +1,168 @@
+/* Attention kernels, one thread, on cache layouts like the runtime's (8 KV heads interleaved per
+ * position):
+ *   decode   one query of n_group heads per KV head over n_kv positions, all 8 heads: GB/s of K and V read
+ *   prefill  512 causal queries at the end of an n_kv-position cache, one KV head: GFLOP/s, counting
+ *            4 * head_dim flops per visible (query head, position) (q.k and p v)
+ * for n_kv 512, 4096 and 16384, head dims 64 and 128, groups of 4 and 8, F16 and Q8_0 caches, with the
+ * default kernel of every ISA level this CPU runs (the scalar one at n_kv 512 only: it is the reference,
+ * not a contender). `bench_attn --variants` compares every block variant instead, at head dim 64,
+ * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
+ * CPU time (bench_cpu_time.h).
+ *
+ *   bench_attn [--variants] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+#include "registry.h"
+#include "bench_cpu_time.h"
+
+enum { N_HEAD_KV = 8, N_PREFILL = 512 };
+
+typedef struct job {
+    const woolly_kernel *kern;
+    woolly_attn_args a;
+    const uint8_t *k, *v;
+    size_t head_bytes;
+    int heads;
+} job;
+
+static void run(void *p)
+{
+    job *j = p;
+    for (int h = 0; h < j->heads; h++) {
+        j->a.k = j->k + (size_t)h * j->head_bytes;
+        j->a.v = j->v + (size_t)h * j->head_bytes;
+        j->kern->attn(&j->a);
+    }
+}
+
+/* A cache of n positions x N_HEAD_KV heads of random values in `type`. */
+static uint8_t *make_cache(enum woolly_type type, int64_t n, int64_t hd, size_t *head_bytes)
+{
+    *head_bytes = woolly_row_bytes(type, hd);
+    uint8_t *c = malloc(*head_bytes * N_HEAD_KV * (size_t)n);
+    float *row = malloc(sizeof(float) * (size_t)hd);
+    if (!c || !row)
+        exit(1);
+    uint64_t x = 88172645463325252ull;
+    for (int64_t r = 0; r < n * N_HEAD_KV; r++) {
+        for (int64_t i = 0; i < hd; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            row[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        }
+        woolly_quantize_row(type, row, c + (size_t)r * *head_bytes, hd);
+    }
+    free(row);
+    return c;
+}
+
+typedef struct shape {
+    int64_t hd, group, n_kv;
+} shape;
+
+/* Seconds per call of the kernel on the shape: decode over all heads, or prefill on one. */
+static double measure(const woolly_kernel *kern, const shape *s, int prefill)
+{
+    size_t hb;
+    uint8_t *k = make_cache(kern->wtype, s->n_kv, s->hd, &hb),
+            *v = make_cache(kern->wtype, s->n_kv, s->hd, &hb);
+    const int64_t nq = prefill ? N_PREFILL : 1;
+    const size_t q_row = (size_t)(s->group * s->hd);
+    float *q = malloc(sizeof(float) * q_row * (size_t)nq), *out = malloc(sizeof(float) * q_row * (size_t)nq);
+    if (!q || !out)
+        exit(1);
+    for (size_t i = 0; i < q_row * (size_t)nq; i++)
+        q[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    job j = {kern,
+             {.q = q,
+              .q_stride = (size_t)s->hd,
+              .q_row_stride = q_row,
+              .kv_row_bytes = hb * N_HEAD_KV,
+              .n_q = nq,
+              .pos0 = s->n_kv - nq,
+              .kv0 = 0,
+              .kv1 = s->n_kv,
+              .head_dim = s->hd,
+              .n_group = s->group,
+              .scale = 1.0f / sqrtf((float)s->hd),
+              .out = out,
+              .out_stride = (size_t)s->hd,
+              .out_row_stride = q_row,
+              .ml = NULL},
+             k,
+             v,
+             hb,
+             prefill ? 1 : N_HEAD_KV};
+    const double t = bench_cpu_time(run, &j, prefill ? 0.2 : 0.05, 5);
+    free(k), free(v), free(q), free(out);
+    return t;
+}
+
+static void report(const woolly_kernel *kern, const shape *s, int do_prefill)
+{
+    const double td = measure(kern, s, 0);
+    const double bytes = 2.0 * (double)woolly_row_bytes(kern->wtype, s->hd) * (double)s->n_kv * N_HEAD_KV;
+    printf("| %-34s | %4lld | %5lld | %6lld | %8.1f |", kern->name, (long long)s->hd, (long long)s->group,
+           (long long)s->n_kv, bytes / td / 1e9);
+    if (do_prefill) {
+        const double tp = measure(kern, s, 1);
+        const double pos0 = (double)(s->n_kv - N_PREFILL);
+        const double visible = N_PREFILL * pos0 + N_PREFILL * (N_PREFILL + 1) / 2.0;
+        printf(" %8.1f |\n", 4.0 * (double)s->hd * (double)s->group * visible / tp / 1e9);
+    } else {
+        printf(" %8s |\n", "-");
+    }
+    fflush(stdout);
+}
+
+/* The default tiled kernel of an ISA level for a cache and head dimension. */
+static const woolly_kernel *default_of(enum woolly_isa isa, enum woolly_type cache, int hd)
+{
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    for (int i = 0; i < n; i++)
+        if (ks[i].op == WOOLLY_OP_ATTN && ks[i].isa == isa && ks[i].wtype == cache && ks[i].head_dim == hd &&
+            ks[i].is_default && woolly_kernel_runs(&ks[i]))
+            return &ks[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const int variants = argc > 1 && !strcmp(argv[1], "--variants");
+    woolly_error err;
+    if (woolly_isa_init(&err)) {
+        fprintf(stderr, "bench_attn: %s\n", err.msg);
+        return 1;
+    }
+    printf("| %-34s | %4s | %5s | %6s | %8s | %8s |\n", "kernel", "d", "group", "n_kv", "dec GB/s",
+           "pf GF/s");
+    printf("| %.34s | ---: | ----: | -----: | -------: | -------: |\n", "----------------------------------");
+    if (variants) {
+        int n;
+        const woolly_kernel *ks = woolly_kernel_list(&n);
+        const shape s = {64, 4, 4096};
+        for (int i = 0; i < n; i++)
+            if (ks[i].op == WOOLLY_OP_ATTN && ks[i].head_dim == 64 && ks[i].isa != WOOLLY_ISA_SCALAR &&
+                woolly_kernel_runs(&ks[i]))
+                report(&ks[i], &s, 1);
+        return 0;
+    }
+    static const enum woolly_type CACHES[] = {WOOLLY_TYPE_F16, WOOLLY_TYPE_Q8_0};
+    static const int64_t N_KV[] = {512, 4096, 16384}, HD[] = {64, 128}, GROUP[] = {4, 8};
+    for (size_t c = 0; c < 2; c++)
+        for (size_t h = 0; h < 2; h++)
+            for (size_t g = 0; g < 2; g++)
+                for (size_t n = 0; n < 3; n++)
+                    for (int isa = 0; isa < WOOLLY_ISA_COUNT; isa++) {
+                        const woolly_kernel *k = default_of((enum woolly_isa)isa, CACHES[c], (int)HD[h]);
+                        if (!k || (isa == WOOLLY_ISA_SCALAR && N_KV[n] > 512))
+                            continue;
+                        const shape s = {HD[h], GROUP[g], N_KV[n]};
+                        report(k, &s, 1);
+                    }
+    return 0;
+}

@@ -1,0 +1,17 @@
+/* The small ops of the forward pass (SwiGLU, RMSNorm) from the generated registry (kernels.inc's
+ * WOOLLY_OPS_KERNEL lines): the highest level this CPU runs at the active ISA level, as for the other
+ * kernels; every op has a scalar version, so the choice never fails. */
+#ifndef WOOLLY_SMALL_OPS_H
+#define WOOLLY_SMALL_OPS_H
+
+#include "kernels.h"
+
+typedef struct woolly_small_ops {
+    woolly_swiglu_fn swiglu;
+    woolly_rmsnorm_fn rmsnorm;
+    const char *swiglu_name, *rmsnorm_name;
+} woolly_small_ops;
+
+woolly_small_ops woolly_small_ops_choose(void);
+
+#endif
