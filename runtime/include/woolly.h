@@ -90,6 +90,9 @@ typedef struct woolly_context_params {
     int32_t n_threads; /* 0: the number of cores */
     woolly_kv_type kv_type;
     bool logits_all; /* keep the logits of every evaluated token, not only the last */
+    /* Sequences the context holds (default 1): each has its own KV cache of n_ctx positions, and one
+     * woolly_decode batch may hold tokens of several (see "batches of several sequences" below). */
+    int32_t n_seq_max;
 } woolly_context_params;
 
 woolly_context_params woolly_context_default_params(void);
@@ -103,20 +106,80 @@ int32_t woolly_context_n_threads(const woolly_context *c);
 /* How many of the context's matrix plans (matrices x batch-size classes) run steps from the tuning
  * profile: 0 without one, or when it has none for this thread count. */
 int32_t woolly_context_n_tuned(const woolly_context *c);
-/* Tokens in the KV cache: the position the next evaluated token gets. */
+/* Tokens in the KV cache of sequence 0 (the one woolly_eval uses): the position the next one gets. */
 int32_t woolly_context_n_past(const woolly_context *c);
-/* Forgets the cache from position n_past on (0 clears it), so that evaluation continues there. */
+/* Forgets sequence 0's cache from position n_past on (0 clears it), so that evaluation continues there. */
 int woolly_context_rewind(woolly_context *c, int32_t n_past);
 
-/* Evaluates n tokens at positions n_past .. n_past + n - 1: a prompt goes through the batched (GEMM)
- * path in chunks of n_batch, a single token through the decode (GEMV) path. Returns 0, or -1 with a
- * message (bad token id, context full: nothing is evaluated then). With logits_all, n must be at most
- * n_batch so that every position's logits fit. */
+/* Evaluates n tokens of sequence 0 at positions n_past .. n_past + n - 1: a prompt goes through the
+ * batched (GEMM) path in chunks of n_batch, a single token through the decode (GEMV) path. Returns 0,
+ * or -1 with a message (bad token id, context full: nothing is evaluated then). With logits_all, n must
+ * be at most n_batch so that every position's logits fit. */
 int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n);
 
-/* Logits (n_vocab floats) of token i of the last woolly_eval call; i = -1 is its last token. Other
- * positions than the last need logits_all. NULL if out of range or nothing has been evaluated. */
+/* Logits (n_vocab floats) of token i of the last woolly_eval or woolly_decode call; i = -1 is its last
+ * token. After woolly_eval, other positions than the last need logits_all; after woolly_decode, token i
+ * must have asked for them. NULL if out of range or nothing has been evaluated. */
 const float *woolly_get_logits(woolly_context *c, int32_t i);
+
+/* ---- batches of several sequences ----------------------------------------------------------------- */
+
+/* A context opened with n_seq_max = N holds N independent sequences (a server's conversations), each
+ * with its own KV cache region of n_ctx positions. One woolly_decode call evaluates a batch of tokens
+ * from any of them in one forward pass: the matrix products run once over all the batch's tokens (the
+ * weights stream from memory once, which is what a decode step costs), attention runs per token over
+ * its own sequence's cache. Decoding four sequences together costs little more than decoding one.
+ *
+ *   woolly_context_params cp = woolly_context_default_params();
+ *   cp.n_seq_max = 2;
+ *   woolly_context *c = woolly_context_open(m, &cp);
+ *   woolly_batch b;
+ *   woolly_batch_init(&b, 64);
+ *   for (int32_t i = 0; i < n_a; i++)                  // two prompts in one batch
+ *       woolly_batch_add(&b, a[i], i, 0, i == n_a - 1); // token, position, sequence, wants logits
+ *   for (int32_t i = 0; i < n_b; i++)
+ *       woolly_batch_add(&b, bb[i], i, 1, i == n_b - 1);
+ *   woolly_decode(c, &b);
+ *   woolly_token next_a = woolly_sample_greedy(woolly_get_logits(c, n_a - 1), n_vocab);
+ *   woolly_token next_b = woolly_sample_greedy(woolly_get_logits(c, n_a + n_b - 1), n_vocab);
+ *   b.n_tokens = 0;                                    // then one token of each per step
+ *   woolly_batch_add(&b, next_a, n_a, 0, true);
+ *   woolly_batch_add(&b, next_b, n_b, 1, true);
+ *   woolly_decode(c, &b);                              // logits: rows 0 and 1
+ *   ...
+ *   woolly_seq_rewind(c, 0, 0);                        // sequence 0 is done: its cache is free again
+ *   woolly_batch_free(&b);
+ *
+ * tests/example_batch.c is the complete example. */
+typedef struct woolly_batch {
+    int32_t n_tokens;    /* tokens in the batch */
+    int32_t cap;         /* room in the arrays */
+    woolly_token *token; /* [cap] */
+    int32_t *pos;        /* [cap] each token's position in its sequence */
+    int32_t *seq_id;     /* [cap] each token's sequence, 0 .. n_seq_max - 1 */
+    bool *logits;        /* [cap] whether its logits are kept; NULL: the batch's last token only */
+} woolly_batch;
+
+/* Allocates the arrays of a batch of up to cap tokens (n_tokens 0). 0, or -1 (out of memory). */
+int woolly_batch_init(woolly_batch *b, int32_t cap);
+void woolly_batch_free(woolly_batch *b);
+/* Appends one token. 0, or -1 when the batch is full. */
+int woolly_batch_add(woolly_batch *b, woolly_token t, int32_t pos, int32_t seq_id, bool logits);
+
+/* Evaluates a batch of 1 .. n_batch tokens in one forward pass. The tokens of a sequence continue its
+ * cache in order: the first one at woolly_seq_n_past, the next at that + 1, and so on (a batch may
+ * hold several tokens of a sequence, a prompt chunk). Logits can be kept for at most n_seq_max tokens
+ * (n_batch with logits_all); woolly_get_logits(c, i) reads token i's. Returns 0, or -1 with a message,
+ * and nothing evaluated, when the batch is invalid: a token id, a sequence id or a position out of
+ * range or out of order, a sequence whose cache would overflow n_ctx, too many tokens or logits. */
+int woolly_decode(woolly_context *c, const woolly_batch *b);
+
+int32_t woolly_context_n_seq(const woolly_context *c);
+/* Tokens in a sequence's cache (the position its next token gets), or -1 for a bad sequence id. */
+int32_t woolly_seq_n_past(const woolly_context *c, int32_t seq_id);
+/* Forgets a sequence's cache from position n_past on; 0 clears it, and its whole region is free for
+ * new tokens at once. 0, or -1 with a message. */
+int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past);
 
 /* ---- sampling ------------------------------------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 
 #include "cpu.h"
 
-enum { DEFAULT_N_BATCH = 512, MAX_DEFAULT_N_CTX = 4096, MAX_N_BATCH = 1 << 16 };
+enum { DEFAULT_N_BATCH = 512, MAX_DEFAULT_N_CTX = 4096, MAX_N_BATCH = 1 << 16, MAX_N_SEQ = 1024 };
 
 woolly_context_params woolly_context_default_params(void)
 {
@@ -17,6 +17,7 @@ woolly_context_params woolly_context_default_params(void)
         .n_threads = 0,
         .kv_type = WOOLLY_KV_F16,
         .logits_all = false,
+        .n_seq_max = 1,
     };
 }
 
@@ -37,11 +38,11 @@ static double phys_bytes(void)
     return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
 }
 
-int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv)
+int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv, int32_t n_seq)
 {
     const woolly_config *p = &m->cfg;
     int32_t n = p->n_ctx_train < MAX_DEFAULT_N_CTX ? p->n_ctx_train : MAX_DEFAULT_N_CTX;
-    const double budget = phys_bytes() / 4.0;
+    const double budget = phys_bytes() / 4.0 / (n_seq > 0 ? n_seq : 1);
     const double per_pos =
         (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
     if (budget > 0 && per_pos > 0 && per_pos * n > budget)
@@ -72,7 +73,7 @@ static int alloc_state(woolly_context *c, woolly_error *err)
         {&s->hb2, nb * p->n_ff},
         {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
-        {&s->logits, (c->params.logits_all ? nb : 1) * (size_t)p->n_vocab},
+        {&s->logits, (size_t)c->n_logits_max * (size_t)p->n_vocab},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].ptr = calloc(bufs[i].n, sizeof(float));
@@ -100,6 +101,15 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     const woolly_matrix *te = &c->model->w.token_embd;
     if (te->layout && !(s->embd_row = malloc(woolly_row_bytes(te->type, te->cols))))
         return woolly_fail(err, "out of memory");
+
+    const size_t n_seq = (size_t)c->params.n_seq_max;
+    c->seq_len = calloc(n_seq, sizeof *c->seq_len);
+    c->next_pos = calloc(n_seq, sizeof *c->next_pos);
+    c->runs = calloc(nb, sizeof *c->runs);
+    c->logits_row = calloc(nb, sizeof *c->logits_row);
+    if (!c->seq_len || !c->next_pos || !c->runs || !c->logits_row ||
+        woolly_batch_init(&c->own, c->params.n_batch))
+        return woolly_fail(err, "out of memory");
     return 0;
 }
 
@@ -113,6 +123,15 @@ static void free_state(woolly_run_state *s)
     free(s->pack);
     free(s->embd_row);
     memset(s, 0, sizeof *s);
+}
+
+static void free_batch_state(woolly_context *c)
+{
+    free(c->seq_len);
+    free(c->next_pos);
+    free(c->runs);
+    free(c->logits_row);
+    woolly_batch_free(&c->own);
 }
 
 /* Matrix i's plan: the tuning profile's steps for its type, shape and this context's thread count,
@@ -146,26 +165,35 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
             WOOLLY_QK8_0, m->label, cfg->head_dim);
         return NULL;
     }
-    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0) {
-        woolly_fail(err, "context parameters must not be negative (n_ctx %d, n_batch %d, n_threads %d)",
-                    p.n_ctx, p.n_batch, p.n_threads);
+    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0 || p.n_seq_max < 0) {
+        woolly_fail(err,
+                    "context parameters must not be negative (n_ctx %d, n_batch %d, n_threads %d, "
+                    "n_seq_max %d)",
+                    p.n_ctx, p.n_batch, p.n_threads, p.n_seq_max);
+        return NULL;
+    }
+    if (p.n_seq_max == 0)
+        p.n_seq_max = 1;
+    if (p.n_seq_max > MAX_N_SEQ) {
+        woolly_fail(err, "%d sequences exceed the maximum %d per context", p.n_seq_max, MAX_N_SEQ);
         return NULL;
     }
     if (p.n_ctx == 0)
-        p.n_ctx = woolly_default_n_ctx(m, p.kv_type);
+        p.n_ctx = woolly_default_n_ctx(m, p.kv_type, p.n_seq_max);
     if (p.n_batch == 0)
         p.n_batch = DEFAULT_N_BATCH;
-    /* The cache must fit in physical memory beside the weights. */
+    /* The caches must fit in physical memory beside the weights. */
     const double cache = (double)woolly_kv_cache_bytes(woolly_kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer,
-                                                       cfg->n_head_kv, cfg->head_dim);
+                                                       cfg->n_head_kv, cfg->head_dim) *
+                         p.n_seq_max;
     const double mem = phys_bytes(), room = mem - (double)m->n_bytes;
     if (mem > 0 && cache > room) {
-        woolly_fail(
-            err,
-            "context size %d needs a %.1f MiB %s KV cache, more than the %.1f MiB of memory left beside "
-            "the model's %.1f MiB; use a smaller --ctx-size%s",
-            p.n_ctx, cache / 1048576.0, kv_name(p.kv_type), room > 0 ? room / 1048576.0 : 0.0,
-            (double)m->n_bytes / 1048576.0, p.kv_type == WOOLLY_KV_Q8_0 ? "" : " or --kv-type q8_0");
+        woolly_fail(err,
+                    "context size %d x %d sequences needs a %.1f MiB %s KV cache, more than the %.1f MiB of "
+                    "memory left beside the model's %.1f MiB; use a smaller --ctx-size%s",
+                    p.n_ctx, p.n_seq_max, cache / 1048576.0, kv_name(p.kv_type),
+                    room > 0 ? room / 1048576.0 : 0.0, (double)m->n_bytes / 1048576.0,
+                    p.kv_type == WOOLLY_KV_Q8_0 ? "" : " or --kv-type q8_0");
         return NULL;
     }
     if (p.n_batch > MAX_N_BATCH) {
@@ -188,6 +216,7 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     }
     c->model = m;
     c->params = p;
+    c->n_logits_max = p.logits_all ? p.n_batch : p.n_seq_max;
     c->ops = woolly_small_ops_choose();
     /* One token's attention splits into at most as many KV chunks per head as there are threads (4 at
      * least, for the tests' forced splits). */
@@ -203,8 +232,8 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                          kv_name(p.kv_type), cfg->head_dim);
     if (!rc)
-        rc = woolly_kv_cache_open(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer, cfg->n_head_kv,
-                                  cfg->head_dim, err);
+        rc = woolly_kv_cache_open(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, p.n_seq_max, cfg->n_layer,
+                                  cfg->n_head_kv, cfg->head_dim, err);
     if (!rc)
         rc = alloc_state(c, err);
     if (!rc && !(c->pool = woolly_threadpool_open(p.n_threads, err)))
@@ -222,6 +251,7 @@ void woolly_context_close(woolly_context *c)
         return;
     woolly_threadpool_close(c->pool);
     free_state(&c->s);
+    free_batch_state(c);
     woolly_kv_cache_close(&c->kv);
     free(c->plans);
     free(c);
@@ -236,21 +266,123 @@ int woolly_context_eval(woolly_context *c, const woolly_token *ids, int32_t n, w
         if (ids[i] < 0 || ids[i] >= p->n_vocab)
             return woolly_fail(err, "token id %d (at index %d) is out of range [0, %d)", ids[i], i,
                                p->n_vocab);
-    if ((int64_t)c->n_past + n > c->params.n_ctx)
+    if ((int64_t)c->seq_len[0] + n > c->params.n_ctx)
         return woolly_fail(err,
                            "context full: %d tokens in the cache + %d new ones exceed the context size %d "
                            "(raise --ctx-size)",
-                           c->n_past, n, c->params.n_ctx);
+                           c->seq_len[0], n, c->params.n_ctx);
     if (c->params.logits_all && n > c->params.n_batch)
         return woolly_fail(
             err, "with logits for every token, evaluate at most n_batch = %d tokens per call (got %d)",
             c->params.n_batch, n);
+    woolly_batch *b = &c->own;
     for (int32_t done = 0; done < n;) {
         const int32_t chunk = n - done < c->params.n_batch ? n - done : c->params.n_batch;
-        woolly_forward(c, ids + done, chunk);
+        b->n_tokens = 0;
+        for (int32_t i = 0; i < chunk; i++)
+            woolly_batch_add(b, ids[done + i], c->seq_len[0] + i, 0,
+                             c->params.logits_all || done + i == n - 1);
+        woolly_forward(c, b);
+        c->fwd_first = done;
         done += chunk;
     }
     c->last_n = n;
+    return 0;
+}
+
+int woolly_context_decode(woolly_context *c, const woolly_batch *b, woolly_error *err)
+{
+    const woolly_config *p = &c->model->cfg;
+    const int32_t n = b ? b->n_tokens : 0, n_seq = c->params.n_seq_max;
+    if (n < 1 || !b->token || !b->pos || !b->seq_id)
+        return woolly_fail(err, "nothing to evaluate (a batch of %d tokens)", n);
+    if (n > c->params.n_batch)
+        return woolly_fail(err, "a batch of %d tokens exceeds the context's batch size %d (raise n_batch)", n,
+                           c->params.n_batch);
+    memcpy(c->next_pos, c->seq_len, sizeof *c->next_pos * (size_t)n_seq);
+    int32_t n_logits = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t seq = b->seq_id[i], pos = b->pos[i];
+        if (b->token[i] < 0 || b->token[i] >= p->n_vocab)
+            return woolly_fail(err, "token id %d (at index %d) is out of range [0, %d)", b->token[i], i,
+                               p->n_vocab);
+        if (seq < 0 || seq >= n_seq)
+            return woolly_fail(err, "sequence id %d (at index %d) is out of range [0, %d) (raise n_seq_max)",
+                               seq, i, n_seq);
+        if (pos != c->next_pos[seq])
+            return woolly_fail(err,
+                               "token %d of the batch is at position %d of sequence %d, which continues at "
+                               "position %d: a sequence's tokens follow its cache in order",
+                               i, pos, seq, c->next_pos[seq]);
+        if (pos >= c->params.n_ctx)
+            return woolly_fail(
+                err,
+                "context full: sequence %d holds %d tokens, and the batch adds %d more than the "
+                "context size %d (raise --ctx-size)",
+                seq, c->seq_len[seq], pos - c->params.n_ctx + 1, c->params.n_ctx);
+        c->next_pos[seq]++;
+        n_logits += b->logits ? b->logits[i] : i == n - 1;
+    }
+    if (n_logits > c->n_logits_max)
+        return woolly_fail(err,
+                           "the batch asks for the logits of %d tokens; the context keeps at most %d "
+                           "(n_seq_max, or n_batch with logits_all)",
+                           n_logits, c->n_logits_max);
+    woolly_forward(c, b);
+    c->fwd_first = 0;
+    c->last_n = n;
+    return 0;
+}
+
+/* ---- batches ------------------------------------------------------------------------------------- */
+
+int woolly_batch_init(woolly_batch *b, int32_t cap)
+{
+    *b = (woolly_batch){0};
+    if (cap < 1) {
+        woolly_error err;
+        woolly_fail(&err, "a batch needs room for at least one token (cap %d)", cap);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    b->cap = cap;
+    b->token = malloc(sizeof *b->token * (size_t)cap);
+    b->pos = malloc(sizeof *b->pos * (size_t)cap);
+    b->seq_id = malloc(sizeof *b->seq_id * (size_t)cap);
+    b->logits = malloc(sizeof *b->logits * (size_t)cap);
+    if (!b->token || !b->pos || !b->seq_id || !b->logits) {
+        woolly_batch_free(b);
+        woolly_error err;
+        woolly_fail(&err, "out of memory for a batch of %d tokens", cap);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    return 0;
+}
+
+void woolly_batch_free(woolly_batch *b)
+{
+    free(b->token);
+    free(b->pos);
+    free(b->seq_id);
+    free(b->logits);
+    *b = (woolly_batch){0};
+}
+
+int woolly_batch_add(woolly_batch *b, woolly_token t, int32_t pos, int32_t seq_id, bool logits)
+{
+    if (b->n_tokens >= b->cap) {
+        woolly_error err;
+        woolly_fail(&err, "the batch is full (%d tokens)", b->cap);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    const int32_t i = b->n_tokens++;
+    b->token[i] = t;
+    b->pos[i] = pos;
+    b->seq_id[i] = seq_id;
+    if (b->logits)
+        b->logits[i] = logits;
     return 0;
 }
 
@@ -270,6 +402,16 @@ woolly_context *woolly_context_open(woolly_model *m, const woolly_context_params
     return c;
 }
 
+int woolly_decode(woolly_context *c, const woolly_batch *b)
+{
+    woolly_error err = {{0}};
+    if (woolly_context_decode(c, b, &err)) {
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    return 0;
+}
+
 int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n)
 {
     woolly_error err = {{0}};
@@ -282,16 +424,17 @@ int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n)
 
 const float *woolly_get_logits(woolly_context *c, int32_t i)
 {
-    if (c->n_logits == 0)
+    if (c->fwd_n == 0)
         return NULL;
     if (i == -1)
         i = c->last_n - 1;
-    /* Row r of the buffer holds token (last_n - n_logits + r) of the last eval. */
-    const int32_t r = i - (c->last_n - c->n_logits);
-    if (i < 0 || i >= c->last_n || r < 0 || r >= c->n_logits) {
+    /* Only the last forward pass of the call (its last chunk) has its logits in the buffer. */
+    const int32_t t = i - c->fwd_first;
+    const int32_t r = i >= 0 && i < c->last_n && t >= 0 && t < c->fwd_n ? c->logits_row[t] : -1;
+    if (r < 0) {
         woolly_error err;
-        woolly_fail(&err, "no logits for token %d of the last evaluation (%d tokens, %s)", i, c->last_n,
-                    c->params.logits_all ? "logits of all" : "logits of the last only");
+        woolly_fail(&err, "no logits for token %d of the last evaluation (%d tokens; %s)", i, c->last_n,
+                    c->params.logits_all ? "logits of all" : "only tokens that asked for logits have them");
         woolly_set_last_error(&err);
         return NULL;
     }
@@ -316,19 +459,40 @@ int32_t woolly_context_n_tuned(const woolly_context *c)
 }
 int32_t woolly_context_n_past(const woolly_context *c)
 {
-    return c->n_past;
+    return c->seq_len[0];
 }
 
 int woolly_context_rewind(woolly_context *c, int32_t n_past)
 {
-    if (n_past < 0 || n_past > c->n_past) {
-        woolly_error err;
-        woolly_fail(&err, "cannot rewind to position %d: the cache holds %d", n_past, c->n_past);
+    return woolly_seq_rewind(c, 0, n_past);
+}
+
+int32_t woolly_context_n_seq(const woolly_context *c)
+{
+    return c->params.n_seq_max;
+}
+
+int32_t woolly_seq_n_past(const woolly_context *c, int32_t seq_id)
+{
+    return seq_id >= 0 && seq_id < c->params.n_seq_max ? c->seq_len[seq_id] : -1;
+}
+
+int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past)
+{
+    woolly_error err;
+    if (seq_id < 0 || seq_id >= c->params.n_seq_max) {
+        woolly_fail(&err, "sequence id %d is out of range [0, %d)", seq_id, c->params.n_seq_max);
         woolly_set_last_error(&err);
         return -1;
     }
-    c->n_past = n_past;
-    c->n_logits = 0;
-    c->last_n = 0;
+    if (n_past < 0 || n_past > c->seq_len[seq_id]) {
+        woolly_fail(&err, "cannot rewind sequence %d to position %d: its cache holds %d", seq_id, n_past,
+                    c->seq_len[seq_id]);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    /* Positions past n_past are never read again before they are written: the region is free now. */
+    c->seq_len[seq_id] = n_past;
+    /* The last call's logits stay readable: other sequences of its batch still need theirs. */
     return 0;
 }

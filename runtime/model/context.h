@@ -23,12 +23,18 @@ typedef struct woolly_run_state {
     float *att_part;            /* [parts][n_head * head_dim] one token's partial attention outputs */
     float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
     float *hb, *hb2;            /* [n][n_ff] feed-forward hidden: gate, up */
-    float *logits;              /* [logits_all ? n : 1][n_vocab] */
+    float *logits;              /* [n_logits_max][n_vocab] the tokens that asked for logits */
     double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions */
     void *pack;                 /* packed activations, when a plan packs (non-F32 activations) */
     void *embd_row;             /* one token embedding row in GGUF's format, when the matrix is repacked */
 } woolly_run_state;
+
+/* A run of a batch: consecutive tokens of one sequence, at consecutive positions. */
+typedef struct woolly_seq_run {
+    int32_t row0, n; /* the batch's tokens row0 .. row0 + n - 1 */
+    int32_t seq, pos0;
+} woolly_seq_run;
 
 struct woolly_context {
     woolly_model *model;
@@ -43,23 +49,32 @@ struct woolly_context {
     int32_t attn_split;   /* 0: automatic; else the KV chunks per head of every single-token attention
                              (tests set it, to check the split against the unsplit result) */
     woolly_run_state s;
-    int32_t n_past;   /* positions filled in the KV cache */
-    int32_t n_logits; /* rows of s.logits valid after the last eval */
-    int32_t last_n;   /* tokens of the last eval */
+    int32_t *seq_len;     /* [n_seq_max] positions filled in each sequence's KV cache */
+    int32_t *next_pos;    /* [n_seq_max] scratch of the batch check */
+    woolly_seq_run *runs; /* [n_batch] the runs of the current forward pass */
+    woolly_batch own;     /* woolly_eval's batch (sequence 0), cap n_batch */
+    int32_t *logits_row;  /* [n_batch] row of s.logits of each token of the last forward pass, or -1 */
+    int32_t n_logits_max; /* rows of s.logits: n_batch with logits_all, else n_seq_max */
+    int32_t last_n;       /* tokens of the last woolly_eval / woolly_decode call */
+    int32_t fwd_first;    /* index in that call of the last forward pass's first token */
+    int32_t fwd_n;        /* tokens of the last forward pass; 0: no logits to read */
 };
 
 /* The context size used when none is given: the trained length, at most 4096 positions, and at most
- * what fits a KV cache in a quarter of physical memory. */
+ * what fits the KV caches of n_seq sequences in a quarter of physical memory. */
 enum woolly_type woolly_kv_wtype(woolly_kv_type t);
-int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv);
+int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv, int32_t n_seq);
 
 /* Internal versions of the public calls, with errors as values. */
 woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *p, woolly_error *err);
 int woolly_context_eval(woolly_context *c, const woolly_token *ids, int32_t n, woolly_error *err);
+int woolly_context_decode(woolly_context *c, const woolly_batch *b, woolly_error *err);
 
-/* One forward pass over n <= n_batch tokens at positions n_past .. n_past + n - 1 (checked by the
- * caller): fills the KV cache, leaves the logits in s.logits, advances n_past. */
-void woolly_forward(woolly_context *c, const woolly_token *ids, int32_t n);
+/* One forward pass over a batch checked by woolly_context_decode's rules (1 .. n_batch tokens, each
+ * sequence's tokens continuing its cache in order, at most n_logits_max logits): fills the KV caches,
+ * leaves the logits of the tokens that asked in s.logits (logits_row says where), advances the
+ * sequences. */
+void woolly_forward(woolly_context *c, const woolly_batch *b);
 
 /* Records a failed call's message for woolly_last_error (this thread). */
 void woolly_set_last_error(const woolly_error *e);

@@ -14,16 +14,18 @@ size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_lay
     return 2 * woolly_row_bytes(type, head_dim) * (size_t)n_ctx * (size_t)n_layer * (size_t)n_head_kv;
 }
 
-int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_layer,
-                         int64_t n_head_kv, int64_t head_dim, woolly_error *err)
+int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_seq,
+                         int64_t n_layer, int64_t n_head_kv, int64_t head_dim, woolly_error *err)
 {
     memset(c, 0, sizeof *c);
     if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32 && type != WOOLLY_TYPE_Q8_0)
         return woolly_fail(err, "KV cache: type %d is not F16, F32 or Q8_0", (int)type);
-    if (n_ctx < 1 || n_layer < 1 || n_head_kv < 1 || head_dim < 1)
+    if (n_ctx < 1 || n_seq < 1 || n_layer < 1 || n_head_kv < 1 || head_dim < 1)
         return woolly_fail(err,
-                           "KV cache: bad dimensions (n_ctx %lld, layers %lld, kv heads %lld, head dim %lld)",
-                           (long long)n_ctx, (long long)n_layer, (long long)n_head_kv, (long long)head_dim);
+                           "KV cache: bad dimensions (n_ctx %lld, sequences %lld, layers %lld, kv heads "
+                           "%lld, head dim %lld)",
+                           (long long)n_ctx, (long long)n_seq, (long long)n_layer, (long long)n_head_kv,
+                           (long long)head_dim);
     if (type == WOOLLY_TYPE_Q8_0 && head_dim % WOOLLY_QK8_0)
         return woolly_fail(
             err,
@@ -32,6 +34,7 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
             WOOLLY_QK8_0, (long long)head_dim);
     c->type = type;
     c->n_ctx = n_ctx;
+    c->n_seq = n_seq;
     c->n_layer = n_layer;
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
@@ -43,7 +46,7 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
             return woolly_fail(err, "KV cache: no F16 packer in the kernel registry");
         c->to_f16 = pk->pack;
     }
-    const size_t half = woolly_kv_cache_bytes(type, n_ctx, n_layer, n_head_kv, head_dim) / 2;
+    const size_t half = woolly_kv_cache_bytes(type, n_ctx, n_layer, n_head_kv, head_dim) / 2 * (size_t)n_seq;
     /* Zeroed: a kernel never reads an unwritten position, but calloc costs nothing extra for fresh
      * pages and keeps the memory tools quiet. */
     c->k = calloc(1, half);
@@ -51,8 +54,9 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
     if (!c->k || !c->v) {
         woolly_kv_cache_close(c);
         return woolly_fail(err,
-                           "KV cache: out of memory for %.1f MiB (%lld positions); try a smaller --ctx-size",
-                           2.0 * (double)half / (1024.0 * 1024.0), (long long)n_ctx);
+                           "KV cache: out of memory for %.1f MiB (%lld sequences of %lld positions); try a "
+                           "smaller --ctx-size",
+                           2.0 * (double)half / (1024.0 * 1024.0), (long long)n_seq, (long long)n_ctx);
     }
     return 0;
 }
@@ -64,14 +68,16 @@ void woolly_kv_cache_close(woolly_kv_cache *c)
     c->k = c->v = NULL;
 }
 
-static size_t offset(const woolly_kv_cache *c, int64_t layer, int64_t pos)
+static size_t offset(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos)
 {
-    return ((size_t)layer * (size_t)c->n_ctx + (size_t)pos) * c->pos_bytes;
+    return (((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx + (size_t)pos) * c->pos_bytes;
 }
 
-void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t pos, const float *k, const float *v)
+void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos, const float *k,
+                           const float *v)
 {
-    char *kd = (char *)c->k + offset(c, layer, pos), *vd = (char *)c->v + offset(c, layer, pos);
+    const size_t at = offset(c, layer, seq, pos);
+    char *kd = (char *)c->k + at, *vd = (char *)c->v + at;
     const int64_t n = c->n_head_kv * c->head_dim;
     switch (c->type) {
     case WOOLLY_TYPE_F32:
@@ -89,12 +95,12 @@ void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t pos, const
     }
 }
 
-const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t head)
+const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head)
 {
-    return (const char *)c->k + offset(c, layer, 0) + (size_t)head * c->head_bytes;
+    return (const char *)c->k + offset(c, layer, seq, 0) + (size_t)head * c->head_bytes;
 }
 
-const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t head)
+const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head)
 {
-    return (const char *)c->v + offset(c, layer, 0) + (size_t)head * c->head_bytes;
+    return (const char *)c->v + offset(c, layer, seq, 0) + (size_t)head * c->head_bytes;
 }

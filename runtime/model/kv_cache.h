@@ -1,11 +1,13 @@
-/* The KV cache: the keys and values of every layer for positions [0, n_ctx), in F16 (default), F32 or
+/* The KV cache: the keys and values of every layer for positions [0, n_ctx) of each of n_seq sequences
+ * (a region of n_ctx positions per sequence, so that sequences never share or fragment space and a
+ * cleared sequence's region is reusable at once), in F16 (default), F32 or
  * Q8_0 (blocks of 32 values along the head dimension with an F16 scale, as llama.cpp's quantized cache;
  * half the memory of F16, the head dimension a multiple of 32).
  *
  * Layout, per layer and for K and V alike: [position][kv head][head_dim in the cache type], so that one
  * position of all heads is one contiguous row (what a token's K/V projection yields), and one head's
- * positions are pos_bytes apart (what an attention kernel walks). Allocated once; storing past n_ctx is
- * refused by the caller's bounds check. */
+ * positions are pos_bytes apart (what an attention kernel walks); the sequences' regions follow each other
+ * within a layer. Allocated once; storing past n_ctx is refused by the caller's bounds check. */
 #ifndef WOOLLY_KV_CACHE_H
 #define WOOLLY_KV_CACHE_H
 
@@ -18,27 +20,30 @@
 
 typedef struct woolly_kv_cache {
     enum woolly_type type; /* WOOLLY_TYPE_F16, WOOLLY_TYPE_F32 or WOOLLY_TYPE_Q8_0 */
-    int64_t n_ctx, n_layer, n_head_kv, head_dim;
-    size_t head_bytes;     /* one head's head_dim values in the cache type */
+    int64_t n_ctx, n_seq, n_layer, n_head_kv, head_dim; /* n_ctx: positions per sequence */
+    size_t head_bytes;                                  /* one head's head_dim values in the cache type */
     size_t pos_bytes;      /* n_head_kv * head_bytes: one position of one layer */
-    void *k, *v;           /* [n_layer][n_ctx][n_head_kv][head_bytes] */
+    void *k, *v;           /* [n_layer][n_seq][n_ctx][n_head_kv][head_bytes] */
     woolly_pack_fn to_f16; /* the F16 packer of the active level, for an F16 cache */
 } woolly_kv_cache;
 
-/* Bytes the cache of these dimensions takes (K and V); 0 if the type cannot hold heads of head_dim. */
+/* Bytes the cache of these dimensions takes (K and V) per sequence of n_ctx positions; 0 if the type
+ * cannot hold heads of head_dim. */
 size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_layer, int64_t n_head_kv,
                              int64_t head_dim);
 
-int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_layer,
-                         int64_t n_head_kv, int64_t head_dim, woolly_error *err);
+int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_seq,
+                         int64_t n_layer, int64_t n_head_kv, int64_t head_dim, woolly_error *err);
 void woolly_kv_cache_close(woolly_kv_cache *c);
 
-/* Stores the K and V rows (n_head_kv * head_dim floats each) of one position of one layer, converting
- * to the cache type. pos must be < n_ctx (checked by the forward pass before anything is evaluated). */
-void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t pos, const float *k, const float *v);
+/* Stores the K and V rows (n_head_kv * head_dim floats each) of one position of one sequence of one
+ * layer, converting to the cache type. seq < n_seq and pos < n_ctx (checked before anything is
+ * evaluated). */
+void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos, const float *k,
+                           const float *v);
 
-/* Start of head h's keys / values of a layer (position 0), for the attention kernels. */
-const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t head);
-const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t head);
+/* Start of head h's keys / values of a sequence in a layer (position 0), for the attention kernels. */
+const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head);
+const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head);
 
 #endif

@@ -6,11 +6,22 @@
 
 #include "slot.h"
 
+/* A slot's share of a step's batch. */
+typedef struct srv_member {
+    srv_slot *slot;
+    const woolly_token *ids;
+    int32_t n, row0;
+    bool prompt;
+} srv_member;
+
 struct srv_scheduler {
     srv_metrics *metrics;
     int n_slots;
     srv_slot *slots;
     int32_t n_ctx;
+    woolly_context *ctx; /* one sequence per slot */
+    woolly_batch batch;  /* the step's tokens, cap n_batch */
+    srv_member *members; /* [n_slots] the step's slots */
 
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* a job arrived, was cancelled, or stop */
@@ -110,22 +121,68 @@ static void retire(srv_scheduler *s, srv_slot *slot)
     srv_slot_detach(slot); /* after the slot is marked free: a client that has its answer sees it free */
 }
 
-/* One step of a slot: plan, evaluate, record. */
-static void step(srv_scheduler *s, srv_slot *slot)
+/* Adds a slot's planned tokens to the step's batch. Logits are kept for the token whose distribution
+ * the slot samples from next: a generated token, or the last token of its prompt. */
+static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_token *ids, int32_t n,
+                 bool prompt)
 {
-    if (atomic_load(&slot->job->cancel))
-        srv_slot_cancel(slot);
-    const woolly_token *ids;
-    int32_t n;
-    if (!srv_slot_plan(slot, &ids, &n)) {
-        retire(s, slot);
-        return;
+    woolly_batch *b = &s->batch;
+    s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
+    const bool last = !prompt || slot->n_cache + n == slot->job->n_prompt;
+    for (int32_t i = 0; i < n; i++)
+        woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && i == n - 1);
+}
+
+/* One step of every busy slot, as one batch: first each generating slot's next token, then prompt
+ * chunks within the prompt budget (taken in the rotating order, so waiting prompts take turns). */
+static void step(srv_scheduler *s, int start)
+{
+    woolly_batch *b = &s->batch;
+    b->n_tokens = 0;
+    int n_members = 0;
+    int32_t n_gen = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t budget = pass == 0 ? 0 : n_gen > 0 ? SRV_PROMPT_CHUNK : b->cap;
+        for (int k = 0; k < s->n_slots; k++) {
+            srv_slot *slot = &s->slots[(start + k) % s->n_slots];
+            if (!slot->job)
+                continue;
+            if (pass == 0 && atomic_load(&slot->job->cancel))
+                srv_slot_cancel(slot);
+            const bool prompt = srv_slot_in_prompt(slot);
+            if (prompt != (pass == 1))
+                continue;
+            const int32_t room = b->cap - b->n_tokens, max_prompt = budget < room ? budget : room;
+            if (prompt && max_prompt < 1)
+                continue; /* its turn comes in a later step */
+            const woolly_token *ids;
+            int32_t n;
+            if (!srv_slot_plan(slot, max_prompt, &ids, &n)) {
+                retire(s, slot);
+                continue;
+            }
+            join(s, &n_members, slot, ids, n, prompt);
+            if (prompt)
+                budget -= n;
+            else
+                n_gen++;
+        }
     }
-    const bool prompt = slot->n_cache < slot->job->n_prompt;
+    if (n_members == 0)
+        return;
     const double t0 = now_s();
-    const int rc = woolly_eval(slot->ctx, ids, n);
-    srv_metrics_engine(s->metrics, n, now_s() - t0, prompt);
-    srv_slot_evaluated(slot, ids, n, rc);
+    const int rc = woolly_decode(s->ctx, b);
+    const double dt = now_s() - t0;
+    const int32_t n_prompt = b->n_tokens - n_gen;
+    if (n_gen > 0)
+        srv_metrics_engine(s->metrics, n_gen, dt * n_gen / b->n_tokens, 0);
+    if (n_prompt > 0)
+        srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
+    for (int i = 0; i < n_members; i++) {
+        const srv_member *mb = &s->members[i];
+        const bool logits = !mb->prompt || mb->slot->n_cache + mb->n == mb->slot->job->n_prompt;
+        srv_slot_evaluated(mb->slot, mb->ids, mb->n, rc, logits ? mb->row0 + mb->n - 1 : -1);
+    }
 }
 
 static void *engine_main(void *arg)
@@ -141,11 +198,7 @@ static void *engine_main(void *arg)
         }
         pthread_mutex_unlock(&s->lock);
         /* Slots are attached and freed only by this thread, so the busy flags read here stay true. */
-        for (int k = 0; k < s->n_slots; k++) {
-            srv_slot *slot = &s->slots[(start + k) % s->n_slots];
-            if (slot->job)
-                step(s, slot);
-        }
+        step(s, start);
         start = (start + 1) % s->n_slots;
         pthread_mutex_lock(&s->lock);
     }
@@ -173,19 +226,40 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
     s->slots = calloc((size_t)cfg->n_slots, sizeof *s->slots);
     s->busy = calloc((size_t)cfg->n_slots, sizeof *s->busy);
     s->queue = calloc((size_t)s->queue_cap, sizeof *s->queue);
-    if (!s->slots || !s->busy || !s->queue) {
+    s->members = calloc((size_t)cfg->n_slots, sizeof *s->members);
+    if (!s->slots || !s->busy || !s->queue || !s->members) {
+        woolly_fail(err, "out of memory");
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    woolly_context_params cp = cfg->ctx;
+    cp.n_seq_max = cfg->n_slots;
+    if (cp.n_batch < cfg->n_slots) /* 0 (the default) too: the context resolves it */
+        cp.n_batch = cp.n_batch == 0 ? 0 : cfg->n_slots;
+    if (!(s->ctx = woolly_context_open(m, &cp))) {
+        woolly_fail(err, "%s", woolly_last_error());
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    if (woolly_context_n_batch(s->ctx) < cfg->n_slots) {
+        woolly_fail(err, "the batch size %d is below the %d slots (a context of %d positions is too small)",
+                    woolly_context_n_batch(s->ctx), cfg->n_slots, woolly_context_n_ctx(s->ctx));
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    if (woolly_batch_init(&s->batch, woolly_context_n_batch(s->ctx))) {
         woolly_fail(err, "out of memory");
         srv_scheduler_close(s);
         return NULL;
     }
     for (int i = 0; i < cfg->n_slots; i++) {
-        if (srv_slot_open(&s->slots[i], i, m, &cfg->ctx, err)) {
+        if (srv_slot_open(&s->slots[i], i, m, s->ctx, err)) {
             srv_scheduler_close(s);
             return NULL;
         }
         s->n_slots++;
     }
-    s->n_ctx = woolly_context_n_ctx(s->slots[0].ctx);
+    s->n_ctx = woolly_context_n_ctx(s->ctx);
     const int rc = pthread_create(&s->engine, NULL, engine_main, s);
     if (rc) {
         woolly_fail(err, "cannot start the engine thread (error %d)", rc);
@@ -227,6 +301,9 @@ void srv_scheduler_close(srv_scheduler *s)
     srv_scheduler_shutdown(s);
     for (int i = 0; i < s->n_slots; i++)
         srv_slot_close(&s->slots[i]);
+    woolly_context_close(s->ctx);
+    woolly_batch_free(&s->batch);
+    free(s->members);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s->slots);

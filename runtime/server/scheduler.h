@@ -1,14 +1,16 @@
-/* The scheduler: N slots on one shared model, a bounded queue of jobs waiting for a slot, and one
- * engine thread that runs the slots' steps in rounds. In a round every busy slot takes one step (a
- * chunk of its prompt, or one generated token), in turn, so long prompts and long generations share
- * the engine fairly; queued jobs take the free slots between rounds, each the free slot whose cache
- * holds the longest beginning of its prompt (prompt caching), else the one used least recently.
+/* The scheduler: N slots, each a sequence of one multi-sequence context on the shared model, a bounded
+ * queue of jobs waiting for a slot, and one engine thread that runs all busy slots' steps together
+ * (continuous batching). Each step is one forward pass over one batch: the next token of every slot
+ * that is generating, plus chunks of the prompts of the slots that have just taken a job, within a
+ * prompt budget (the whole batch size when nobody is generating, else SRV_PROMPT_CHUNK tokens), so a
+ * long prompt joins over several steps and never stalls the others' decoding for long. Decoding is
+ * memory bound: the step's matrix products stream the weights once for all its tokens, so N requests
+ * decoding together cost little more than one. Queued jobs take the free slots between steps, each
+ * the free slot whose cache holds the longest beginning of its prompt (prompt caching), else the one
+ * used least recently.
  *
- * One engine thread rather than a thread per slot: each context already spreads a forward pass over
- * all cores, so slots running at once would only compete for them; and a slot's tokens come out the
- * same whether it runs alone or beside others (each context is evaluated exactly as `woolly run`
- * evaluates it). This is the one place where forward passes are issued (see slot.h), so that batching
- * the decode steps of all slots into one pass changes only this file. */
+ * One engine thread rather than a thread per slot: each forward pass already spreads over all cores.
+ * This is the one place where forward passes are issued (see slot.h). */
 #ifndef WOOLLY_SRV_SCHEDULER_H
 #define WOOLLY_SRV_SCHEDULER_H
 
@@ -19,13 +21,16 @@
 
 typedef struct srv_scheduler srv_scheduler;
 
+/* Prompt tokens a step takes while some slot is generating. */
+#define SRV_PROMPT_CHUNK 64
+
 typedef struct srv_scheduler_config {
     int n_slots;
-    int queue_cap; /* jobs that may wait for a slot */
-    woolly_context_params ctx;
+    int queue_cap;             /* jobs that may wait for a slot */
+    woolly_context_params ctx; /* per slot; its n_batch is raised to n_slots if below */
 } srv_scheduler_config;
 
-/* Opens the slots' contexts and starts the engine thread. */
+/* Opens the slots' context (one sequence per slot) and starts the engine thread. */
 srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *cfg, srv_metrics *metrics,
                                   woolly_error *err);
 /* Stops the engine: every job still queued or running finishes as an error ("shutting down"), and

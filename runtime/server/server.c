@@ -43,7 +43,7 @@ woolly_server_config woolly_server_default_config(void)
 int woolly_server_default_parallel(const woolly_model *m, const woolly_context_params *cp)
 {
     const woolly_config *c = &m->cfg;
-    const int64_t n_ctx = cp->n_ctx ? cp->n_ctx : woolly_default_n_ctx(m, cp->kv_type);
+    const int64_t n_ctx = cp->n_ctx ? cp->n_ctx : woolly_default_n_ctx(m, cp->kv_type, 1);
     const int64_t nb = cp->n_batch ? (cp->n_batch < n_ctx ? cp->n_batch : n_ctx) : 512;
     const int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
     const double per_slot =

@@ -6,11 +6,9 @@
 
 #include "model.h"
 
-int srv_slot_open(srv_slot *s, int id, woolly_model *m, const woolly_context_params *cp, woolly_error *err)
+int srv_slot_open(srv_slot *s, int id, woolly_model *m, woolly_context *ctx, woolly_error *err)
 {
-    *s = (srv_slot){.id = id, .model = m};
-    if (!(s->ctx = woolly_context_open(m, cp)))
-        return woolly_fail(err, "slot %d: %s", id, woolly_last_error());
+    *s = (srv_slot){.id = id, .model = m, .ctx = ctx, .logits_at = -1};
     s->piece_cap = 64 + woolly_tokenizer_max_token_bytes(m->tok);
     s->cache = malloc(sizeof *s->cache * (size_t)woolly_context_n_ctx(s->ctx));
     s->piece = malloc(s->piece_cap);
@@ -23,7 +21,6 @@ int srv_slot_open(srv_slot *s, int id, woolly_model *m, const woolly_context_par
 
 void srv_slot_close(srv_slot *s)
 {
-    woolly_context_close(s->ctx);
     woolly_sampler_close(s->smp);
     srv_stop_free(&s->stop);
     srv_buf_free(&s->out);
@@ -55,7 +52,7 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     s->n_gen = 0;
     s->out.len = 0;
     const int32_t keep = srv_slot_reusable(s, j->prompt, j->n_prompt);
-    woolly_context_rewind(s->ctx, keep);
+    woolly_seq_rewind(s->ctx, s->id, keep);
     s->n_cache = keep;
     s->n_reused = keep;
     srv_job_progress(j, keep, 0);
@@ -114,18 +111,28 @@ static void end(srv_slot *s, srv_finish why)
         s->finish = why;
 }
 
-bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n)
+bool srv_slot_in_prompt(const srv_slot *s)
+{
+    return s->finish == SRV_FINISH_NONE && s->n_cache < s->job->n_prompt;
+}
+
+bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n)
 {
     srv_job *j = s->job;
     if (s->finish != SRV_FINISH_NONE)
         return false;
     if (s->n_cache < j->n_prompt) {
-        const int32_t rest = j->n_prompt - s->n_cache, nb = woolly_context_n_batch(s->ctx);
+        const int32_t rest = j->n_prompt - s->n_cache;
         *ids = j->prompt + s->n_cache;
-        *n = rest < nb ? rest : nb;
+        *n = rest < max_prompt ? rest : max_prompt;
         return true;
     }
-    const woolly_token tok = woolly_sampler_sample(s->smp, woolly_get_logits(s->ctx, -1));
+    const float *logits = woolly_get_logits(s->ctx, s->logits_at);
+    if (!logits) {
+        fail(s, woolly_last_error());
+        return false;
+    }
+    const woolly_token tok = woolly_sampler_sample(s->smp, logits);
     woolly_sampler_accept(s->smp, tok);
     if (!j->ignore_eos && woolly_token_is_eog(s->model, tok)) {
         end(s, SRV_FINISH_STOP);
@@ -155,12 +162,13 @@ bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n)
     return true;
 }
 
-void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc)
+void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at)
 {
     if (rc) {
         fail(s, woolly_last_error());
         return;
     }
+    s->logits_at = logits_at;
     memcpy(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n);
     s->n_cache += n;
 }

@@ -1,7 +1,8 @@
-/* A slot: one woolly_context (its own KV cache) on the shared model, and the generation state of the job
- * it runs. A slot never evaluates anything itself: srv_slot_plan says which tokens it needs evaluated
- * next (a chunk of the prompt, or the token it has just sampled), the scheduler evaluates them, and
- * srv_slot_evaluated records that. So the scheduler is the one place where forward passes are issued.
+/* A slot: one sequence (its own KV cache region) of the scheduler's multi-sequence context, and the
+ * generation state of the job it runs. A slot never evaluates anything itself: srv_slot_plan says which
+ * tokens it needs evaluated next (a chunk of the prompt, or the token it has just sampled), the
+ * scheduler evaluates them in one batch with the other slots' tokens, and srv_slot_evaluated records
+ * that. So the scheduler is the one place where forward passes are issued.
  *
  * The slot remembers the tokens in its KV cache after a job ends: a later job whose prompt starts with
  * them (a conversation that goes on) evaluates only the rest (prompt caching). */
@@ -20,8 +21,8 @@
 typedef struct srv_slot {
     int id;
     woolly_model *model;
-    woolly_context *ctx;
-    woolly_token *cache; /* [n_ctx] the tokens in the KV cache, n_cache of them */
+    woolly_context *ctx; /* shared by all slots: this slot is its sequence `id` */
+    woolly_token *cache; /* [n_ctx] the tokens in the sequence's KV cache, n_cache of them */
     int32_t n_cache;
     uint64_t last_used; /* scheduler's clock when the slot last took a job */
 
@@ -32,6 +33,7 @@ typedef struct srv_slot {
     int32_t n_reused;  /* prompt tokens found in the cache */
     int32_t n_gen;     /* tokens generated */
     woolly_token next; /* the sampled token that waits to be evaluated */
+    int32_t logits_at; /* the token of the last batch whose logits are this slot's next distribution */
     srv_finish finish; /* set when the job is over: the scheduler then frees the slot */
     char error[256];   /* with SRV_FINISH_ERROR */
     char *piece;       /* detokenizer output */
@@ -40,7 +42,8 @@ typedef struct srv_slot {
     srv_buf out;   /* text released by the stop-string matcher */
 } srv_slot;
 
-int srv_slot_open(srv_slot *s, int id, woolly_model *m, const woolly_context_params *cp, woolly_error *err);
+/* Slot `id` runs sequence `id` of ctx (which has at least id + 1 sequences). */
+int srv_slot_open(srv_slot *s, int id, woolly_model *m, woolly_context *ctx, woolly_error *err);
 void srv_slot_close(srv_slot *s);
 
 /* How many leading tokens of a prompt the slot's cache holds (at most n - 1: the last prompt token is
@@ -51,12 +54,17 @@ int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t
  * made (the job is finished with an error then). */
 int srv_slot_attach(srv_slot *s, srv_job *j);
 
-/* The tokens to evaluate next (*ids, *n), returning true; or false when the job is over (s->finish
- * says why). Samples the next token when the prompt has been evaluated. */
-bool srv_slot_plan(srv_slot *s, const woolly_token **ids, int32_t *n);
-/* After the scheduler evaluated the planned tokens: 0, or the evaluation failed (-1) and the job ends
- * with that error. */
-void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc);
+/* Whether the slot's next step is a chunk of its prompt (rather than one generated token). */
+bool srv_slot_in_prompt(const srv_slot *s);
+
+/* The tokens to evaluate next (*ids, *n: at most max_prompt of the prompt, or the one token it has just
+ * sampled), returning true; or false when the job is over (s->finish says why). Samples the next token
+ * when the prompt has been evaluated. */
+bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n);
+/* After the scheduler evaluated the planned tokens (rc 0; logits_at: the batch token whose logits
+ * follow them, or -1 after a prompt chunk that is not the last), or the evaluation failed (rc -1) and
+ * the job ends with that error. */
+void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at);
 /* Ends the job as cancelled (the client went away). */
 void srv_slot_cancel(srv_slot *s);
 /* Hands the job its final text and reason, drops the slot's reference, frees the slot. */
