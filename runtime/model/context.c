@@ -314,12 +314,16 @@ int woolly_context_decode(woolly_context *c, const woolly_batch *b, woolly_error
                                "token %d of the batch is at position %d of sequence %d, which continues at "
                                "position %d: a sequence's tokens follow its cache in order",
                                i, pos, seq, c->next_pos[seq]);
-        if (pos >= c->params.n_ctx)
+        if (pos >= c->params.n_ctx) {
+            int32_t adds = 0;
+            for (int32_t k = 0; k < n; k++)
+                adds += b->seq_id[k] == seq;
             return woolly_fail(
                 err,
-                "context full: sequence %d holds %d tokens, and the batch adds %d more than the "
+                "context full: sequence %d holds %d tokens, and the batch adds %d: more than the "
                 "context size %d (raise --ctx-size)",
-                seq, c->seq_len[seq], pos - c->params.n_ctx + 1, c->params.n_ctx);
+                seq, c->seq_len[seq], adds, c->params.n_ctx);
+        }
         c->next_pos[seq]++;
         n_logits += b->logits ? b->logits[i] : i == n - 1;
     }
