@@ -184,6 +184,80 @@ Test(server_concurrency, slots_take_turns)
     free(tiny);
 }
 
+/* Continuous batching: requests that generate at the same time share forward passes (one batch per
+ * step holds every busy slot's next token), with the same text as alone. */
+Test(server_concurrency, concurrent_decode_steps_run_as_one_batch)
+{
+    char *tiny = tiny_model();
+    th_server s;
+    th_start(&s, NULL, "-m %s --parallel 4", tiny);
+    enum { N = 4, TOKENS = 40 };
+    const char *paths[N], *bodies[N];
+    char *owned[N];
+    call calls[N];
+    for (int i = 0; i < N; i++) {
+        paths[i] = "/v1/completions";
+        owned[i] = th_fmt("{\"prompt\":\"word %d\",\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":true}",
+                          i, TOKENS);
+        bodies[i] = owned[i];
+        calls[i] = (call){.s = &s, .path = paths[i], .body = bodies[i]};
+        cr_assert(pthread_create(&calls[i].thread, NULL, run_call, &calls[i]) == 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(calls[i].thread, NULL);
+        cr_expect_eq(calls[i].resp.status, 200, "%s", calls[i].resp.body);
+        th_resp_free(&calls[i].resp);
+    }
+    const double tokens = th_metric(&s, "woolly_completion_tokens_total");
+    const double steps = th_metric(&s, "woolly_generation_steps_total");
+    cr_expect_eq(tokens, N * TOKENS);
+    /* One slot after the other would take N * TOKENS steps; together about TOKENS. */
+    cr_expect_leq(steps, N * TOKENS / 2, "%g generated tokens took %g forward passes", tokens, steps);
+    /* And the text is the same as alone and beside others. */
+    alone_and_together(&s, paths, bodies, N, 2);
+    for (int i = 0; i < N; i++)
+        free(owned[i]);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    remove(tiny);
+    free(tiny);
+}
+
+/* A long prompt joins in chunks: while it is evaluated, a request that is generating keeps getting a
+ * token per step (one forward pass for the whole prompt would give it one). */
+Test(server_concurrency, a_long_prompt_joins_in_chunks_without_stalling_decoding)
+{
+    char *tiny = tiny_model();
+    th_server s;
+    th_start(&s, NULL, "-m %s --parallel 2 -c 1024", tiny);
+    th_bg *longer = th_bg_stream(&s, "/v1/completions",
+                                 "{\"prompt\":\"a\",\"max_tokens\":900,\"ignore_eos\":true,\"stream\":true}");
+    cr_assert(th_bg_wait_events(longer, 2, 60000));
+    char prompt[4000] = "";
+    for (int i = 0; i < 300; i++)
+        strcat(prompt, " word");
+    char *body = th_fmt("{\"prompt\":\"%s\",\"max_tokens\":1,\"ignore_eos\":true}", prompt);
+    const int before = th_bg_events(longer);
+    th_resp r = th_post(&s, "/v1/completions", body);
+    const int during = th_bg_events(longer) - before;
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    json_t *b = th_json(&r);
+    const long long n_prompt =
+        json_integer_value(json_object_get(json_object_get(b, "usage"), "prompt_tokens"));
+    json_decref(b);
+    cr_assert_geq(n_prompt, 4 * 64, "the prompt has %lld tokens", n_prompt);
+    cr_expect_geq(during, (int)(n_prompt / 64) - 1,
+                  "the generating request got %d tokens while a %lld-token prompt was evaluated", during,
+                  n_prompt);
+    th_resp_free(&r);
+    free(body);
+    th_bg_close(longer);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    remove(tiny);
+    free(tiny);
+}
+
 Test(server_concurrency, a_client_that_leaves_frees_its_slot)
 {
     char *tiny = tiny_model();
@@ -354,8 +428,8 @@ Test(server_concurrency, a_waiting_stream_outlives_the_idle_timeout)
     char *tiny = tiny_model();
     th_server s;
     th_start(&s, NULL, "-m %s --parallel 1 --timeout 1", tiny);
-    th_bg *running = th_bg_stream(&s, "/v1/completions",
-                                  "{\"prompt\":\"a\",\"max_tokens\":500,\"ignore_eos\":true,\"stream\":true}");
+    th_bg *running = th_bg_stream(
+        &s, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":500,\"ignore_eos\":true,\"stream\":true}");
     cr_assert(th_bg_wait_events(running, 1, 60000));
     call waiting = {.s = &s,
                     .path = "/v1/completions",
@@ -370,7 +444,7 @@ Test(server_concurrency, a_waiting_stream_outlives_the_idle_timeout)
     bool done;
     json_t *ev = th_events(&waiting.resp, &done);
     cr_expect(done, "the waiting stream was cut: %s", waiting.resp.body);
-    cr_expect_eq(json_array_size(ev), 4 + 1);
+    cr_expect_eq(json_array_size(ev), 4 + 1, "%s", waiting.resp.body);
     json_decref(ev);
     th_resp_free(&waiting.resp);
     cr_expect(th_wait_idle(&s, 5000));

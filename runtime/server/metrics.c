@@ -58,6 +58,14 @@ void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int pr
     pthread_mutex_unlock(&m->lock);
 }
 
+void srv_metrics_step(srv_metrics *m, int32_t n_gen)
+{
+    pthread_mutex_lock(&m->lock);
+    m->steps++;
+    m->generation_steps += n_gen > 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
 int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queued, srv_buf *o)
 {
     pthread_mutex_lock(&m->lock);
@@ -93,6 +101,13 @@ int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queu
          c.prompt_seconds > 0 ? (double)c.prompt_evaluated / c.prompt_seconds : 0.0},
         {"woolly_generation_tokens_per_second", "gauge", "Generation rate over the engine's busy time.",
          c.generation_seconds > 0 ? (double)c.generation_evaluated / c.generation_seconds : 0.0},
+        {"woolly_engine_steps_total", "counter",
+         "Forward passes of the engine: each evaluates the tokens of every busy slot as one batch.",
+         (double)c.steps},
+        {"woolly_generation_steps_total", "counter",
+         "Forward passes with generated tokens: woolly_completion_tokens_total over this is the mean number "
+         "of requests decoding together.",
+         (double)c.generation_steps},
         {"woolly_queue_depth", "gauge", "Requests waiting for a free slot.", (double)queued},
         {"woolly_slots_busy", "gauge", "Slots running a request.", (double)slots_busy},
         {"woolly_slots_total", "gauge", "Slots (parallel requests).", (double)slots_total},

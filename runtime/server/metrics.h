@@ -42,6 +42,8 @@ typedef struct srv_metrics {
     double prompt_seconds;      /* engine time evaluating prompts */
     uint64_t generation_evaluated;
     double generation_seconds; /* engine time evaluating generated tokens */
+    uint64_t steps;            /* forward passes: one batch each */
+    uint64_t generation_steps; /* of those, the ones with generated tokens */
 } srv_metrics;
 
 void srv_metrics_init(srv_metrics *m);
@@ -49,6 +51,8 @@ void srv_metrics_destroy(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, enum srv_endpoint ep, int status);
 void srv_metrics_job(srv_metrics *m, int32_t prompt, int32_t cached, int32_t completion, int cancelled);
 void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int prompt);
+/* One forward pass of the engine, with n_gen generated tokens (and prompt tokens besides). */
+void srv_metrics_step(srv_metrics *m, int32_t n_gen);
 /* Appends the Prometheus text; the gauges come from the caller (the scheduler's state). */
 int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queued, srv_buf *out);
 

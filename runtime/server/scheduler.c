@@ -174,6 +174,7 @@ static void step(srv_scheduler *s, int start)
     const int rc = woolly_decode(s->ctx, b);
     const double dt = now_s() - t0;
     const int32_t n_prompt = b->n_tokens - n_gen;
+    srv_metrics_step(s->metrics, n_gen);
     if (n_gen > 0)
         srv_metrics_engine(s->metrics, n_gen, dt * n_gen / b->n_tokens, 0);
     if (n_prompt > 0)
