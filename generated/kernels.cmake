@@ -132,34 +132,35 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX512)
   set(WOOLLY_SOURCES_AVX512
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16_s2.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x32_s2.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_2x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16_s2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_5x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_3x48.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_2x32_s2.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16_sh.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sh.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32_sh.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_3x32_sh.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_2x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_6x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_2x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
@@ -167,34 +168,35 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16_s2.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x32_s2.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_2x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16_s2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_5x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_3x48.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_2x32_s2.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16_sh.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sh.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32_sh.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_3x32_sh.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_2x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_6x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_2x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c

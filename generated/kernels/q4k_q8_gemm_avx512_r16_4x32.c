@@ -36,6 +36,17 @@ static inline __m512i load_once(const void *p)
     return v;
 }
 
+/* Software prefetch of the weight stream pf bytes ahead: slice j (of 8) of the block's lines, so that
+ * the 8 sub-blocks of a block cover all of it (the hardware prefetcher alone leaves GEMV short of the
+ * DRAM bandwidth). */
+static inline void prefetch_slice(const wblock *w, int j, int64_t pf)
+{
+    enum { SLICE = (sizeof(wblock) + 8 * 64 - 1) / (8 * 64) };
+    const char *p = (const char *)w + pf + j * SLICE * 64;
+    for (int i = 0; i < SLICE; i++)
+        _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+}
+
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
 {
     return (const woolly_block_q8x32 *)((const char *)a->x + (size_t)t * a->x_row_bytes);
@@ -93,14 +104,14 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot2_1_0 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
             __m512i dot3_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -134,13 +145,9 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -174,13 +181,9 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -214,13 +217,9 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -332,9 +331,10 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_0_0 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -360,8 +360,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -387,8 +385,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -414,8 +410,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -500,14 +494,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_1_0 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -527,13 +521,9 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -553,13 +543,9 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -579,13 +565,9 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -653,9 +635,10 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -671,8 +654,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -688,8 +669,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -705,8 +684,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -761,14 +738,14 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -781,13 +758,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -800,13 +773,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -819,13 +788,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 const __m512i lo1 = _mm512_and_si512(v1, nib);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), nib);
@@ -871,9 +836,10 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int j = 0; j < 8; j++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -884,8 +850,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -896,8 +860,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -908,8 +870,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);

@@ -36,6 +36,17 @@ static inline __m512i load_once(const void *p)
     return v;
 }
 
+/* Software prefetch of the weight stream pf bytes ahead: slice j (of 8) of the block's lines, so that
+ * the 8 sub-blocks of a block cover all of it (the hardware prefetcher alone leaves GEMV short of the
+ * DRAM bandwidth). */
+static inline void prefetch_slice(const wblock *w, int j, int64_t pf)
+{
+    enum { SLICE = (sizeof(wblock) + 8 * 64 - 1) / (8 * 64) };
+    const char *p = (const char *)w + pf + j * SLICE * 64;
+    for (int i = 0; i < SLICE; i++)
+        _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+}
+
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
 {
     return (const woolly_block_q8x32 *)((const char *)a->x + (size_t)t * a->x_row_bytes);
@@ -70,9 +81,10 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int j = 0; j < 8; j++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -83,8 +95,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -95,8 +105,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);
@@ -107,8 +115,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 const __m512i lo0 = _mm512_and_si512(v0, nib);
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), nib);

@@ -38,6 +38,17 @@ static inline __m512i load_once(const void *p)
     return v;
 }
 
+/* Software prefetch of the weight stream pf bytes ahead: slice j (of 8) of the block's lines, so that
+ * the 8 sub-blocks of a block cover all of it (the hardware prefetcher alone leaves GEMV short of the
+ * DRAM bandwidth). */
+static inline void prefetch_slice(const wblock *w, int j, int64_t pf)
+{
+    enum { SLICE = (sizeof(wblock) + 8 * 64 - 1) / (8 * 64) };
+    const char *p = (const char *)w + pf + j * SLICE * 64;
+    for (int i = 0; i < SLICE; i++)
+        _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+}
+
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
 {
     return (const woolly_block_q8x32 *)((const char *)a->x + (size_t)t * a->x_row_bytes);
@@ -96,17 +107,17 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot2_1_0 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
             __m512i dot3_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 4), bit4, 0xF8);
@@ -141,14 +152,10 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 2), bit4, 0xF8);
@@ -183,14 +190,10 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1, bit4, 0xF8);
@@ -225,14 +228,10 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_srli_epi16(qh1, 2), bit4, 0xF8);
@@ -346,10 +345,11 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_0_0 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
@@ -376,8 +376,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
@@ -404,8 +402,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
@@ -432,8 +428,6 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);
@@ -520,17 +514,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_1_0 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 4), bit4, 0xF8);
@@ -551,14 +545,10 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 2), bit4, 0xF8);
@@ -579,14 +569,10 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1, bit4, 0xF8);
@@ -607,14 +593,10 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_srli_epi16(qh1, 2), bit4, 0xF8);
@@ -684,10 +666,11 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
@@ -704,8 +687,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
@@ -722,8 +703,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
@@ -740,8 +719,6 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);
@@ -798,17 +775,17 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+                prefetch_slice(&w1[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 4), bit4, 0xF8);
@@ -822,14 +799,10 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1, 2), bit4, 0xF8);
@@ -843,14 +816,10 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 1), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1, bit4, 0xF8);
@@ -864,14 +833,10 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);
                 const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0, 3), bit4, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v1 = load_once(w1[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_srli_epi16(qh1, 2), bit4, 0xF8);
@@ -919,10 +884,11 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int j = 0; j < 8; j++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
+            if (pf) {
+                prefetch_slice(&w0[b], j, pf);
+            }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][0]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 4), bit4, 0xF8);
@@ -934,8 +900,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][1]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0, 2), bit4, 0xF8);
@@ -947,8 +911,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][2]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0, bit4, 0xF8);
@@ -960,8 +922,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].qs[j][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].qs[j][3]);
                 /* nibble | (the qh bit moved to bit 4): vpternlogd A | (B & C) */
                 const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_srli_epi16(qh0, 2), bit4, 0xF8);

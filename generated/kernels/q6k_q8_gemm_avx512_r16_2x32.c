@@ -2,8 +2,8 @@
  * Spec: [[matmul]] gemm avx512 weights=q6k act=q8 layout=r16 tile=2x32
  *
  * Q6_K weights (q6k_r16: 16 rows interleaved) x int8 activations, AVX-512 VNNI. Register tile: 2 token(s)
- * x 2 group(s) of 16 rows. Each 64-byte load of low nibbles, with 2 bits from a qh load moved to bits 4-5
- * (vpternlogd), gives 4 6-bit values of each of 16 rows; one vpdpbusd against 4 broadcast activation
+ * x 2 group(s) of 16 rows. Each 64-byte load of low nibbles, merged by vpternlogd with 2 bits of a qh load
+ * moved to bits 4-5, gives 4 6-bit values of each of 16 rows; one vpdpbusd against 4 broadcast activation
  * bytes adds a 4-term dot product to every row's lane. The low nibbles are one 16-value sub-block and
  * the high nibbles the next, so each (token, group) keeps two accumulator chains per 32 values, which
  * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: the offset costs one
@@ -35,6 +35,17 @@ static inline __m512i load_once(const void *p)
     return v;
 }
 
+/* Software prefetch of the weight stream pf bytes ahead: slice p (of 8) of the block's lines, so that
+ * the 8 parts of a block cover all of it (the hardware prefetcher alone leaves GEMV short of the DRAM
+ * bandwidth). */
+static inline void prefetch_slice(const woolly_block_q6k_r16 *w, int p, int64_t pf)
+{
+    enum { SLICE = (sizeof(woolly_block_q6k_r16) + 8 * 64 - 1) / (8 * 64) };
+    const char *q = (const char *)w + pf + p * SLICE * 64;
+    for (int i = 0; i < SLICE; i++)
+        _mm_prefetch(q + 64 * i, _MM_HINT_T0);
+}
+
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
 {
     return (const woolly_block_q8x32 *)((const char *)a->x + (size_t)t * a->x_row_bytes);
@@ -63,7 +74,8 @@ static inline __m512 row_scale(__m512 d, const int8_t *sc)
 /* Tokens [t0, t0 + 2) against groups [g0, g0 + 32) (nrow of whose rows exist). */
 static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t nrow)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
     const woolly_block_q6k_r16 *w0 = (const woolly_block_q6k_r16 *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
@@ -84,21 +96,31 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_1_0 = _mm512_setzero_si512(), dot0_1_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512(), dot1_1_1 = _mm512_setzero_si512();
-            const __m512i qh0_0 = _mm512_loadu_si512(w0[b].qh[p][0]), qh0_1 = _mm512_loadu_si512(w0[b].qh[p][1]);
-            const __m512i qh1_0 = _mm512_loadu_si512(w1[b].qh[p][0]), qh1_1 = _mm512_loadu_si512(w1[b].qh[p][1]);
+            if (pf) {
+                prefetch_slice(&w0[b], p, pf);
+                prefetch_slice(&w1[b], p, pf);
+            }
+            __m512i e0, o0; /* qh fields of the current pair of loads */
+            __m512i e1, o1; /* qh fields of the current pair of loads */
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_0, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_0, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][0] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][0]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1_0, 4), bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_slli_epi16(qh1_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[p][0]);
+                e1 = _mm512_and_si512(qh1, fields02);
+                o1 = _mm512_and_si512(qh1, fields13);
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, _mm512_slli_epi16(e1, 4), nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_slli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 0), xh = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -115,18 +137,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_0, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_0, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][1] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1_0, bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_srli_epi16(qh1_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, e1, nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_srli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 4), xh = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -143,18 +161,24 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_1, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_1, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][2] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][1]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1_1, 4), bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_slli_epi16(qh1_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[p][1]);
+                e1 = _mm512_and_si512(qh1, fields02);
+                o1 = _mm512_and_si512(qh1, fields13);
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, _mm512_slli_epi16(e1, 4), nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_slli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 8), xh = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -171,18 +195,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_1, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_1, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][3] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1_1, bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_srli_epi16(qh1_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, e1, nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_srli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 12), xh = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -235,7 +255,8 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
 /* Tokens [t0, t0 + 2) against groups [g0, g0 + 16) (nrow of whose rows exist). */
 static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t nrow)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
     const woolly_block_q6k_r16 *w0 = (const woolly_block_q6k_r16 *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
@@ -250,14 +271,20 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
-            const __m512i qh0_0 = _mm512_loadu_si512(w0[b].qh[p][0]), qh0_1 = _mm512_loadu_si512(w0[b].qh[p][1]);
+            if (pf) {
+                prefetch_slice(&w0[b], p, pf);
+            }
+            __m512i e0, o0; /* qh fields of the current pair of loads */
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_0, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][0]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 0), xh = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -270,12 +297,10 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_0, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 4), xh = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -288,12 +313,15 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_1, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][1]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 8), xh = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -306,12 +334,10 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_1, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 12), xh = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -351,7 +377,8 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
 /* Tokens [t0, t0 + 1) against groups [g0, g0 + 32) (nrow of whose rows exist). */
 static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t nrow)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
     const woolly_block_q6k_r16 *w0 = (const woolly_block_q6k_r16 *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
@@ -366,21 +393,31 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512(), dot0_1_1 = _mm512_setzero_si512();
-            const __m512i qh0_0 = _mm512_loadu_si512(w0[b].qh[p][0]), qh0_1 = _mm512_loadu_si512(w0[b].qh[p][1]);
-            const __m512i qh1_0 = _mm512_loadu_si512(w1[b].qh[p][0]), qh1_1 = _mm512_loadu_si512(w1[b].qh[p][1]);
+            if (pf) {
+                prefetch_slice(&w0[b], p, pf);
+                prefetch_slice(&w1[b], p, pf);
+            }
+            __m512i e0, o0; /* qh fields of the current pair of loads */
+            __m512i e1, o1; /* qh fields of the current pair of loads */
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_0, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_0, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][0] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][0]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1_0, 4), bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_slli_epi16(qh1_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[p][0]);
+                e1 = _mm512_and_si512(qh1, fields02);
+                o1 = _mm512_and_si512(qh1, fields13);
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, _mm512_slli_epi16(e1, 4), nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_slli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 0), xh = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -390,18 +427,14 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_0, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_0, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][1] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1_0, bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_srli_epi16(qh1_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, e1, nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_srli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 4), xh = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -411,18 +444,24 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_1, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_1, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][2] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][1]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), _mm512_slli_epi16(qh1_1, 4), bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_slli_epi16(qh1_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[p][1]);
+                e1 = _mm512_and_si512(qh1, fields02);
+                o1 = _mm512_and_si512(qh1, fields13);
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, _mm512_slli_epi16(e1, 4), nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_slli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 8), xh = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -432,18 +471,14 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_1, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_1, 2), bits45, 0xF8);
-                if (pf)
-                    _mm_prefetch((const char *)w1[b].ql[p][3] + pf, _MM_HINT_T0);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 const __m512i v1 = load_once(w1[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_and_si512(v1, nib), qh1_1, bits45, 0xF8);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v1, 4), nib), _mm512_srli_epi16(qh1_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo1 = _mm512_ternarylogic_epi32(v1, e1, nib, 0xE4);
+                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v1, 4), _mm512_srli_epi16(o1, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 12), xh = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -475,7 +510,8 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
 /* Tokens [t0, t0 + 1) against groups [g0, g0 + 16) (nrow of whose rows exist). */
 static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t nrow)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
     const woolly_block_q6k_r16 *w0 = (const woolly_block_q6k_r16 *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
@@ -486,14 +522,20 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            const __m512i qh0_0 = _mm512_loadu_si512(w0[b].qh[p][0]), qh0_1 = _mm512_loadu_si512(w0[b].qh[p][1]);
+            if (pf) {
+                prefetch_slice(&w0[b], p, pf);
+            }
+            __m512i e0, o0; /* qh fields of the current pair of loads */
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][0] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][0]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_0, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][0]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 0), xh = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -501,12 +543,10 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][1] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][1]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_0, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_0, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 4), xh = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -514,12 +554,15 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][2] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][2]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), _mm512_slli_epi16(qh0_1, 4), bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_slli_epi16(qh0_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                /* fields 0 and 2 (e), 1 and 3 (o) of loads h and h + 1 apart, so that a shift puts one at bits
+                 * 4-5 with bits 6-7 clear */
+                const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[p][1]);
+                e0 = _mm512_and_si512(qh0, fields02);
+                o0 = _mm512_and_si512(qh0, fields13);
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, _mm512_slli_epi16(e0, 4), nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_slli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 8), xh = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);
@@ -527,12 +570,10 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                 }
             }
             {
-                if (pf)
-                    _mm_prefetch((const char *)w0[b].ql[p][3] + pf, _MM_HINT_T0);
                 const __m512i v0 = load_once(w0[b].ql[p][3]);
-                /* nibble | (2 qh bits moved to bits 4-5): vpternlogd A | (B & C) */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_and_si512(v0, nib), qh0_1, bits45, 0xF8);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v0, 4), nib), _mm512_srli_epi16(qh0_1, 2), bits45, 0xF8);
+                /* bits 0-3 from the nibbles, 4-7 from the qh field: vpternlogd (A & C) | (B & ~C) */
+                const __m512i lo0 = _mm512_ternarylogic_epi32(v0, e0, nib, 0xE4);
+                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 4), _mm512_srli_epi16(o0, 2), nib, 0xE4);
                 {
                     const __m512i xl = bcast4(xb0->q + 12), xh = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, lo0, xl);

@@ -11,6 +11,13 @@ _Static_assert(G == 16, "the spec's group size");
 void woolly_repack_q5k_r16(const woolly_repack_args *a);
 void woolly_unpack_q5k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
+static inline uint32_t load32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* The 256 values (0..31) of a Q5_K block: value 32j + l has its low 4 bits in nibble j % 2 of
  * qs[32 * (j / 2) + l] and its fifth in bit j of qh[l]. */
 static void values_of(const woolly_block_q5_k *b, uint8_t q[WOOLLY_QK_K])
@@ -42,7 +49,6 @@ void woolly_repack_q5k_r16(const woolly_repack_args *a)
     for (int64_t g0 = a->r0; g0 < a->r1; g0 += G) {
         woolly_block_q5k_r16 *dst = (woolly_block_q5k_r16 *)((char *)a->dst + (size_t)g0 * a->dst_row_bytes);
         for (int64_t b = 0; b < nb; b++, dst++) {
-            memset(dst->qh, 0, sizeof dst->qh);
             for (int i = 0; i < G; i++) {
                 const woolly_block_q5_k *s =
                     g0 + i < a->r1
@@ -51,14 +57,17 @@ void woolly_repack_q5k_r16(const woolly_repack_args *a)
                 dst->d[i] = s->d;
                 dst->dmin[i] = s->dmin;
                 values_of(s, q);
+                /* four values of the row at a time: lo holds values 4h.. of sub-block j, hi 16 + 4h.. */
                 for (int j = 0; j < 8; j++) {
                     woolly_k_scale_min(j, s->scales, &dst->sc[j][i], &dst->mn[j][i]);
-                    for (int h = 0; h < 4; h++)
-                        for (int l = 0; l < 4; l++) {
-                            const uint8_t lo = q[32 * j + 4 * h + l], hi = q[32 * j + 16 + 4 * h + l];
-                            dst->qs[j][h][4 * i + l] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
-                            dst->qh[j][4 * i + l] |= (uint8_t)(((lo >> 4) | (hi >> 4) << 1) << (2 * h));
-                        }
+                    uint32_t top = 0;
+                    for (int h = 0; h < 4; h++) {
+                        const uint32_t lo = load32(q + 32 * j + 4 * h), hi = load32(q + 32 * j + 16 + 4 * h);
+                        const uint32_t nibbles = (lo & 0x0F0F0F0Fu) | (hi & 0x0F0F0F0Fu) << 4;
+                        memcpy(&dst->qs[j][h][4 * i], &nibbles, 4);
+                        top |= ((lo >> 4 & 0x01010101u) | (hi >> 4 & 0x01010101u) << 1) << (2 * h);
+                    }
+                    memcpy(&dst->qh[j][4 * i], &top, 4);
                 }
             }
         }

@@ -11,6 +11,13 @@ _Static_assert(G == 16, "the spec's group size");
 void woolly_repack_q6k_r16(const woolly_repack_args *a);
 void woolly_unpack_q6k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
+static inline uint32_t load32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* The 256 values (0..63) of a Q6_K block, in order: value 128 * half + 32 * quarter + l takes its low 4
  * bits from ql[64 * half + 32 * (quarter % 2) + l] (low nibble for quarters 0 and 1, high for 2 and 3)
  * and its high 2 from bits 2 * quarter of qh[32 * half + l]. */
@@ -57,13 +64,16 @@ void woolly_repack_q6k_r16(const woolly_repack_args *a)
                 for (int j = 0; j < 16; j++)
                     dst->sc[j][i] = s->scales[j];
                 values_of(s, q);
+                /* four values of the row at a time: lo holds values 4h.. of part p, hi 16 + 4h.. */
                 for (int p = 0; p < 8; p++)
-                    for (int h = 0; h < 4; h++)
-                        for (int l = 0; l < 4; l++) {
-                            const uint8_t lo = q[32 * p + 4 * h + l], hi = q[32 * p + 16 + 4 * h + l];
-                            dst->ql[p][h][4 * i + l] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
-                            dst->qh[p][h / 2][4 * i + l] |= (uint8_t)(((lo >> 4) | (hi >> 4) << 2) << (4 * (h % 2)));
-                        }
+                    for (int h = 0; h < 4; h++) {
+                        const uint32_t lo = load32(q + 32 * p + 4 * h), hi = load32(q + 32 * p + 16 + 4 * h);
+                        const uint32_t nibbles = (lo & 0x0F0F0F0Fu) | (hi & 0x0F0F0F0Fu) << 4;
+                        const uint32_t top = ((lo >> 4 & 0x03030303u) | (hi >> 4 & 0x03030303u) << 2) << (4 * (h % 2));
+                        memcpy(&dst->ql[p][h][4 * i], &nibbles, 4);
+                        const uint32_t qh = load32(&dst->qh[p][h / 2][4 * i]) | top;
+                        memcpy(&dst->qh[p][h / 2][4 * i], &qh, 4);
+                    }
             }
         }
     }
