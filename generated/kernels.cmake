@@ -143,6 +143,31 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
   )
@@ -169,6 +194,31 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
   )
@@ -205,6 +255,8 @@ function(woolly_apply_kernel_flags target)
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
   if(WOOLLY_SOURCES_AVX512)
     set_source_files_properties(${WOOLLY_SOURCES_AVX512} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512}")
   endif()

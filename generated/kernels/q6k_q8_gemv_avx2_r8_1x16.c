@@ -51,11 +51,9 @@ static inline __m256i dsum_i32_scaled(__m256i s, __m256i scale)
     return _mm256_madd_epi16(s, scale);
 }
 
+/* q6k_r8 weights: load h of slice j as the 6-bit values (q in [0, 63]) of each row. */
 typedef woolly_block_q6k_r8 wblock;
-enum { MR = 1, G = 8, NG = 2, PF = 0, TERMS = DOT_TERMS(63) > 4 ? 4 : DOT_TERMS(63) };
-_Static_assert(TERMS >= 2 && 4 % TERMS == 0, "a partial sum covers whole pairs of loads of one sub-block");
-
-void woolly_q6k_q8_gemv_avx2_r8_1x16(const woolly_matmul_args *a);
+enum { W_MAX = 63 };
 
 /* v shifted left by n bits (right by -n), each 16-bit lane. */
 static inline __m256i shift16(__m256i v, int n)
@@ -74,6 +72,11 @@ static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *h
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(h0, 4 - 2 * h), top));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), _mm256_and_si256(shift16(h1, 4 - 2 * h), top));
 }
+
+enum { MR = 1, G = 8, NG = 2, PF = 0, TERMS = DOT_TERMS(W_MAX) > 4 ? 4 : DOT_TERMS(W_MAX) };
+_Static_assert(TERMS >= 2 && 4 % TERMS == 0, "a partial sum covers whole pairs of loads of one sub-block");
+
+void woolly_q6k_q8_gemv_avx2_r8_1x16(const woolly_matmul_args *a);
 
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
 {
