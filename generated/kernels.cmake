@@ -149,12 +149,20 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_4x2.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
@@ -200,12 +208,20 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_4x2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
