@@ -44,24 +44,32 @@ static inline void tile_1_4(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const uint8_t *w[4];
     const float *x[1];
     __m256 acc[1][4];
+    #pragma GCC unroll 16
     for (int i = 0; i < 4; i++)
         w[i] = (const uint8_t *)a->w + (size_t)(r + i) * a->w_row_bytes;
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = (const float *)((const char *)a->x + (size_t)(t0 + t) * a->x_row_bytes);
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++)
             acc[t][i] = _mm256_setzero_ps();
     }
     for (int64_t c = 0; c < k8; c += 8) {
         __m256 wv[4];
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++)
             wv[i] = load8(w[i], c);
+        #pragma GCC unroll 16
         for (int t = 0; t < 1; t++) {
             const __m256 xv = _mm256_loadu_ps(x[t] + c);
+            #pragma GCC unroll 16
             for (int i = 0; i < 4; i++)
                 acc[t][i] = _mm256_fmadd_ps(wv[i], xv, acc[t][i]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++) {
             float v = hsum(acc[t][i]);
             for (int64_t c = k8; c < a->k; c++) {
@@ -81,24 +89,32 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const uint8_t *w[1];
     const float *x[1];
     __m256 acc[1][1];
+    #pragma GCC unroll 16
     for (int i = 0; i < 1; i++)
         w[i] = (const uint8_t *)a->w + (size_t)(r + i) * a->w_row_bytes;
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = (const float *)((const char *)a->x + (size_t)(t0 + t) * a->x_row_bytes);
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++)
             acc[t][i] = _mm256_setzero_ps();
     }
     for (int64_t c = 0; c < k8; c += 8) {
         __m256 wv[1];
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++)
             wv[i] = load8(w[i], c);
+        #pragma GCC unroll 16
         for (int t = 0; t < 1; t++) {
             const __m256 xv = _mm256_loadu_ps(x[t] + c);
+            #pragma GCC unroll 16
             for (int i = 0; i < 1; i++)
                 acc[t][i] = _mm256_fmadd_ps(wv[i], xv, acc[t][i]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             float v = hsum(acc[t][i]);
             for (int64_t c = k8; c < a->k; c++) {

@@ -3,10 +3,11 @@
  *
  * Q4_K weights (q4k_r8: 8 rows interleaved) x F16 activations, F32 accumulation, AVX2 + FMA + F16C: 4
  * token(s) x 8 rows per register tile. The weights are decoded in registers, never to memory: byte l of
- * each 32-bit lane of a load is one row's value, so a shift, a mask and a conversion give the 8 rows'
- * values of one position as floats, and one FMA with the broadcast activation adds them to every row.
+ * each 32-bit lane of a load is one row's value, so a mask and a conversion give the 8 rows' values of
+ * one position as floats (times 2^(8l), which the activations carry inversely), and one FMA with the
+ * broadcast activation adds them to every row.
  * Per sub-block the sums are scaled by the rows' factors (d * sc, and the min term dmin * mn * sum(x)).
- * The activations of each block of 256 are converted to float once per tile, on the stack. */
+ * The activations of each block of 256 are converted to float and scaled once per tile, on the stack. */
 #include <immintrin.h>
 
 #include "kernels.h"
@@ -45,16 +46,20 @@ static inline float hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* Token t's activations of block b as floats (converted into buf), and their sums per 16. */
-static inline const float *act_block(const woolly_matmul_args *a, int64_t t, int64_t b, float *buf, float sums[16])
+/* Token t's activations of block b, scaled for the weights' extraction below: the value at position p
+ * of a sub-block is multiplied by 2^(-8 (p % 4)) (exact: a power of two, far from underflow for
+ * activations), and their sums per 16 (unscaled) for the offset terms. */
+static inline void act_block(const woolly_matmul_args *a, int64_t t, int64_t b, float *xs, float sums[16])
 {
     const uint16_t *h = (const uint16_t *)((const char *)a->x + (size_t)t * a->x_row_bytes) + WOOLLY_QK_K * b;
-    for (int i = 0; i < WOOLLY_QK_K; i += 8)
-        _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-    const float *x = buf;
-    for (int s = 0; s < 16; s++)
-        sums[s] = hsum(_mm256_add_ps(_mm256_loadu_ps(x + 16 * s), _mm256_loadu_ps(x + 16 * s + 8)));
-    return x;
+    const __m256 scale = _mm256_setr_ps(1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f, 1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f);
+    for (int s = 0; s < 16; s++) {
+        const __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 16 * s)));
+        const __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 16 * s + 8)));
+        sums[s] = hsum(_mm256_add_ps(v0, v1));
+        _mm256_storeu_ps(xs + 16 * s, _mm256_mul_ps(v0, scale));
+        _mm256_storeu_ps(xs + 16 * s + 8, _mm256_mul_ps(v1, scale));
+    }
 }
 
 /* Stores rows [g0, g0 + nrow) of token t (or adds them to y). */
@@ -77,41 +82,57 @@ static inline void store(const woolly_matmul_args *a, int64_t t, int64_t g0, int
 static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
 {
     const int64_t nb = a->k / WOOLLY_QK_K;
-    const __m256i mask = _mm256_set1_epi32(W_MAX);
     const wblock *wb[1];
+    #pragma GCC unroll 16
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     __m256 acc[4][1];
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++)
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             acc[t][g] = _mm256_setzero_ps();
     float buf[4][WOOLLY_QK_K], sums[4][16];
     for (int64_t b = 0; b < nb; b++) {
         const float *x[4];
-        for (int t = 0; t < 4; t++)
-            x[t] = act_block(a, t0 + t, b, buf[t], sums[t]);
+        #pragma GCC unroll 16
+        for (int t = 0; t < 4; t++) {
+            act_block(a, t0 + t, b, buf[t], sums[t]);
+            x[t] = buf[t];
+        }
         for (int j = 0; j < 8; j++) {
             __m256 s_lo[4][1], s_hi[4][1];
+            #pragma GCC unroll 16
             for (int t = 0; t < 4; t++)
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     s_lo[t][g] = s_hi[t][g] = _mm256_setzero_ps();
+            #pragma GCC unroll 16
             for (int h = 0; h < 4; h++) {
                 __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
                 for (int l = 0; l < 4; l++)
+                    #pragma GCC unroll 16
                     for (int g = 0; g < 1; g++) {
-                        const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(lo[g], 8 * l), mask));
-                        const __m256 wh = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(hi[g], 8 * l), mask));
+                        /* byte l of each lane in place: q * 2^(8l), met by the activation scaled by 2^(-8l) */
+                        const __m256i m = _mm256_set1_epi32(W_MAX << (8 * l));
+                        const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(lo[g], m));
+                        const __m256 wh = _mm256_cvtepi32_ps(_mm256_and_si256(hi[g], m));
+                        #pragma GCC unroll 16
                         for (int t = 0; t < 4; t++) {
                             s_lo[t][g] = _mm256_fmadd_ps(wl, _mm256_broadcast_ss(x[t] + 32 * j + 4 * h + l), s_lo[t][g]);
                             s_hi[t][g] = _mm256_fmadd_ps(wh, _mm256_broadcast_ss(x[t] + 32 * j + 16 + 4 * h + l), s_hi[t][g]);
                         }
                     }
             }
+            #pragma GCC unroll 16
             for (int g = 0; g < 1; g++) {
                 __m256 f_lo, f_hi, o_lo, o_hi;
                 factors(&wb[g][b], j, &f_lo, &f_hi, &o_lo, &o_hi);
+                #pragma GCC unroll 16
                 for (int t = 0; t < 4; t++) {
                     acc[t][g] = _mm256_fmadd_ps(s_lo[t][g], f_lo, acc[t][g]);
                     acc[t][g] = _mm256_fmadd_ps(s_hi[t][g], f_hi, acc[t][g]);
@@ -121,7 +142,9 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++)
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);
@@ -131,41 +154,57 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
 static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
 {
     const int64_t nb = a->k / WOOLLY_QK_K;
-    const __m256i mask = _mm256_set1_epi32(W_MAX);
     const wblock *wb[1];
+    #pragma GCC unroll 16
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     __m256 acc[1][1];
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             acc[t][g] = _mm256_setzero_ps();
     float buf[1][WOOLLY_QK_K], sums[1][16];
     for (int64_t b = 0; b < nb; b++) {
         const float *x[1];
-        for (int t = 0; t < 1; t++)
-            x[t] = act_block(a, t0 + t, b, buf[t], sums[t]);
+        #pragma GCC unroll 16
+        for (int t = 0; t < 1; t++) {
+            act_block(a, t0 + t, b, buf[t], sums[t]);
+            x[t] = buf[t];
+        }
         for (int j = 0; j < 8; j++) {
             __m256 s_lo[1][1], s_hi[1][1];
+            #pragma GCC unroll 16
             for (int t = 0; t < 1; t++)
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     s_lo[t][g] = s_hi[t][g] = _mm256_setzero_ps();
+            #pragma GCC unroll 16
             for (int h = 0; h < 4; h++) {
                 __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
                 for (int l = 0; l < 4; l++)
+                    #pragma GCC unroll 16
                     for (int g = 0; g < 1; g++) {
-                        const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(lo[g], 8 * l), mask));
-                        const __m256 wh = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(hi[g], 8 * l), mask));
+                        /* byte l of each lane in place: q * 2^(8l), met by the activation scaled by 2^(-8l) */
+                        const __m256i m = _mm256_set1_epi32(W_MAX << (8 * l));
+                        const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(lo[g], m));
+                        const __m256 wh = _mm256_cvtepi32_ps(_mm256_and_si256(hi[g], m));
+                        #pragma GCC unroll 16
                         for (int t = 0; t < 1; t++) {
                             s_lo[t][g] = _mm256_fmadd_ps(wl, _mm256_broadcast_ss(x[t] + 32 * j + 4 * h + l), s_lo[t][g]);
                             s_hi[t][g] = _mm256_fmadd_ps(wh, _mm256_broadcast_ss(x[t] + 32 * j + 16 + 4 * h + l), s_hi[t][g]);
                         }
                     }
             }
+            #pragma GCC unroll 16
             for (int g = 0; g < 1; g++) {
                 __m256 f_lo, f_hi, o_lo, o_hi;
                 factors(&wb[g][b], j, &f_lo, &f_hi, &o_lo, &o_hi);
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++) {
                     acc[t][g] = _mm256_fmadd_ps(s_lo[t][g], f_lo, acc[t][g]);
                     acc[t][g] = _mm256_fmadd_ps(s_hi[t][g], f_hi, acc[t][g]);
@@ -175,7 +214,9 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);

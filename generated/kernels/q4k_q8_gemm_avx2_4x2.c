@@ -70,24 +70,31 @@ static inline void tile_4_2(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[2];
     __m256 acc[4][2];
     float off[4][2];
+    #pragma GCC unroll 16
     for (int i = 0; i < 2; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 4; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];
@@ -103,24 +110,31 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[1];
     __m256 acc[4][1];
     float off[4][1];
+    #pragma GCC unroll 16
     for (int i = 0; i < 1; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 4; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 4; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];
@@ -136,24 +150,31 @@ static inline void tile_1_2(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[2];
     __m256 acc[1][2];
     float off[1][2];
+    #pragma GCC unroll 16
     for (int i = 0; i < 2; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 2; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];
@@ -169,24 +190,31 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[1];
     __m256 acc[1][1];
     float off[1][1];
+    #pragma GCC unroll 16
     for (int i = 0; i < 1; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];

@@ -76,24 +76,31 @@ static inline void tile_1_4(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[4];
     __m256 acc[1][4];
     float off[1][4];
+    #pragma GCC unroll 16
     for (int i = 0; i < 4; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 4; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];
@@ -109,24 +116,31 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     const wblock *w[1];
     __m256 acc[1][1];
     float off[1][1];
+    #pragma GCC unroll 16
     for (int i = 0; i < 1; i++)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + i) * a->w_row_bytes);
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             acc[t][i] = _mm256_setzero_ps();
             off[t][i] = 0.0f;
         }
     }
     for (int64_t b = 0; b < nb; b++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             decoded dw;
             decode(&w[i][b], &dw);
             for (int j = 0; j < 8; j++)
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++)
                     block32(&dw, j, &x[t][8 * b + j], &acc[t][i], &off[t][i]);
         }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int i = 0; i < 1; i++) {
             float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)(r + i);
             const float v = hsum(acc[t][i]) - off[t][i];

@@ -112,25 +112,31 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
 {
     const int64_t nb = a->k / WOOLLY_QK_K;
     const wblock *wb[1];
+    #pragma GCC unroll 16
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     const woolly_block_q8x32 *x[1];
     __m256 acc[1][1];
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             acc[t][g] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         __m256 d[1];
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
         for (int j = 0; j < 8; j++) {
             if (pf)
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     for (int o = 0; o < (int)sizeof(wblock) / 8; o += 64)
                         _mm_prefetch((const char *)&wb[g][b] + pf + (int)sizeof(wblock) / 8 * j + o, _MM_HINT_T0);
             __m256i sc0[1], sc1[1], off[1];
+            #pragma GCC unroll 16
             for (int g = 0; g < 1; g++) {
                 const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j]));
                 const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j + 1]));
@@ -141,15 +147,21 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                                          _mm256_slli_epi32(s1, 21));
             }
             __m256i dot[1][1], s0[1][1], s1[1][1];
+            #pragma GCC unroll 16
             for (int t = 0; t < 1; t++)
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     dot[t][g] = s0[t][g] = s1[t][g] = _mm256_setzero_si256();
+            #pragma GCC unroll 16
             for (int h = 0; h < 4; h++) {
                 __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++)
                     decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++) {
                     const int8_t *q = x[t][8 * b + j].q;
+                    #pragma GCC unroll 16
                     for (int g = 0; g < 1; g++) {
                         s0[t][g] = dsum_add(s0[t][g], lo[g], q + 4 * h);
                         s1[t][g] = dsum_add(s1[t][g], hi[g], q + 16 + 4 * h);
@@ -161,10 +173,12 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                     }
                 }
             }
+            #pragma GCC unroll 16
             for (int t = 0; t < 1; t++) {
                 const woolly_block_q8x32 *xb = &x[t][8 * b + j];
                 const __m256i xs = sums16(xb);
                 const __m256 xd = _mm256_set1_ps(xb->d);
+                #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++) {
                     const __m256i v = _mm256_sub_epi32(dot[t][g], _mm256_madd_epi16(off[g], xs));
                     acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d[g], xd), acc[t][g]);
@@ -172,7 +186,9 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
+        #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);

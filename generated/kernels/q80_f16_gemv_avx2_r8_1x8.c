@@ -52,27 +52,34 @@ static inline void tile_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
     const woolly_block_q80_r8 *wb = (const woolly_block_q80_r8 *)((const char *)a->w + (size_t)g0 * a->w_row_bytes);
     __m256 acc[1];
     float buf[1][WOOLLY_QK8_0];
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
         acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const float *x[1];
         __m256 s[1];
+        #pragma GCC unroll 16
         for (int t = 0; t < 1; t++) {
             x[t] = act_block(a, t0 + t, b, buf[t]);
             s[t] = _mm256_setzero_ps();
         }
+        #pragma GCC unroll 16
         for (int h = 0; h < 8; h++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)wb[b].qs[h]);
+            #pragma GCC unroll 16
             for (int l = 0; l < 4; l++) {
                 const __m256 w = byte_f(v, l);
+                #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++)
                     s[t] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(x[t] + 4 * h + l), s[t]);
             }
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[b].d));
+        #pragma GCC unroll 16
         for (int t = 0; t < 1; t++)
             acc[t] = _mm256_fmadd_ps(s[t], d, acc[t]);
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
         store(a, t0 + t, g0, a->r1 - g0, acc[t]);
 }

@@ -31,6 +31,7 @@ static inline __m256i block_dot(const __m256i w[8], const __m256i aw[8], const w
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s = _mm256_setzero_si256();
+    #pragma GCC unroll 16
     for (int h = 0; h < 8; h++)
         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(bcast4(xb->q + 4 * h), w[h])), ones));
     return s;
@@ -59,24 +60,28 @@ static inline void tile_1(const woolly_matmul_args *a, int64_t t0, int64_t g0)
     const woolly_block_q80_r8 *wb = (const woolly_block_q80_r8 *)((const char *)a->w + (size_t)g0 * a->w_row_bytes);
     const woolly_block_q8x32 *x[1];
     __m256 acc[1];
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
         acc[t] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         __m256i w[8], aw[8];
+        #pragma GCC unroll 16
         for (int h = 0; h < 8; h++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)wb[b].qs[h]);
             w[h] = v;
             aw[h] = _mm256_abs_epi8(v);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[b].d));
+        #pragma GCC unroll 16
         for (int t = 0; t < 1; t++) {
             const woolly_block_q8x32 *xb = &x[t][b];
             const __m256 p = _mm256_cvtepi32_ps(block_dot(w, aw, xb));
             acc[t] = _mm256_fmadd_ps(p, _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
         store(a, t0 + t, g0, a->r1 - g0, acc[t]);
 }
