@@ -37,18 +37,6 @@ static inline __m256i dsum_i32(__m256i s)
     return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-/* A per-row int32 multiplier (|m| < 32768) in the form dsum_i32_scaled takes: in both int16 halves. */
-static inline __m256i dscale_of(__m256i m32)
-{
-    return _mm256_or_si256(_mm256_and_si256(m32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(m32, 16));
-}
-
-/* The int32 per row of a partial sum, times the row's multiplier (vpmaddwd does both at once). */
-static inline __m256i dsum_i32_scaled(__m256i s, __m256i scale)
-{
-    return _mm256_madd_epi16(s, scale);
-}
-
 /* q4k_r8 weights: load h of sub-block j, split into its low nibbles (values 4h .. 4h + 3 of each row)
  * and high nibbles (values 16 + 4h ..). */
 typedef woolly_block_q4k_r8 wblock;

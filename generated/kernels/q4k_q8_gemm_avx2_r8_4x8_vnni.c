@@ -28,19 +28,10 @@ static inline __m256i dsum_add(__m256i s, __m256i w, const int8_t *x4)
     return _mm256_dpbusd_avx_epi32(s, w, bcast4(x4));
 }
 
+/* The int32 per row of a partial sum. */
 static inline __m256i dsum_i32(__m256i s)
 {
     return s;
-}
-
-static inline __m256i dscale_of(__m256i m32)
-{
-    return m32;
-}
-
-static inline __m256i dsum_i32_scaled(__m256i s, __m256i scale)
-{
-    return _mm256_mullo_epi32(s, scale);
 }
 
 /* q4k_r8 weights: load h of sub-block j, split into its low nibbles (values 4h .. 4h + 3 of each row)

@@ -27,8 +27,8 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[j][h]);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh[j]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->sub[j].qs[h]);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->sub[j].qh);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(qh, 4 - 2 * h), bit4));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib),
                           _mm256_and_si256(shift16(qh, 3 - 2 * h), bit4));

@@ -28,19 +28,10 @@ static inline __m256i dsum_add(__m256i s, __m256i w, const int8_t *x4)
     return _mm256_dpbusd_avx_epi32(s, w, bcast4(x4));
 }
 
+/* The int32 per row of a partial sum. */
 static inline __m256i dsum_i32(__m256i s)
 {
     return s;
-}
-
-static inline __m256i dscale_of(__m256i m32)
-{
-    return m32;
-}
-
-static inline __m256i dsum_i32_scaled(__m256i s, __m256i scale)
-{
-    return _mm256_mullo_epi32(s, scale);
 }
 
 /* q5k_r8 weights: load h of sub-block j as in q4k_r8, each value's fifth bit (bit 2h of its qh byte for
@@ -58,8 +49,8 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[j][h]);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh[j]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->sub[j].qs[h]);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->sub[j].qh);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(qh, 4 - 2 * h), bit4));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib),
                           _mm256_and_si256(shift16(qh, 3 - 2 * h), bit4));

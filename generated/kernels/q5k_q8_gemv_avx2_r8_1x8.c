@@ -37,18 +37,6 @@ static inline __m256i dsum_i32(__m256i s)
     return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-/* A per-row int32 multiplier (|m| < 32768) in the form dsum_i32_scaled takes: in both int16 halves. */
-static inline __m256i dscale_of(__m256i m32)
-{
-    return _mm256_or_si256(_mm256_and_si256(m32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(m32, 16));
-}
-
-/* The int32 per row of a partial sum, times the row's multiplier (vpmaddwd does both at once). */
-static inline __m256i dsum_i32_scaled(__m256i s, __m256i scale)
-{
-    return _mm256_madd_epi16(s, scale);
-}
-
 /* q5k_r8 weights: load h of sub-block j as in q4k_r8, each value's fifth bit (bit 2h of its qh byte for
  * the low nibbles, 2h + 1 for the high ones) moved to bit 4. The 16-bit shifts never carry a bit across
  * bytes into bit 4: a shift by s moves bit 4 - s of the same byte there. */
@@ -64,8 +52,8 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->qs[j][h]);
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh[j]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->sub[j].qs[h]);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->sub[j].qh);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(qh, 4 - 2 * h), bit4));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib),
                           _mm256_and_si256(shift16(qh, 3 - 2 * h), bit4));

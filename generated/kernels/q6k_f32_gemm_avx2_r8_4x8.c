@@ -27,9 +27,9 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->ql[j][h]);
-    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->qh[j][0]);
-    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->qh[j][1]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->slice[j].ql[h]);
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[0]);
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[1]);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(h0, 4 - 2 * h), top));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), _mm256_and_si256(shift16(h1, 4 - 2 * h), top));
 }

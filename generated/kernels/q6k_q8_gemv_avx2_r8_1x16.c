@@ -33,12 +33,8 @@ static inline __m256i dsum_add(__m256i s, __m256i w, const int8_t *x4)
     return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, bcast4(x4)));
 }
 
-/* The int32 per row (4 bytes = one row) of a partial sum. */
-static inline __m256i dsum_i32(__m256i s)
-{
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-}
-
+/* Per-row multipliers folded into the widening step: vpmaddwd multiplies the int16 partial sums by the
+ * multiplier instead of by one. */
 /* A per-row int32 multiplier (|m| < 32768) in the form dsum_i32_scaled takes: in both int16 halves. */
 static inline __m256i dscale_of(__m256i m32)
 {
@@ -66,9 +62,9 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->ql[j][h]);
-    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->qh[j][0]);
-    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->qh[j][1]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->slice[j].ql[h]);
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[0]);
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[1]);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(h0, 4 - 2 * h), top));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), _mm256_and_si256(shift16(h1, 4 - 2 * h), top));
 }

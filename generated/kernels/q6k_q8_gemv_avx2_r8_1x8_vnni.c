@@ -30,11 +30,7 @@ static inline __m256i dsum_add(__m256i s, __m256i w, const int8_t *x4)
     return _mm256_dpbusd_avx_epi32(s, w, bcast4(x4));
 }
 
-static inline __m256i dsum_i32(__m256i s)
-{
-    return s;
-}
-
+/* Per-row multipliers: the int32 dot products times the multiplier (vpmulld). */
 static inline __m256i dscale_of(__m256i m32)
 {
     return m32;
@@ -60,9 +56,9 @@ static inline __m256i shift16(__m256i v, int n)
 static inline void decode(const wblock *w, int j, int h, __m256i *lo, __m256i *hi)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)w->ql[j][h]);
-    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->qh[j][0]);
-    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->qh[j][1]);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)w->slice[j].ql[h]);
+    const __m256i h0 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[0]);
+    const __m256i h1 = _mm256_loadu_si256((const __m256i *)w->slice[j].qh[1]);
     *lo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(shift16(h0, 4 - 2 * h), top));
     *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), _mm256_and_si256(shift16(h1, 4 - 2 * h), top));
 }

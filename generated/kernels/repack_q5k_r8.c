@@ -23,7 +23,8 @@ void woolly_repack_q5k_r8(const woolly_repack_args *a)
     for (int64_t g0 = a->r0; g0 < a->r1; g0 += G) {
         woolly_block_q5k_r8 *dst = (woolly_block_q5k_r8 *)((char *)a->dst + (size_t)g0 * a->dst_row_bytes);
         for (int64_t b = 0; b < nb; b++, dst++) {
-            memset(dst->qh, 0, sizeof dst->qh);
+            for (int j = 0; j < 8; j++)
+                memset(dst->sub[j].qh, 0, sizeof dst->sub[j].qh);
             for (int i = 0; i < G; i++) {
                 const woolly_block_q5_k *s =
                     g0 + i < a->r1 ? (const woolly_block_q5_k *)((const char *)a->src + (size_t)(g0 + i) * a->src_row_bytes) + b
@@ -34,9 +35,9 @@ void woolly_repack_q5k_r8(const woolly_repack_args *a)
                     woolly_k_scale_min(j, s->scales, &dst->sc[j][i], &dst->mn[j][i]);
                     for (int h = 0; h < 4; h++)
                         for (int l = 0; l < 4; l++) {
-                            dst->qs[j][h][4 * i + l] = (uint8_t)(q4(s, j, 4 * h + l) | q4(s, j, 16 + 4 * h + l) << 4);
+                            dst->sub[j].qs[h][4 * i + l] = (uint8_t)(q4(s, j, 4 * h + l) | q4(s, j, 16 + 4 * h + l) << 4);
                             const int lo = (s->qh[4 * h + l] >> j) & 1, hi = (s->qh[16 + 4 * h + l] >> j) & 1;
-                            dst->qh[j][4 * i + l] |= (uint8_t)(lo << (2 * h) | hi << (2 * h + 1));
+                            dst->sub[j].qh[4 * i + l] |= (uint8_t)(lo << (2 * h) | hi << (2 * h + 1));
                         }
                 }
             }
@@ -70,10 +71,10 @@ void woolly_unpack_q5k_r8(const void *w, size_t w_row_bytes, int64_t k, int64_t 
             put_scale_min(dst->scales, j, src->sc[j][i], src->mn[j][i]);
             for (int h = 0; h < 4; h++)
                 for (int l = 0; l < 4; l++) {
-                    const uint8_t v = src->qs[j][h][4 * i + l];
+                    const uint8_t v = src->sub[j].qs[h][4 * i + l];
                     dst->qs[32 * (j / 2) + 4 * h + l] |= (uint8_t)((v & 0xF) << (4 * (j % 2)));
                     dst->qs[32 * (j / 2) + 16 + 4 * h + l] |= (uint8_t)((v >> 4) << (4 * (j % 2)));
-                    const uint8_t hb = src->qh[j][4 * i + l];
+                    const uint8_t hb = src->sub[j].qh[4 * i + l];
                     dst->qh[4 * h + l] |= (uint8_t)(((hb >> (2 * h)) & 1) << j);
                     dst->qh[16 + 4 * h + l] |= (uint8_t)(((hb >> (2 * h + 1)) & 1) << j);
                 }

@@ -43,7 +43,8 @@ void woolly_repack_q6k_r8(const woolly_repack_args *a)
     for (int64_t g0 = a->r0; g0 < a->r1; g0 += G) {
         woolly_block_q6k_r8 *dst = (woolly_block_q6k_r8 *)((char *)a->dst + (size_t)g0 * a->dst_row_bytes);
         for (int64_t b = 0; b < nb; b++, dst++) {
-            memset(dst->qh, 0, sizeof dst->qh);
+            for (int j = 0; j < 8; j++)
+                memset(dst->slice[j].qh, 0, sizeof dst->slice[j].qh);
             for (int i = 0; i < G; i++) {
                 const woolly_block_q6_k *s =
                     g0 + i < a->r1
@@ -56,9 +57,9 @@ void woolly_repack_q6k_r8(const woolly_repack_args *a)
                     for (int h = 0; h < 4; h++)
                         for (int l = 0; l < 4; l++) {
                             const uint8_t lo = q6(s, 32 * j + 4 * h + l), hi = q6(s, 32 * j + 16 + 4 * h + l);
-                            dst->ql[j][h][4 * i + l] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
-                            dst->qh[j][0][4 * i + l] |= (uint8_t)((lo >> 4) << (2 * h));
-                            dst->qh[j][1][4 * i + l] |= (uint8_t)((hi >> 4) << (2 * h));
+                            dst->slice[j].ql[h][4 * i + l] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
+                            dst->slice[j].qh[0][4 * i + l] |= (uint8_t)((lo >> 4) << (2 * h));
+                            dst->slice[j].qh[1][4 * i + l] |= (uint8_t)((hi >> 4) << (2 * h));
                         }
             }
         }
@@ -79,8 +80,8 @@ void woolly_unpack_q6k_r8(const void *w, size_t w_row_bytes, int64_t k, int64_t 
         for (int j = 0; j < 8; j++)
             for (int h = 0; h < 4; h++)
                 for (int l = 0; l < 4; l++) {
-                    const uint8_t v = src->ql[j][h][4 * i + l];
-                    const uint8_t h0 = (src->qh[j][0][4 * i + l] >> (2 * h)) & 3, h1 = (src->qh[j][1][4 * i + l] >> (2 * h)) & 3;
+                    const uint8_t v = src->slice[j].ql[h][4 * i + l];
+                    const uint8_t h0 = (src->slice[j].qh[0][4 * i + l] >> (2 * h)) & 3, h1 = (src->slice[j].qh[1][4 * i + l] >> (2 * h)) & 3;
                     put_q6(dst, 32 * j + 4 * h + l, (uint8_t)((v & 0xF) | h0 << 4));
                     put_q6(dst, 32 * j + 16 + 4 * h + l, (uint8_t)((v >> 4) | h1 << 4));
                 }

@@ -114,27 +114,33 @@ typedef struct {
 } woolly_block_q4k_r8;
 _Static_assert(sizeof(woolly_block_q4k_r8) == 1184, "Q4_K r8 block is 1184 bytes");
 
-/* Q5_K, 8 rows (q5k_r8): q4k_r8's low 4 bits, plus the fifth bits of sub-block j in qh[j]: byte 4i + l
- * holds, in bit 2h, the fifth bit of value 4h + l of row i, and in bit 2h + 1 that of value 16 + 4h + l
- * (the two values whose low bits share byte 4i + l of load h). */
+/* Q5_K, 8 rows (q5k_r8): q4k_r8's low 4 bits, plus the fifth bits of sub-block j in sub[j].qh: byte
+ * 4i + l holds, in bit 2h, the fifth bit of value 4h + l of row i, and in bit 2h + 1 that of value
+ * 16 + 4h + l (the two values whose low bits share byte 4i + l of load h). A sub-block's bytes are
+ * contiguous, so the quants stream in one sequential pass. */
 typedef struct {
     uint16_t d[8], dmin[8];
     uint8_t sc[8][8], mn[8][8];
-    uint8_t qh[8][32];    /* [sub-block j][4 * row + l] */
-    uint8_t qs[8][4][32]; /* [sub-block j][load h][4 * row + l], as in q4k_r8 */
+    struct {
+        uint8_t qh[32];    /* [4 * row + l] */
+        uint8_t qs[4][32]; /* [load h][4 * row + l], as in q4k_r8 */
+    } sub[8];
 } woolly_block_q5k_r8;
 _Static_assert(sizeof(woolly_block_q5k_r8) == 1440, "Q5_K r8 block is 1440 bytes");
 
 /* Q6_K, 8 rows (q6k_r8), in slices of 32 values (slice j = Q6_K sub-blocks 2j and 2j + 1): load h (0..3)
  * of slice j holds the low 4 bits of values 4h .. 4h + 3 of the slice (sub-block 2j) in its low nibbles
- * and of values 16 + 4h .. 16 + 4h + 3 (sub-block 2j + 1) in its high nibbles; qh[j][0] holds, in bits
- * 2h and 2h + 1 of byte 4i + l, the high 2 bits of value 4h + l of row i, and qh[j][1] those of value
- * 16 + 4h + l. Value = d * sc * (q - 32), as in woolly_block_q6_k. Exactly Q6_K's 210 bytes per row. */
+ * and of values 16 + 4h .. 16 + 4h + 3 (sub-block 2j + 1) in its high nibbles; qh[0] holds, in bits
+ * 2h and 2h + 1 of byte 4i + l, the high 2 bits of value 4h + l of row i, and qh[1] those of value
+ * 16 + 4h + l. Value = d * sc * (q - 32), as in woolly_block_q6_k. A slice's bytes are contiguous (one
+ * sequential pass over the quants); exactly Q6_K's 210 bytes per row. */
 typedef struct {
-    uint16_t d[8];         /* f16, per row */
-    int8_t sc[16][8];      /* scale of sub-block s (16 values) of row i at [s][i] */
-    uint8_t ql[8][4][32];  /* [slice j][load h][4 * row + l] */
-    uint8_t qh[8][2][32];  /* [slice j][low/high nibble half][4 * row + l] */
+    uint16_t d[8];    /* f16, per row */
+    int8_t sc[16][8]; /* scale of sub-block s (16 values) of row i at [s][i] */
+    struct {
+        uint8_t ql[4][32]; /* [load h][4 * row + l] */
+        uint8_t qh[2][32]; /* [low/high nibble half][4 * row + l] */
+    } slice[8];
 } woolly_block_q6k_r8;
 _Static_assert(sizeof(woolly_block_q6k_r8) == 1680, "Q6_K r8 block is 1680 bytes");
 
