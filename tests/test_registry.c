@@ -68,11 +68,10 @@ Test(registry, layouts_are_listed_and_sized)
     for (int i = 0; i < n; i++) {
         cr_assert_eq(woolly_layout_by_name(ls[i].name), &ls[i]);
         cr_assert(ls[i].repack && ls[i].unpack && ls[i].rows > 1, "%s", ls[i].name);
-        const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, 512);
-        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: 512 columns are two blocks",
-                     ls[i].name);
-        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted",
-                     ls[i].name);
+        const int64_t two_blocks = 2 * (int64_t)woolly_type_get(ls[i].wtype)->block_elems;
+        const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, two_blocks);
+        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: two blocks' columns", ls[i].name);
+        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted", ls[i].name);
     }
     cr_assert_null(woolly_layout_by_name("rows"));
     cr_assert_eq(woolly_layout_row_bytes(NULL, WOOLLY_TYPE_Q4_K, 512), 2 * 144);
@@ -184,5 +183,23 @@ Test(registry, attention_choice_respects_the_head_dimension)
         cr_assert_eq(k->op, WOOLLY_OP_ATTN);
         cr_assert(k->head_dim == 0 || k->head_dim == dims[d], "%s serves head_dim %d, asked %d", k->name,
                   k->head_dim, dims[d]);
+    }
+}
+
+Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)
+{
+    static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
+                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
+        const woolly_kernel *d = woolly_kernel_default_gemv(TYPES[t], -1);
+        cr_assert_not_null(d, "no default GEMV for type %d", TYPES[t]);
+        for (int act = 0; act < WOOLLY_ACT_COUNT; act++) {
+            const woolly_kernel *k = woolly_kernel_default_gemv(TYPES[t], act);
+            if (act == (int)d->act)
+                cr_assert_not_null(k, "%s: its own activation format not found", d->name);
+            if (k)
+                cr_assert(k->isa == d->isa && (int)k->act == act, "type %d, %s activations: %s, default %s",
+                          TYPES[t], woolly_act_name((enum woolly_act)act), k->name, d->name);
+        }
     }
 }
