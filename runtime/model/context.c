@@ -200,8 +200,8 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         woolly_fail(err, "batch size %d exceeds the maximum %d", p.n_batch, MAX_N_BATCH);
         return NULL;
     }
-    if (p.n_batch > p.n_ctx)
-        p.n_batch = p.n_ctx; /* a batch never holds more than the context */
+    if ((int64_t)p.n_batch > (int64_t)p.n_ctx * p.n_seq_max) /* a batch never holds more than the caches */
+        p.n_batch = p.n_ctx * p.n_seq_max;
     if (p.n_threads == 0)
         p.n_threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
     if (p.n_threads > WOOLLY_MAX_THREADS) {

@@ -46,14 +46,15 @@ int woolly_server_default_parallel(const woolly_model *m, const woolly_context_p
     const int64_t n_ctx = cp->n_ctx ? cp->n_ctx : woolly_default_n_ctx(m, cp->kv_type, 1);
     const int64_t nb = cp->n_batch ? (cp->n_batch < n_ctx ? cp->n_batch : n_ctx) : 512;
     const int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
-    const double per_slot =
-        (double)woolly_kv_cache_bytes(cp->kv_type == WOOLLY_KV_F32 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_F16, n_ctx,
-                                      c->n_layer, c->n_head_kv, c->head_dim) +
-        4.0 * (double)nb * (double)(3 * c->n_embd + 2 * q + 2 * kv + 2 * c->n_ff) + 4.0 * c->n_vocab;
+    /* The slots share one context: one run state for a batch, a KV cache and a logits row per slot. */
+    const double shared = 4.0 * (double)nb * (double)(3 * c->n_embd + 2 * q + 2 * kv + 2 * c->n_ff);
+    const double per_slot = (double)woolly_kv_cache_bytes(woolly_kv_wtype(cp->kv_type), n_ctx, c->n_layer,
+                                                          c->n_head_kv, c->head_dim) +
+                            4.0 * c->n_vocab;
     const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     int n = MAX_DEFAULT_PARALLEL;
     if (pages > 0 && page > 0) {
-        const double fit = (double)pages * (double)page / 2.0 / per_slot;
+        const double fit = ((double)pages * (double)page / 2.0 - shared) / per_slot;
         n = fit < n ? (int)fit : n;
     }
     return n > 0 ? n : 1;
