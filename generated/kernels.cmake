@@ -26,36 +26,51 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
@@ -77,36 +92,51 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
   )
 endif()
@@ -128,16 +158,174 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_SOURCES_AVX512
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
   )
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
   )
 endif()
 
@@ -150,5 +338,20 @@ function(woolly_apply_kernel_flags target)
   if(WOOLLY_SOURCES_AVX512)
     set_source_files_properties(${WOOLLY_SOURCES_AVX512} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512}")
   endif()
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   target_compile_definitions(${target} PUBLIC ${WOOLLY_BUILD_ISA_DEFINITIONS})
 endfunction()
