@@ -16,7 +16,9 @@ static const float SENTINEL = -12345.0f;
 /* The scalar reference packer of an activation format (the oracle's view of the activations). */
 static woolly_pack_fn reference_packer(enum woolly_act act)
 {
-    const char *name = act == WOOLLY_ACT_F16 ? "pack_f16_scalar" : act == WOOLLY_ACT_BF16 ? "pack_bf16_scalar" : "pack_q8_scalar";
+    const char *name = act == WOOLLY_ACT_F16    ? "pack_f16_scalar"
+                       : act == WOOLLY_ACT_BF16 ? "pack_bf16_scalar"
+                                                : "pack_q8_scalar";
     const woolly_kernel *k = woolly_kernel_by_name(name);
     cr_assert(k && k->pack, "no %s in the registry", name);
     return k->pack;

@@ -187,9 +187,9 @@ static inline uint16_t woolly_f32_to_bf16(float f)
 /* ---- activation formats ------------------------------------------------------------------------- */
 
 enum woolly_act {
-    WOOLLY_ACT_F32 = 0, /* plain float rows */
-    WOOLLY_ACT_F16 = 1, /* binary16 rows */
-    WOOLLY_ACT_Q8 = 2,  /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_F32 = 0,  /* plain float rows */
+    WOOLLY_ACT_F16 = 1,  /* binary16 rows */
+    WOOLLY_ACT_Q8 = 2,   /* int8 with one float scale per 32 values: woolly_block_q8x32 */
     WOOLLY_ACT_BF16 = 3, /* bfloat16 rows (woolly_f32_to_bf16), for the vdpbf16ps kernels */
     WOOLLY_ACT_COUNT
 };
