@@ -11,10 +11,26 @@ _Static_assert(G == 16, "the spec's group size");
 void woolly_repack_q4k_r16(const woolly_repack_args *a);
 void woolly_unpack_q4k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
-/* Value v (0..31) of sub-block j of a Q4_K block. */
-static inline uint8_t q4(const woolly_block_q4_k *b, int j, int v)
+static inline uint32_t load32(const uint8_t *p)
 {
-    return (uint8_t)((b->qs[32 * (j / 2) + v] >> (4 * (j % 2))) & 0xF);
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Q4_K keeps sub-blocks 2c and 2c + 1 in the low and high nibbles of qs[32c .. 32c + 31]; the layout
+ * wants, per sub-block j and load h, values 4h .. 4h + 3 in low nibbles and 16 + 4h .. 16 + 4h + 3 in
+ * high nibbles: four bytes at a time, w0 holding values 4h.. and w1 values 16 + 4h.. of the pair. */
+static inline void repack_row_quants(const woolly_block_q4_k *s, woolly_block_q4k_r16 *dst, int i)
+{
+    for (int c = 0; c < 4; c++)
+        for (int h = 0; h < 4; h++) {
+            const uint32_t w0 = load32(s->qs + 32 * c + 4 * h), w1 = load32(s->qs + 32 * c + 16 + 4 * h);
+            const uint32_t even = (w0 & 0x0F0F0F0Fu) | (w1 & 0x0F0F0F0Fu) << 4;
+            const uint32_t odd = (w0 >> 4 & 0x0F0F0F0Fu) | (w1 & 0xF0F0F0F0u);
+            memcpy(&dst->qs[2 * c][h][4 * i], &even, 4);
+            memcpy(&dst->qs[2 * c + 1][h][4 * i], &odd, 4);
+        }
 }
 
 void woolly_repack_q4k_r16(const woolly_repack_args *a)
@@ -31,12 +47,9 @@ void woolly_repack_q4k_r16(const woolly_repack_args *a)
                         : &zero;
                 dst->d[i] = s->d;
                 dst->dmin[i] = s->dmin;
-                for (int j = 0; j < 8; j++) {
+                for (int j = 0; j < 8; j++)
                     woolly_k_scale_min(j, s->scales, &dst->sc[j][i], &dst->mn[j][i]);
-                    for (int h = 0; h < 4; h++)
-                        for (int l = 0; l < 4; l++)
-                            dst->qs[j][h][4 * i + l] = (uint8_t)(q4(s, j, 4 * h + l) | q4(s, j, 16 + 4 * h + l) << 4);
-                }
+                repack_row_quants(s, dst, i);
             }
         }
     }

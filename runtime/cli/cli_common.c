@@ -377,6 +377,42 @@ woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *t
     return ids;
 }
 
+char *cli_read_file(const char *cmd, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "woolly %s: cannot read '%s': %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *bigger = realloc(buf, cap * 2 + 1);
+        if (!bigger)
+            free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    const int read_errno = errno;
+    if (buf && ferror(f)) {
+        fprintf(stderr, "woolly %s: cannot read '%s': %s\n", cmd, path, strerror(read_errno));
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "woolly %s: out of memory reading '%s'\n", cmd, path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 bool cli_output_is_input(const char *cmd, const char *out, const char *in)
 {
     struct stat so, si;

@@ -108,6 +108,10 @@ woolly_model *cli_open_model(const char *cmd, const char *path, double *load_s);
  * count (ids heap-allocated) or -1 after a message. */
 int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly_token **ids);
 
+/* Exactly the bytes of a file, in a heap buffer with a NUL after them (*len gets their count); NULL
+ * after a message naming the file and the reason. */
+char *cli_read_file(const char *cmd, const char *path, size_t *len);
+
 /* Tokenizes text into a heap array (the count in *n); NULL after a message. */
 woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos,
                            int32_t *n);

@@ -7,6 +7,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "gguf.h"
+#include "info_kernels.h"
 
 /* The `<arch>.` hyperparameters shown, in this order, when present. */
 static const char *const HPARAMS[] = {
@@ -246,20 +247,36 @@ static void print_all_kv(const gguf_file *g)
 
 int woolly_cmd_info(int argc, char **argv)
 {
-    bool all_kv = false;
+    bool all_kv = false, kernels = false;
     cli_table t = {
-        .synopsis = "[--kv] MODEL.gguf",
+        .synopsis = "[--kv] MODEL.gguf | --kernels",
         .about = "Shows a GGUF file's architecture, hyperparameters, tokenizer, tensor table (name, type,\n"
-                 "shape, bytes) and totals with bits per weight. Works on vocabulary-only files.\n",
+                 "shape, bytes) and totals with bits per weight. Works on vocabulary-only files.\n"
+                 "With --kernels (no model): the kernel registry and what this CPU selects.\n",
         .args = "MODEL.gguf",
-        .min_args = 1,
+        .min_args = 0,
         .max_args = 1,
     };
     cli_add(&t, (cli_flag){NULL, "--kv", CLI_BOOL, &all_kv, 0, 0, NULL,
                            "also list every metadata key with its type and value", NULL});
+    cli_add(&t, (cli_flag){NULL, "--kernels", CLI_BOOL, &kernels, 0, 0, NULL,
+                           "list the kernel registry: ISA, tile, layout, required CPU features, and what this CPU "
+                           "selects",
+                           NULL});
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
+    if (kernels) {
+        if (t.n_args > 0) {
+            fprintf(stderr, "woolly info: --kernels takes no model\n");
+            return 2;
+        }
+        return woolly_info_kernels();
+    }
+    if (t.n_args < 1) {
+        fprintf(stderr, "woolly info: MODEL.gguf is required (or --kernels)\n");
+        return 2;
+    }
     const char *path = argv[1];
 
     woolly_error err = {{0}};

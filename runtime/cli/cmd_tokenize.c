@@ -7,33 +7,6 @@
 #include "commands.h"
 #include "tokenizer.h"
 
-/* The whole file, exactly its bytes. */
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb)
-            free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 int woolly_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
@@ -66,11 +39,8 @@ int woolly_cmd_tokenize(int argc, char **argv)
     size_t len = text ? strlen(text) : 0;
     char *buf = NULL;
     if (file) {
-        buf = read_all(file, &len);
-        if (!buf) {
-            fprintf(stderr, "woolly tokenize: cannot read '%s'\n", file);
+        if (!(buf = cli_read_file("tokenize", file, &len)))
             return 1;
-        }
         text = buf;
     }
     woolly_error err = {{0}};

@@ -12,7 +12,8 @@
     X(run, "generate text from a prompt")                                                    \
     X(chat, "interactive chat using the model's chat template")                              \
     X(logits, "write the logits of every position of a token sequence")                      \
-    X(bench, "measure prompt processing and generation speed")
+    X(bench, "measure prompt processing and generation speed")                               \
+    X(perplexity, "perplexity of a text, and KL divergence against a base run")
 
 #define WOOLLY_DECLARE_COMMAND(name, help) int woolly_cmd_##name(int argc, char **argv);
 WOOLLY_COMMANDS(WOOLLY_DECLARE_COMMAND)

@@ -1,0 +1,346 @@
+/* Kernel micro-benchmarks: every matmul kernel of the registry that this CPU runs, on the shapes of the
+ * benchmark presets, at 1 and 2 threads, through the runtime's own matmul call (packing, thread split).
+ *
+ *   GEMV (1 token):  GB/s of weights streamed, and its share of this machine's DRAM read bandwidth,
+ *                    measured here with the same thread count. The weights rotate over enough copies
+ *                    that every call reads them from DRAM, as decode does.
+ *   GEMM (4, 16, 512 tokens): 1e9 multiply-adds per second, and the share of the int8 dot-product
+ *                    peak, measured here.
+ *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
+ *   (when this build registers a BLIS kernel).
+ *
+ *   bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] [--tokens 1,4,16,512]
+ *                [--filter SUBSTRING] [--min-time SECONDS]
+ * Prints markdown tables (the form bench/RESULTS.md keeps). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "machine_limits.h"
+#include "matmul.h"
+#include "quant.h"
+#include "registry.h"
+#include "timing.h"
+
+typedef struct shape {
+    const char *what; /* the tensors it stands for */
+    int64_t rows, cols;
+    int n_types;
+    enum woolly_type types[2]; /* the weight types Q4_K_M gives it */
+} shape;
+
+/* Q4_K_M: Q4_K everywhere but output (Q6_K), and attn_v / ffn_down in some layers (Q6_K). */
+static const shape LLAMA_1B[] = {
+    {"attn_q, attn_output", 2048, 2048, 1, {WOOLLY_TYPE_Q4_K}},
+    {"attn_k, attn_v", 512, 2048, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"ffn_gate, ffn_up", 8192, 2048, 1, {WOOLLY_TYPE_Q4_K}},
+    {"ffn_down", 2048, 8192, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"output", 32000, 2048, 1, {WOOLLY_TYPE_Q6_K}},
+};
+static const shape GRANITE_8B[] = {
+    {"attn_q, attn_output", 4096, 4096, 1, {WOOLLY_TYPE_Q4_K}},
+    {"attn_k, attn_v", 1024, 4096, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"ffn_gate, ffn_up", 12800, 4096, 1, {WOOLLY_TYPE_Q4_K}},
+    {"ffn_down", 4096, 12800, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"output (tied)", 49152, 4096, 1, {WOOLLY_TYPE_Q6_K}},
+};
+
+enum { MAX_LIST = 8, MAX_COPIES = 64 };
+static const size_t STREAM_BYTES = (size_t)384 << 20; /* GEMV: rotate over at least this much */
+
+typedef struct opts {
+    const char *preset;
+    int threads[MAX_LIST], n_threads;
+    int tokens[MAX_LIST], n_tokens;
+    const char *filter;
+    double min_time;
+} opts;
+
+static int parse_list(const char *s, int *out)
+{
+    int n = 0;
+    for (char *end; *s && n < MAX_LIST; s = *end ? end + 1 : end) {
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 4096 || (*end && *end != ','))
+            return -1;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
+/* ---- one shape and weight type: the weights in every layout the kernels want ------------------- */
+
+typedef struct weights {
+    enum woolly_type type;
+    int64_t rows, cols;
+    void *gguf;   /* GGUF rows, random values quantized */
+    float *f32;   /* the same, dequantized (the BLIS baseline's input) */
+    struct {
+        const woolly_layout *layout;
+        void *data[MAX_COPIES];
+        int copies;
+        size_t bytes; /* of one copy */
+    } lay[8];
+    int n_lay;
+} weights;
+
+static void *xmalloc(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "bench_matmul: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static void weights_make(weights *w, enum woolly_type type, int64_t rows, int64_t cols)
+{
+    memset(w, 0, sizeof *w);
+    w->type = type, w->rows = rows, w->cols = cols;
+    const size_t rb = woolly_row_bytes(type, cols);
+    w->gguf = xmalloc(rb * (size_t)rows);
+    float *row = xmalloc(sizeof(float) * (size_t)cols);
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < cols; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            row[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * 0.05f;
+        }
+        woolly_quantize_row(type, row, (char *)w->gguf + (size_t)r * rb, cols);
+    }
+    free(row);
+}
+
+/* The copies of the weights in `layout` (NULL: GGUF rows), made once. */
+static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes)
+{
+    for (int i = 0; i < w->n_lay; i++)
+        if (w->lay[i].layout == layout) {
+            *bytes = w->lay[i].bytes;
+            return i;
+        }
+    const int i = w->n_lay++;
+    const size_t rb = woolly_row_bytes(w->type, w->cols), lrb = woolly_layout_row_bytes(layout, w->type, w->cols);
+    const int64_t g = layout ? layout->rows : 1, padded = (w->rows + g - 1) / g * g;
+    w->lay[i].layout = layout;
+    w->lay[i].bytes = lrb * (size_t)padded;
+    size_t copies = (STREAM_BYTES + w->lay[i].bytes - 1) / w->lay[i].bytes;
+    w->lay[i].copies = copies > MAX_COPIES ? MAX_COPIES : copies < 2 ? 2 : (int)copies;
+    for (int c = 0; c < w->lay[i].copies; c++) {
+        w->lay[i].data[c] = xmalloc(w->lay[i].bytes);
+        if (layout)
+            layout->repack(&(woolly_repack_args){w->gguf, rb, w->lay[i].data[c], lrb, w->cols, 0, w->rows});
+        else
+            memcpy(w->lay[i].data[c], w->gguf, w->lay[i].bytes);
+    }
+    *bytes = w->lay[i].bytes;
+    return i;
+}
+
+static void weights_free(weights *w)
+{
+    free(w->gguf);
+    free(w->f32);
+    for (int i = 0; i < w->n_lay; i++)
+        for (int c = 0; c < w->lay[i].copies; c++)
+            free(w->lay[i].data[c]);
+}
+
+/* ---- timing one kernel ------------------------------------------------------------------------- */
+
+typedef struct run {
+    woolly_threadpool *pool;
+    woolly_matrix mats[MAX_COPIES];
+    woolly_matmul_plan plan;
+    int copies, next;
+    const float *x;
+    int64_t m;
+    float *y;
+    void *pack;
+} run;
+
+static void run_once(void *p)
+{
+    run *r = p;
+    woolly_matmul(r->pool, &r->plan, &r->mats[r->next], r->x, r->m, r->y, (size_t)r->mats[0].rows, r->pack);
+    r->next = (r->next + 1) % r->copies;
+}
+
+/* Median seconds per call of kernel k on weights w with m tokens and nth threads. */
+static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth, const float *x, float *y,
+                          void *pack, double min_time)
+{
+    size_t bytes;
+    const int li = weights_layout(w, k->layout, &bytes);
+    run r = {.m = m, .x = x, .y = y, .pack = pack, .copies = w->lay[li].copies};
+    r.pool = woolly_threadpool_open(nth, NULL);
+    if (!r.pool)
+        return -1;
+    for (int c = 0; c < r.copies; c++) {
+        r.mats[c] = woolly_matrix_rows(w->lay[li].data[c], w->type, w->rows, w->cols, "bench");
+        r.mats[c].layout = k->layout;
+        r.mats[c].row_bytes = woolly_layout_row_bytes(k->layout, w->type, w->cols);
+        r.mats[c].act = k->act;
+    }
+    woolly_error err;
+    if (woolly_matmul_plan_init(&r.plan, &r.mats[0], &err)) {
+        fprintf(stderr, "bench_matmul: %s\n", err.msg);
+        woolly_threadpool_close(r.pool);
+        return -1;
+    }
+    if (k->op == WOOLLY_OP_GEMV)
+        r.plan.gemv = k;
+    else
+        r.plan.gemm = k;
+    run_once(&r); /* warm-up: page faults, thread start */
+    const woolly_timing t = woolly_time_fn(run_once, &r, min_time, 5, 20 * min_time);
+    woolly_threadpool_close(r.pool);
+    return t.median_s;
+}
+
+static bool wanted(const woolly_kernel *k, const opts *o)
+{
+    return !o->filter || strstr(k->name, o->filter) || (k->isa == WOOLLY_ISA_SCALAR && !k->layout);
+}
+
+/* The BLIS baseline kernel (F32 weights), if this build registers one. */
+static const woolly_kernel *blis_kernel(enum woolly_op op)
+{
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    for (int i = 0; i < n; i++)
+        if (ks[i].op == op && ks[i].wtype == WOOLLY_TYPE_F32 && strstr(ks[i].name, "blis") && woolly_kernel_runs(&ks[i]))
+            return &ks[i];
+    return NULL;
+}
+
+/* ---- the tables ------------------------------------------------------------------------------- */
+
+static void bench_shape(const shape *s, enum woolly_type type, const opts *o, const woolly_limits *lim)
+{
+    weights w;
+    weights_make(&w, type, s->rows, s->cols);
+    const int64_t max_m = 512;
+    float *x = xmalloc(sizeof(float) * (size_t)(s->cols * max_m));
+    float *y = xmalloc(sizeof(float) * (size_t)(s->rows * max_m));
+    void *pack = xmalloc((size_t)(s->cols / 32 + 1) * sizeof(woolly_block_q8x32) * (size_t)max_m + (size_t)s->cols * 4 * (size_t)max_m);
+    for (int64_t i = 0; i < s->cols * max_m; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    weights wf = {0}; /* F32 copy for the BLIS column, made on first use */
+
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    const char *tname = woolly_type_get(type)->name;
+    for (int ti = 0; ti < o->n_tokens; ti++) {
+        const int64_t m = o->tokens[ti];
+        const enum woolly_op op = m == 1 ? WOOLLY_OP_GEMV : WOOLLY_OP_GEMM;
+        for (int i = -1; i < n; i++) {
+            const woolly_kernel *k = i < 0 ? blis_kernel(op) : &ks[i];
+            weights *ww = i < 0 ? &wf : &w;
+            if (!k || (i >= 0 && (k->op != op || k->wtype != type || !woolly_kernel_runs(k) || !wanted(k, o))))
+                continue;
+            /* The scalar reference at 512 tokens takes minutes on the big shapes: it is the 4x yardstick at
+             * decode and small batches only. */
+            if (k->isa == WOOLLY_ISA_SCALAR && m > 16)
+                continue;
+            if (i < 0 && !wf.gguf)
+                weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols);
+            char cells[MAX_LIST][64];
+            double last = 0;
+            for (int t = 0; t < o->n_threads; t++) {
+                const double sec = time_kernel(k, ww, m, o->threads[t], x, y, pack, o->min_time);
+                size_t bytes;
+                weights_layout(ww, k->layout, &bytes);
+                if (sec <= 0) {
+                    snprintf(cells[t], sizeof cells[t], "n/a");
+                } else if (m == 1) {
+                    snprintf(cells[t], sizeof cells[t], "%.1f GB/s (%.0f us)", (double)bytes / sec / 1e9, sec * 1e6);
+                } else {
+                    snprintf(cells[t], sizeof cells[t], "%.1f GMAC/s", (double)s->rows * s->cols * m / sec / 1e9);
+                }
+                last = sec;
+            }
+            size_t bytes;
+            weights_layout(ww, k->layout, &bytes);
+            double share = 0;
+            if (last > 0)
+                share = m == 1 ? (double)bytes / last / 1e9 / lim->dram_read_gbs
+                               : (double)s->rows * s->cols * m / last / 1e9 / lim->int8_gmacs;
+            printf("| %lldx%lld %s | %s | %s | %lld |", (long long)s->rows, (long long)s->cols, s->what,
+                   i < 0 ? "F32 (dequantized)" : tname, k->name, (long long)m);
+            for (int t = 0; t < o->n_threads; t++)
+                printf(" %s |", cells[t]);
+            printf(" %.0f%% |\n", 100 * share);
+            fflush(stdout);
+        }
+    }
+    weights_free(&w);
+    weights_free(&wf);
+    free(x), free(y), free(pack);
+}
+
+int main(int argc, char **argv)
+{
+    opts o = {.preset = "all", .threads = {1, 2}, .n_threads = 2, .tokens = {1, 4, 16, 512}, .n_tokens = 4,
+              .min_time = 0.15};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--preset") && v)
+            o.preset = v, i++;
+        else if (!strcmp(a, "--threads") && v && (o.n_threads = parse_list(v, o.threads)) > 0)
+            i++;
+        else if (!strcmp(a, "--tokens") && v && (o.n_tokens = parse_list(v, o.tokens)) > 0)
+            i++;
+        else if (!strcmp(a, "--filter") && v)
+            o.filter = v, i++;
+        else if (!strcmp(a, "--min-time") && v && (o.min_time = atof(v)) > 0)
+            i++;
+        else {
+            fprintf(stderr, "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] "
+                            "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]\n");
+            return 2;
+        }
+    }
+    woolly_error err;
+    if (woolly_isa_init(&err)) {
+        fprintf(stderr, "bench_matmul: %s\n", err.msg);
+        return 1;
+    }
+    const int max_threads = o.threads[o.n_threads - 1];
+    woolly_limits lim;
+    if (woolly_measure_limits(max_threads, &lim)) {
+        fprintf(stderr, "bench_matmul: cannot measure this machine's limits\n");
+        return 1;
+    }
+    printf("ISA level %s; limits at %d threads: DRAM read %.1f GB/s, int8 %.0f GMAC/s (%s)\n\n",
+           woolly_isa_name(woolly_isa_active()), max_threads, lim.dram_read_gbs, lim.int8_gmacs, lim.int8_instr);
+    printf("| shape | weights | kernel | tokens |");
+    for (int t = 0; t < o.n_threads; t++)
+        printf(" %d thread%s |", o.threads[t], o.threads[t] > 1 ? "s" : "");
+    printf(" share of limit at %d threads |\n|---|---|---|---|", max_threads);
+    for (int t = 0; t < o.n_threads; t++)
+        printf("---|");
+    printf("---|\n");
+    const struct {
+        const char *name;
+        const shape *s;
+        size_t n;
+    } presets[] = {{"llama-1b", LLAMA_1B, sizeof LLAMA_1B / sizeof LLAMA_1B[0]},
+                   {"granite-8b", GRANITE_8B, sizeof GRANITE_8B / sizeof GRANITE_8B[0]}};
+    bool any = false;
+    for (size_t p = 0; p < 2; p++) {
+        if (strcmp(o.preset, "all") && strcmp(o.preset, presets[p].name))
+            continue;
+        any = true;
+        for (size_t i = 0; i < presets[p].n; i++)
+            for (int t = 0; t < presets[p].s[i].n_types; t++)
+                bench_shape(&presets[p].s[i], presets[p].s[i].types[t], &o, &lim);
+    }
+    if (!any) {
+        fprintf(stderr, "bench_matmul: unknown preset '%s'\n", o.preset);
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,189 @@
+#include "machine_limits.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cpu.h"
+#include "registry.h"
+#include "threadpool.h"
+#include "timing.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+/* ---- DRAM read bandwidth ---------------------------------------------------------------------- */
+
+enum { DRAM_BYTES = 256 << 20 }; /* 256 MiB: far beyond any L3 */
+
+typedef struct read_job {
+    const uint64_t *buf;
+    size_t n; /* words */
+    uint64_t sink[64];
+} read_job;
+
+static void read_job_run(void *arg, int ith, int nth)
+{
+    read_job *j = arg;
+    long long lo, hi;
+    woolly_split_range((long long)j->n, 64, ith, nth, &lo, &hi);
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (long long i = lo; i + 4 <= hi; i += 4) {
+        a += j->buf[i];
+        b ^= j->buf[i + 1];
+        c += j->buf[i + 2];
+        d ^= j->buf[i + 3];
+    }
+    j->sink[ith % 64] = a + b + c + d;
+}
+
+typedef struct pool_run {
+    woolly_threadpool *pool;
+    woolly_job_fn fn;
+    void *arg;
+} pool_run;
+
+static void run_on_pool(void *p)
+{
+    pool_run *r = p;
+    woolly_threadpool_run(r->pool, r->fn, r->arg);
+}
+
+static double dram_read_gbs(woolly_threadpool *pool)
+{
+    uint64_t *buf = mmap(NULL, DRAM_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        return 0.0;
+    memset(buf, 1, DRAM_BYTES); /* real pages, not the shared zero page */
+    read_job j = {buf, DRAM_BYTES / sizeof(uint64_t), {0}};
+    pool_run r = {pool, read_job_run, &j};
+    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.2, 5, 3.0);
+    munmap(buf, DRAM_BYTES);
+    return (double)DRAM_BYTES / t.min_s / 1e9;
+}
+
+/* ---- int8 multiply-add rate -------------------------------------------------------------------- */
+
+enum { PEAK_ITERS = 1 << 20 };
+
+typedef struct peak_job {
+    long long (*fn)(void); /* multiply-adds done */
+    long long macs[64];
+} peak_job;
+
+#if defined(__x86_64__)
+/* 12 independent accumulators: more than latency x throughput, so the ports are the limit. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpdpbusd_zmm(void)
+{
+    __m512i acc[12];
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm512_set1_epi32(i);
+    for (int it = 0; it < PEAK_ITERS; it++)
+        for (int i = 0; i < 12; i++) {
+            acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+            __asm__("" : "+v"(acc[i]));
+        }
+    __m512i s = acc[0];
+    for (int i = 1; i < 12; i++)
+        s = _mm512_add_epi32(s, acc[i]);
+    volatile int sink = _mm512_reduce_add_epi32(s);
+    (void)sink;
+    return 12LL * 64 * PEAK_ITERS;
+}
+
+/* What the AVX2 int8 kernels use: vpmaddubsw (u8 x s8 -> pairs summed to s16), vpmaddwd (-> s32),
+ * vpaddd: 32 multiply-adds per ymm triple. */
+__attribute__((target("avx2"))) static long long peak_maddubs_ymm(void)
+{
+    __m256i acc[8];
+    const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
+    for (int i = 0; i < 8; i++)
+        acc[i] = _mm256_set1_epi32(i);
+    for (int it = 0; it < PEAK_ITERS; it++)
+        for (int i = 0; i < 8; i++) {
+            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one);
+            acc[i] = _mm256_add_epi32(acc[i], p);
+            __asm__("" : "+v"(acc[i]));
+        }
+    __m256i s = acc[0];
+    for (int i = 1; i < 8; i++)
+        s = _mm256_add_epi32(s, acc[i]);
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return 8LL * 32 * PEAK_ITERS;
+}
+#elif defined(__aarch64__)
+__attribute__((target("+dotprod"))) static long long peak_sdot(void)
+{
+    int32x4_t acc[12];
+    const int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
+    for (int i = 0; i < 12; i++)
+        acc[i] = vdupq_n_s32(i);
+    for (int it = 0; it < PEAK_ITERS; it++)
+        for (int i = 0; i < 12; i++) {
+            acc[i] = vdotq_s32(acc[i], a, b);
+            __asm__("" : "+w"(acc[i]));
+        }
+    int32x4_t s = acc[0];
+    for (int i = 1; i < 12; i++)
+        s = vaddq_s32(s, acc[i]);
+    volatile int sink = vaddvq_s32(s);
+    (void)sink;
+    return 12LL * 16 * PEAK_ITERS;
+}
+#endif
+
+static void peak_job_run(void *arg, int ith, int nth)
+{
+    (void)nth;
+    peak_job *j = arg;
+    j->macs[ith % 64] = j->fn();
+}
+
+/* The instruction of the active level, or NULL when it has no int8 dot product. */
+static long long (*peak_fn(const char **name))(void)
+{
+    switch (woolly_isa_active()) {
+#if defined(__x86_64__)
+    case WOOLLY_ISA_AVX512:
+        *name = "vpdpbusd zmm";
+        return peak_vpdpbusd_zmm;
+    case WOOLLY_ISA_AVX2:
+        *name = "vpmaddubsw+vpmaddwd ymm";
+        return peak_maddubs_ymm;
+#elif defined(__aarch64__)
+    case WOOLLY_ISA_NEON:
+        *name = "sdot";
+        return peak_sdot;
+#endif
+    default:
+        *name = "none (scalar level)";
+        return NULL;
+    }
+}
+
+int woolly_measure_limits(int threads, woolly_limits *out)
+{
+    memset(out, 0, sizeof *out);
+    out->threads = threads;
+    woolly_threadpool *pool = woolly_threadpool_open(threads, NULL);
+    if (!pool)
+        return -1;
+    out->dram_read_gbs = dram_read_gbs(pool);
+    peak_job j = {peak_fn(&out->int8_instr), {0}};
+    if (j.fn) {
+        pool_run r = {pool, peak_job_run, &j};
+        const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.05, 5, 2.0);
+        long long macs = 0;
+        for (int i = 0; i < threads && i < 64; i++)
+            macs += j.macs[i];
+        out->int8_gmacs = (double)macs / t.min_s / 1e9;
+    }
+    woolly_threadpool_close(pool);
+    return out->dram_read_gbs > 0 ? 0 : -1;
+}

@@ -1,0 +1,25 @@
+/* This machine's limits, measured: what a figure is judged against when no other engine is at hand.
+ *
+ *   DRAM read bandwidth   decode streams every weight once per token: bytes per token x tokens/s
+ *                         cannot pass it.
+ *   int8 multiply-adds    prefill is compute: multiply-adds per token x tokens/s cannot pass the rate
+ *                         of the int8 dot-product instruction the active kernels use (vpdpbusd on
+ *                         zmm for avx512, ymm vpmaddubsw + vpmaddwd for avx2, sdot for neon).
+ *
+ * Both run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
+ * approached from below: noise only lowers a sample). */
+#ifndef WOOLLY_TUNE_MACHINE_LIMITS_H
+#define WOOLLY_TUNE_MACHINE_LIMITS_H
+
+typedef struct woolly_limits {
+    int threads;
+    double dram_read_gbs; /* GB/s (1e9 bytes) reading a buffer far larger than the caches */
+    double int8_gmacs;    /* 1e9 int8 multiply-adds per second */
+    const char *int8_instr; /* the instruction measured, e.g. "vpdpbusd zmm" */
+} woolly_limits;
+
+/* Measures both limits with `threads` threads (about a second in all). Returns 0, or -1 if the pool
+ * or the buffer cannot be had. */
+int woolly_measure_limits(int threads, woolly_limits *out);
+
+#endif
