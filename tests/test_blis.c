@@ -81,8 +81,17 @@ Test(blis, computes_the_product_on_two_threads_and_starts_no_threads_of_its_own)
          * workers, were there any, would outlive the call) and another. */
         call c[2];
         for (int t = 0; t < 2; t++)
-            c[t] = (call){ks[i], {.w = w, .w_row_bytes = rb, .x = x, .x_row_bytes = K * sizeof(float), .y = y,
-                                  .y_stride = ROWS, .k = K, .m = M, .r0 = t * ROWS / 2, .r1 = (t + 1) * ROWS / 2}};
+            c[t] = (call){ks[i],
+                          {.w = w,
+                           .w_row_bytes = rb,
+                           .x = x,
+                           .x_row_bytes = K * sizeof(float),
+                           .y = y,
+                           .y_stride = ROWS,
+                           .k = K,
+                           .m = M,
+                           .r0 = t * ROWS / 2,
+                           .r1 = (t + 1) * ROWS / 2}};
         pthread_t other;
         cr_assert_eq(pthread_create(&other, NULL, run, &c[1]), 0);
         run(&c[0]);
