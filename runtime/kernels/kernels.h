@@ -282,12 +282,22 @@ static inline float woolly_bf16_to_f32(uint16_t h)
     return woolly_bits_to_f32((uint32_t)h << 16);
 }
 
+/* binary32 -> bfloat16, round to nearest even (overflow to inf, subnormals kept), NaN kept NaN (quiet). */
+static inline uint16_t woolly_f32_to_bf16(float f)
+{
+    const uint32_t x = woolly_f32_to_bits(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
+}
+
 /* ---- activation formats ------------------------------------------------------------------------- */
 
 enum woolly_act {
-    WOOLLY_ACT_F32 = 0, /* plain float rows */
-    WOOLLY_ACT_F16 = 1, /* binary16 rows */
-    WOOLLY_ACT_Q8 = 2,  /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_F32 = 0,  /* plain float rows */
+    WOOLLY_ACT_F16 = 1,  /* binary16 rows */
+    WOOLLY_ACT_Q8 = 2,   /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_BF16 = 3, /* bfloat16 rows (woolly_f32_to_bf16), for the vdpbf16ps kernels */
     WOOLLY_ACT_COUNT
 };
 
