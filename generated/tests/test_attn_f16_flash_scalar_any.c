@@ -3,7 +3,7 @@
  *
  * attn_f16_flash_scalar_any against a float64 softmax attention on: one visible position, a handful, many; head
  * dimensions small and odd, 64 and 128; query groups of 1, 2 and 4 heads; strides padded by primes. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 
