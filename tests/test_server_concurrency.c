@@ -188,10 +188,9 @@ Test(server_concurrency, slots_take_turns)
  * step holds every busy slot's next token), with the same text as alone. */
 Test(server_concurrency, concurrent_decode_steps_run_as_one_batch)
 {
-    char *tiny = tiny_model();
     th_server s;
-    th_start(&s, NULL, "-m %s --parallel 4", tiny);
-    enum { N = 4, TOKENS = 40 };
+    th_start(&s, NULL, "-m %s --parallel 4", tu_data("models/tiny-llama-f16.gguf"));
+    enum { N = 4, TOKENS = 160 };
     const char *paths[N], *bodies[N];
     char *owned[N];
     call calls[N];
@@ -219,19 +218,17 @@ Test(server_concurrency, concurrent_decode_steps_run_as_one_batch)
         free(owned[i]);
     cr_expect(th_wait_idle(&s, 5000));
     cr_expect_eq(th_stop(&s, NULL), 0);
-    remove(tiny);
-    free(tiny);
 }
 
 /* A long prompt joins in chunks: while it is evaluated, a request that is generating keeps getting a
- * token per step (one forward pass for the whole prompt would give it one). */
+ * token per step (one forward pass for the whole prompt would give it one). The generating request
+ * outlasts the prompt whatever the kernels' speed: 4000 tokens of the F16 test model. */
 Test(server_concurrency, a_long_prompt_joins_in_chunks_without_stalling_decoding)
 {
-    char *tiny = tiny_model();
     th_server s;
-    th_start(&s, NULL, "-m %s --parallel 2 -c 1024", tiny);
-    th_bg *longer = th_bg_stream(&s, "/v1/completions",
-                                 "{\"prompt\":\"a\",\"max_tokens\":900,\"ignore_eos\":true,\"stream\":true}");
+    th_start(&s, NULL, "-m %s --parallel 2 -c 4096", tu_data("models/tiny-llama-f16.gguf"));
+    th_bg *longer = th_bg_stream(
+        &s, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}");
     cr_assert(th_bg_wait_events(longer, 2, 60000));
     char prompt[4000] = "";
     for (int i = 0; i < 300; i++)
@@ -254,8 +251,6 @@ Test(server_concurrency, a_long_prompt_joins_in_chunks_without_stalling_decoding
     th_bg_close(longer);
     cr_expect(th_wait_idle(&s, 5000));
     cr_expect_eq(th_stop(&s, NULL), 0);
-    remove(tiny);
-    free(tiny);
 }
 
 Test(server_concurrency, a_client_that_leaves_frees_its_slot)
@@ -422,14 +417,15 @@ Test(server_concurrency, prompt_caching_reuses_a_conversation)
     free(model_path);
 }
 
-/* A stream waiting in the queue longer than the idle timeout is kept open by comments, and completes. */
+/* A stream waiting in the queue longer than the idle timeout is kept open by comments, and completes. The
+ * stream ahead of it must outlast the wait whatever the kernels' speed: 4000 tokens of the F16 test model
+ * (about 8 s here), cut after the wait. */
 Test(server_concurrency, a_waiting_stream_outlives_the_idle_timeout)
 {
-    char *tiny = tiny_model();
     th_server s;
-    th_start(&s, NULL, "-m %s --parallel 1 --timeout 1", tiny);
+    th_start(&s, NULL, "-m %s --parallel 1 --timeout 1 -c 4096", tu_data("models/tiny-llama-f16.gguf"));
     th_bg *running = th_bg_stream(
-        &s, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":500,\"ignore_eos\":true,\"stream\":true}");
+        &s, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}");
     cr_assert(th_bg_wait_events(running, 1, 60000));
     call waiting = {.s = &s,
                     .path = "/v1/completions",
@@ -449,6 +445,4 @@ Test(server_concurrency, a_waiting_stream_outlives_the_idle_timeout)
     th_resp_free(&waiting.resp);
     cr_expect(th_wait_idle(&s, 5000));
     cr_expect_eq(th_stop(&s, NULL), 0);
-    remove(tiny);
-    free(tiny);
 }

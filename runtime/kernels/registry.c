@@ -49,7 +49,7 @@ static const woolly_kernel KERNELS[] = {
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
 
 static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
-static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8"};
+static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
 
 const char *woolly_isa_name(enum woolly_isa isa)
 {
@@ -111,7 +111,7 @@ static int decide_act(woolly_error *err)
             g_isa.act = i;
             return 0;
         }
-    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16 or q8)", forced);
+    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16, q8 or bf16)", forced);
 }
 
 static int decide(woolly_error *err)

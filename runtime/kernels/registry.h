@@ -5,7 +5,7 @@
  * their ISA level and the features they require.
  *
  * The ISA level is detected once (cpu.c); WOOLLY_ISA=scalar|avx2|avx512|neon forces a level, and
- * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8
+ * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8|bf16
  * forces the activation format of every matrix that can take it. */
 #ifndef WOOLLY_REGISTRY_H
 #define WOOLLY_REGISTRY_H
