@@ -185,12 +185,13 @@ Test(server_concurrency, slots_take_turns)
 }
 
 /* Continuous batching: requests that generate at the same time share forward passes (one batch per
- * step holds every busy slot's next token), with the same text as alone. */
+ * step holds every busy slot's next token). That their text is the same as alone is the first test's
+ * check. The F16 test model is slow enough at any kernel speed for the requests to overlap. */
 Test(server_concurrency, concurrent_decode_steps_run_as_one_batch)
 {
     th_server s;
     th_start(&s, NULL, "-m %s --parallel 4", tu_data("models/tiny-llama-f16.gguf"));
-    enum { N = 4, TOKENS = 160 };
+    enum { N = 4, TOKENS = 64 };
     const char *paths[N], *bodies[N];
     char *owned[N];
     call calls[N];
@@ -212,8 +213,6 @@ Test(server_concurrency, concurrent_decode_steps_run_as_one_batch)
     cr_expect_eq(tokens, N * TOKENS);
     /* One slot after the other would take N * TOKENS steps; together about TOKENS. */
     cr_expect_leq(steps, N * TOKENS / 2, "%g generated tokens took %g forward passes", tokens, steps);
-    /* And the text is the same as alone and beside others. */
-    alone_and_together(&s, paths, bodies, N, 2);
     for (int i = 0; i < N; i++)
         free(owned[i]);
     cr_expect(th_wait_idle(&s, 5000));
