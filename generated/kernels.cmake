@@ -66,6 +66,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_SCALAR})
@@ -126,6 +129,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
   )
 endif()
 
@@ -192,8 +198,36 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX512)
   set(WOOLLY_SOURCES_AVX512
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x64_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_5x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_3x48.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_2x32_s2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x64_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_2x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
@@ -224,8 +258,36 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_FLAGS_AVX512 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x64_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_5x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_3x48.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_2x32_s2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x32_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x64_pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_6x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_2x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_1x4_pf1k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c

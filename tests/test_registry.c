@@ -68,11 +68,10 @@ Test(registry, layouts_are_listed_and_sized)
     for (int i = 0; i < n; i++) {
         cr_assert_eq(woolly_layout_by_name(ls[i].name), &ls[i]);
         cr_assert(ls[i].repack && ls[i].unpack && ls[i].rows > 1, "%s", ls[i].name);
-        const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, 512);
-        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: 512 columns are two blocks",
-                     ls[i].name);
-        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted",
-                     ls[i].name);
+        const int64_t two_blocks = 2 * (int64_t)woolly_type_get(ls[i].wtype)->block_elems;
+        const size_t rb = woolly_layout_row_bytes(&ls[i], ls[i].wtype, two_blocks);
+        cr_assert_eq(rb * (size_t)ls[i].rows, 2 * ls[i].block_bytes, "%s: two blocks' columns", ls[i].name);
+        cr_assert_eq(woolly_layout_row_bytes(&ls[i], ls[i].wtype, 100), 0, "%s: partial block accepted", ls[i].name);
     }
     cr_assert_null(woolly_layout_by_name("rows"));
     cr_assert_eq(woolly_layout_row_bytes(NULL, WOOLLY_TYPE_Q4_K, 512), 2 * 144);

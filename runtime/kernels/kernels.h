@@ -115,6 +115,43 @@ typedef struct {
 } woolly_block_q4k_r16;
 _Static_assert(sizeof(woolly_block_q4k_r16) == 2368, "Q4_K r16 block is 2368 bytes");
 
+/* Q5_K with 16 rows interleaved (layout q5k_r16): as q4k_r16 for d, dmin, scales, mins and the low 4
+ * bits; the fifth bit of sub-block j is in one 64-byte load, qh[j]: byte 4i + l holds, at bit 2h, that
+ * of load h's low-nibble value (4h + l) and, at bit 2h + 1, that of its high-nibble value (16 + 4h + l).
+ * Value = d * sc * q - dmin * mn with q 5 bits. */
+typedef struct {
+    uint16_t d[16], dmin[16];
+    uint8_t sc[8][16], mn[8][16];
+    uint8_t qh[8][64]; /* [sub-block j][4 * row + l] */
+    uint8_t qs[8][4][64];
+} woolly_block_q5k_r16;
+_Static_assert(sizeof(woolly_block_q5k_r16) == 2880, "Q5_K r16 block is 2880 bytes");
+
+/* Q6_K with 16 rows interleaved (layout q6k_r16): block b of a group is super-block b of each of its
+ * 16 rows. Part p (0..7) is values 32p .. 32p + 31, the span of one int8 activation block. Its low 4
+ * bits are arranged as in q4k_r16: load h (0..3) holds values 4h .. 4h + 3 of the part in its low
+ * nibbles and 16 + 4h .. 16 + 4h + 3 in its high nibbles, row i's at bytes 4i .. 4i + 3, so the low
+ * nibbles are 16-value sub-block 2p and the high nibbles sub-block 2p + 1. The high 2 bits are in two
+ * 64-byte loads: byte 4i + l of qh[p][c] holds, from bit 0, 2 bits each of load 2c's low-nibble value,
+ * its high-nibble value, load 2c + 1's low-nibble value and its high-nibble value. Value = d * sc * (q -
+ * 32) with q 6 bits, as in woolly_block_q6_k. */
+typedef struct {
+    uint16_t d[16];       /* f16, per row */
+    int8_t sc[16][16];    /* scale of 16-value sub-block j of row i at [j][i] */
+    uint8_t ql[8][4][64]; /* [part p][load h][4 * row + l] */
+    uint8_t qh[8][2][64]; /* [part p][load pair c][4 * row + l] */
+} woolly_block_q6k_r16;
+_Static_assert(sizeof(woolly_block_q6k_r16) == 3360, "Q6_K r16 block is 3360 bytes");
+
+/* Q8_0 with 16 rows interleaved (layout q80_r16): block b of a group is block b (values 32b .. 32b + 31)
+ * of each of its 16 rows; load h (0..7) holds values 4h .. 4h + 3 of each row (row i's at bytes 4i ..
+ * 4i + 3), stored as q + 128 (unsigned), the operand vpdpbusd multiplies as unsigned. Value = d * q. */
+typedef struct {
+    uint16_t d[16];       /* f16, per row */
+    uint8_t qs[8][64];    /* [load h][4 * row + l]: q + 128 */
+} woolly_block_q80_r16;
+_Static_assert(sizeof(woolly_block_q80_r16) == 544, "Q8_0 r16 block is 544 bytes");
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void woolly_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {
