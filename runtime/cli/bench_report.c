@@ -110,6 +110,13 @@ void bench_md_footer(FILE *f, const bench_run *r)
         else
             fprintf(f, "%s\n", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
     }
+    for (int i = 0; i < r->n_tests; i++)
+        if (r->tests[i].has_roof && r->tests[i].limit > 0 && r->tests[i].work_rate > r->tests[i].limit) {
+            fprintf(f,
+                    "note: a figure over 100%% means its limit was measured low (a busy machine: run again "
+                    "when it is quiet) or, for decode, that the weights fit in the caches\n");
+            break;
+        }
 }
 
 /* ---- JSON --------------------------------------------------------------------------------------------- */
