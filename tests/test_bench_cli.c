@@ -99,6 +99,22 @@ Test(bench_cli, json_has_one_object_per_test)
     free(out);
 }
 
+Test(bench_cli, output_file_gets_the_results)
+{
+    char path[4096], args[8192];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("bench.json"));
+    snprintf(args, sizeof args, "-p 4 -n 2 -r 1 -t 1 --format json -o %s", path);
+    char *out = bench(args);
+    cr_expect_eq(out[0], 0, "the results go to the file only:\n%s", out);
+    char *text = tu_read_file(path, NULL);
+    json_t *a = parse_tests(text, 2);
+    check_test(json_array_get(a, 1), "tg2", 1, 0, 2, 0, 1);
+    json_decref(a);
+    free(text);
+    free(out);
+    remove(path);
+}
+
 Test(bench_cli, depth_names_the_tests_and_only_pp_when_n_is_0)
 {
     char *out = bench("-p 8 -n 0 -d 12 -r 1 -t 2 --format json --kv-type q8_0");
@@ -272,4 +288,7 @@ Test(bench_cli, bad_flags_are_clear_errors)
                                                    "than --ctx-size 512");
     expect_usage_error("-d -1", "-d -1 is out of range");
     expect_usage_error("-r 0", "-r 0 is out of range");
+    char args[8192];
+    snprintf(args, sizeof args, "-o %s", tiny());
+    expect_usage_error(args, "refusing to overwrite it");
 }

@@ -6,6 +6,7 @@
  * standard deviation of tokens/s over the repetitions, as llama-bench's markdown table, JSON or CSV
  * (bench_report.h). --roofline measures the machine's limits and prints each figure as a share of its
  * limit (bench_roofline.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,7 @@ typedef struct bench_opts {
     int32_t n_prompt, n_gen, reps, depth;
     bench_format format;
     bool roofline;
+    FILE *out; /* stdout, or -o FILE */
     cli_context_opts ctx;
 } bench_opts;
 
@@ -154,7 +156,7 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
         }
         bench_test_stats(t);
         if (o->format == BENCH_MD && !o->roofline)
-            bench_md_row(stdout, r, t);
+            bench_md_row(o->out, r, t);
     }
     if (o->roofline) {
         /* The model's memory peaks before the limits' buffer is mapped; the peak is then reset. */
@@ -169,7 +171,7 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
         for (int i = first; i < r->n_tests; i++) {
             bench_apply_roof(r, &roof, &r->tests[i]);
             if (o->format == BENCH_MD)
-                bench_md_row(stdout, r, &r->tests[i]);
+                bench_md_row(o->out, r, &r->tests[i]);
         }
     }
     status = 0;
@@ -181,7 +183,7 @@ done:
 int woolly_cmd_bench(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL, *threads_arg = NULL, *format_arg = "md";
+    const char *model_path = NULL, *threads_arg = NULL, *format_arg = "md", *out_path = NULL;
     bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .depth = 0};
     cli_table t = {
         .synopsis = "-m MODEL [-p 512] [-n 128] [-d 0] [-t T[,T...]] [-r REPS] [--format md|json|csv] "
@@ -204,6 +206,8 @@ int woolly_cmd_bench(int argc, char **argv)
                            "output: llama-bench's markdown table, JSON (one object per test) or CSV "
                            "(default md)",
                            NULL});
+    cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "FILE",
+                           "write the results to FILE rather than stdout", NULL});
     cli_add(&t, (cli_flag){NULL, "--roofline", CLI_BOOL, &o.roofline, 0, 0, NULL,
                            "also measure this machine's DRAM read bandwidth and int8 multiply-add rate at "
                            "each thread count and give every figure as a percentage of its limit",
@@ -240,6 +244,8 @@ int woolly_cmd_bench(int argc, char **argv)
         return 2;
     }
 
+    if (out_path && cli_output_is_input(cmd, out_path, model_path))
+        return 2;
     bench_run r = {.model_path = model_path, .kv_type = o.ctx.kv_type, .roofline = o.roofline};
     woolly_model *m = cli_open_model(cmd, model_path, &o.ctx, &r.load_s);
     if (!m)
@@ -261,6 +267,11 @@ int woolly_cmd_bench(int argc, char **argv)
     }
     if (o.roofline && bench_work_per_token(cmd, &r))
         goto done;
+    o.out = out_path ? fopen(out_path, "w") : stdout;
+    if (!o.out) {
+        fprintf(stderr, "woolly %s: cannot write %s: %s\n", cmd, out_path, strerror(errno));
+        goto done;
+    }
     /* Fixed pseudo-random token ids: what the speed depends on is their count, not their text. */
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (int32_t i = 0; i < longest + o.depth; i++) {
@@ -268,7 +279,7 @@ int woolly_cmd_bench(int argc, char **argv)
         ids[i] = (woolly_token)(x % (uint64_t)woolly_model_n_vocab(m));
     }
     if (o.format == BENCH_MD)
-        bench_md_header(stdout, o.roofline);
+        bench_md_header(o.out, o.roofline);
     bool rss_trackable = true;
     for (int i = 0; i < n_threads; i++)
         if (bench_threads(cmd, &o, m, ids, threads[i], &r, &rss_trackable))
@@ -278,13 +289,22 @@ int woolly_cmd_bench(int argc, char **argv)
         r.peak_rss = rss > r.peak_rss ? rss : r.peak_rss;
     }
     if (o.format == BENCH_MD)
-        bench_md_footer(stdout, &r);
+        bench_md_footer(o.out, &r);
     else if (o.format == BENCH_JSON)
-        bench_write_json(stdout, &r);
+        bench_write_json(o.out, &r);
     else
-        bench_write_csv(stdout, &r);
+        bench_write_csv(o.out, &r);
     status = 0;
+    const bool write_failed = ferror(o.out) != 0;
+    const bool close_failed = o.out != stdout && fclose(o.out) != 0;
+    o.out = NULL;
+    if (write_failed || close_failed) {
+        fprintf(stderr, "woolly %s: writing %s failed\n", cmd, out_path ? out_path : "the results");
+        status = 1;
+    }
 done:
+    if (o.out && o.out != stdout)
+        fclose(o.out);
     if (r.tests)
         for (int i = 0; i < r.n_tests; i++)
             free(r.tests[i].samples_ts);
