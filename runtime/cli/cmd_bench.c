@@ -187,7 +187,7 @@ int woolly_cmd_bench(int argc, char **argv)
     bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .depth = 0};
     cli_table t = {
         .synopsis = "-m MODEL [-p 512] [-n 128] [-d 0] [-t T[,T...]] [-r REPS] [--format md|json|csv] "
-                    "[--roofline]",
+                    "[-o FILE] [--roofline]",
         .about = "Measures prompt processing (ppN: an N-token batch) and generation (tgN: N tokens one at a\n"
                  "time), as llama-bench does, with one warm-up run and the mean and standard deviation of\n"
                  "tokens/s over the repetitions. The load time, peak RSS, ISA level and tuning profile\n"
