@@ -68,15 +68,18 @@ run_woolly() {
     { cat "$tmp/woolly.err" >&2; echo "compare.sh: woolly bench failed (its messages above)" >&2; exit 1; }
 }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 for ((i = 1; i <= reps; i++)); do
   echo "compare.sh: run $i of $reps" >&2
   if ((i % 2)); then run_llama "$i"; run_woolly "$i"; else run_woolly "$i"; run_llama "$i"; fi
 done
 
-"$python" - "$tmp" "$reps" "$llama_bench" "$woolly" "$model" <<'EOF'
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+
+"$python" - "$tmp" "$reps" "$llama_bench" "$woolly" "$model" "$load_before" "$load_after" <<'EOF'
 import json, math, os, sys
 
-tmp, reps, llama_path, woolly_path, model = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+tmp, reps, llama_path, woolly_path, model, load_before, load_after = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 
 def test_name(o):
     """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth."""
@@ -121,7 +124,7 @@ print(f"model: {model}")
 lo = lo or {}
 print(f"llama.cpp: {llama_path} (build {lo.get('build_commit', '?')}, CPU {lo.get('cpu_info', '?')})")
 print(f"woolly: {woolly_path} ({wo['isa']}, tuning profile: {wo['tune_profile']})")
-print(f"runs: {reps}, alternating; t/s mean ± std over the runs\n")
+print(f"runs: {reps}, alternating; t/s mean ± std over the runs; load average {load_before} before, {load_after} after\n")
 print("| model | size | params | threads | test | llama.cpp t/s | woolly t/s | woolly/llama |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 keys = woolly_order + [k for k in llama_order if k not in woolly]
