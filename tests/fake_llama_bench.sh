@@ -27,8 +27,8 @@ fi
 [ "$o" = json ] || { echo "the stand-in prints json only" >&2; exit 1; }
 objs=()
 object() { # threads n_prompt n_gen t/s
-  local samples
-  samples=$(printf '%s, ' $(for ((i = 0; i < r; i++)); do echo "$4"; done))
+  local samples="" i
+  for ((i = 0; i < r; i++)); do samples+="$4, "; done
   objs+=("$(printf '  {"build_commit": "stand-in", "build_number": 0, "cpu_info": "test", "model_filename": "%s", "model_size": 1, "model_n_params": 1, "n_threads": %d, "n_prompt": %d, "n_gen": %d, "n_depth": %d, "avg_ts": %s, "stddev_ts": 0.0, "samples_ts": [%s]}' \
     "$model" "$1" "$2" "$3" "$d" "$4" "${samples%, }")")
 }
