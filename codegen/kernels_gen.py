@@ -8,7 +8,7 @@ import jinja2
 
 ISA_ENUM = {"scalar": "WOOLLY_ISA_SCALAR", "avx2": "WOOLLY_ISA_AVX2", "avx512": "WOOLLY_ISA_AVX512",
             "neon": "WOOLLY_ISA_NEON"}
-ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8"}
+ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8", "bf16": "WOOLLY_ACT_BF16"}
 OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
@@ -69,7 +69,7 @@ def expand(spec):
                     kernels.append(dict(
                         kind="matmul", name=name, template=entry["template"], isa=entry["isa"],
                         op=entry["op"], weights=w, wtype=fmt["type"], block=fmt["block"],
-                        decode=fmt["decode"], act=act, mr=mr, nr=nr, head_dim=0,
+                        decode=fmt["decode"], act=act, act_enum=ACT_ENUM[act], mr=mr, nr=nr, head_dim=0,
                         layout=layout, layout_name=lay["name"] if lay else ROWS,
                         layout_rows=lay["rows"] if lay else 1, block_struct=lay["block_struct"] if lay else "",
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
@@ -100,7 +100,8 @@ def expand(spec):
         for act in entry["act"]:
             kernels.append(dict(
                 kind="pack", name=f"pack_{act}_{entry['isa']}", template=entry["template"],
-                isa=entry["isa"], op="pack", act=act, wtype="WOOLLY_TYPE_F32", mr=1, nr=1, head_dim=0,
+                isa=entry["isa"], op="pack", act=act, act_enum=ACT_ENUM[act], wtype="WOOLLY_TYPE_F32", mr=1, nr=1,
+                head_dim=0,
                 layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
                 default=False, params=entry.get("params", {}),
                 spec_entry=f"[[pack]] {entry['isa']} act={act}"))
@@ -123,14 +124,18 @@ def expand(spec):
 
 
 def check_defaults(kernels):
-    """Per (weights, ISA) with any matmul kernel: exactly one default GEMV and one default GEMM, with the
-    same activation format and layout, so that a tensor repacked for its default GEMV has a GEMM too."""
+    """Per (weights, ISA) with any default matmul kernel (and always at the scalar level): exactly one
+    default GEMV and one default GEMM, with the same activation format and layout, so that a tensor
+    repacked for its default GEMV has a GEMM too. A level without defaults for some weights (only
+    candidates for the tuner) leaves them the default of the level below."""
     groups = {}
     for k in kernels:
         if k["kind"] == "matmul":
             groups.setdefault((k["weights"], k["isa"]), []).append(k)
     for (w, isa), ks in groups.items():
         d = {op: [k for k in ks if k["op"] == op and k["default"]] for op in ("gemv", "gemm")}
+        if isa != "scalar" and not d["gemv"] and not d["gemm"]:
+            continue  # candidates only: these weights keep the default of a lower level
         for op in ("gemv", "gemm"):
             assert len(d[op]) == 1, f"{w} at {isa}: {len(d[op])} default {op} kernels (need exactly one)"
         v, m = d["gemv"][0], d["gemm"][0]

@@ -26,32 +26,46 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
@@ -63,12 +77,17 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r8.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_SCALAR})
@@ -89,32 +108,46 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
@@ -126,12 +159,17 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r8.c
   )
 endif()
 
@@ -139,6 +177,59 @@ endif()
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AVX2)
   set(WOOLLY_SOURCES_AVX2
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x64.c
@@ -161,12 +252,67 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
   )
   set(WOOLLY_FLAGS_AVX2 "-mavx2;-mfma;-mf16c")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_4x2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f32_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f32_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_4x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x64.c
@@ -189,6 +335,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
   )
@@ -228,6 +376,84 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
@@ -252,6 +478,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx512.c
   )
@@ -288,6 +515,84 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_avx512_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_6x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c
@@ -312,6 +617,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx512.c
   )
@@ -323,8 +629,31 @@ function(woolly_apply_kernel_flags target)
   if(WOOLLY_SOURCES_AVX2)
     set_source_files_properties(${WOOLLY_SOURCES_AVX2} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2}")
   endif()
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX2};-mavxvnni")
   if(WOOLLY_SOURCES_AVX512)
     set_source_files_properties(${WOOLLY_SOURCES_AVX512} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512}")
   endif()
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemv_avx512_1x8.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   target_compile_definitions(${target} PUBLIC ${WOOLLY_BUILD_ISA_DEFINITIONS})
 endfunction()

@@ -16,7 +16,9 @@ static const float SENTINEL = -12345.0f;
 /* The scalar reference packer of an activation format (the oracle's view of the activations). */
 static woolly_pack_fn reference_packer(enum woolly_act act)
 {
-    const char *name = act == WOOLLY_ACT_F16 ? "pack_f16_scalar" : "pack_q8_scalar";
+    const char *name = act == WOOLLY_ACT_F16    ? "pack_f16_scalar"
+                       : act == WOOLLY_ACT_BF16 ? "pack_bf16_scalar"
+                                                : "pack_q8_scalar";
     const woolly_kernel *k = woolly_kernel_by_name(name);
     cr_assert(k && k->pack, "no %s in the registry", name);
     return k->pack;
@@ -25,9 +27,11 @@ static woolly_pack_fn reference_packer(enum woolly_act act)
 /* The packed row's values as the kernel sees them, in double. */
 static void unpack_act(enum woolly_act act, const void *row, int64_t k, double *out)
 {
-    if (act == WOOLLY_ACT_F16) {
-        for (int64_t i = 0; i < k; i++)
-            out[i] = woolly_f16_to_f32(((const uint16_t *)row)[i]);
+    if (act == WOOLLY_ACT_F16 || act == WOOLLY_ACT_BF16) {
+        for (int64_t i = 0; i < k; i++) {
+            const uint16_t h = ((const uint16_t *)row)[i];
+            out[i] = act == WOOLLY_ACT_F16 ? woolly_f16_to_f32(h) : woolly_bf16_to_f32(h);
+        }
         return;
     }
     const woolly_block_q8x32 *b = row;
@@ -73,9 +77,9 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
                 xd[t * k + i] = x[(size_t)t * x_stride + (size_t)i];
     } else {
         const woolly_pack_fn pack = reference_packer(kern->act);
-        const size_t pb =
-            kern->act == WOOLLY_ACT_F16 ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
-        x_row_bytes = pb + (kern->act == WOOLLY_ACT_F16 ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
+        const bool halves = kern->act == WOOLLY_ACT_F16 || kern->act == WOOLLY_ACT_BF16;
+        const size_t pb = halves ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
+        x_row_bytes = pb + (halves ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
         packed = malloc(x_row_bytes * (size_t)m);
         cr_assert(packed);
         for (int64_t t = 0; t < m; t++) {
@@ -186,7 +190,7 @@ void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows)
 void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int64_t k)
 {
     const woolly_pack_fn ref = reference_packer(act);
-    const size_t bytes = act == WOOLLY_ACT_F16 ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
+    const size_t bytes = act == WOOLLY_ACT_Q8 ? (size_t)k / 32 * sizeof(woolly_block_q8x32) : (size_t)k * 2;
     tu_rng rng = {(uint64_t)k * 7 + (uint64_t)act};
     float *x = malloc(sizeof(float) * (size_t)k);
     uint8_t *got = malloc(bytes + 1), *want = malloc(bytes + 1);
@@ -199,6 +203,12 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
             if (i >= 32 && i < 64) /* an all-zero block */
                 x[i] = 0.0f;
         }
+        /* Half-precision formats: infinities, NaN, f32 subnormals, overflow, and ties of both formats. */
+        static const float SPECIAL[] = {INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f,
+                                        1.0f + 0x1p-11f, -(1.0f + 0x3p-11f)};
+        if (act != WOOLLY_ACT_Q8)
+            for (size_t i = 0; i < sizeof SPECIAL / sizeof SPECIAL[0] && 70 + (int64_t)i < k; i++)
+                x[70 + i] = SPECIAL[i];
         memset(got, 0x5A, bytes + 1);
         memset(want, 0x5A, bytes + 1);
         fn(x, k, got);

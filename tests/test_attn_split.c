@@ -4,7 +4,9 @@
  * per KV head, at 1 and 2 threads, gives the unsplit logits within ATTN_SPLIT_MAX_NMSE (only the summation
  * order differs), with both cache types. With a Q8_0 cache the bar is wider: an order difference in the
  * last bits can flip the rounding of a later layer's quantized K or V, a step of 1/127 of its block's
- * largest value (measured: 4e-6 at one position of twelve, 1e-11 at the others). */
+ * largest value (measured: 4e-6 at one position of twelve, 1e-11 at the others). The matrices read F32
+ * activations (WOOLLY_ACT=f32) for the same reason: int8 activations would turn such a last-bit difference
+ * into a rounding step of the next matmul's input, hiding the attention's own error. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ static float *decode(woolly_model *m, int threads, int split, woolly_kv_type kv)
 
 static void check(woolly_kv_type kv)
 {
+    setenv("WOOLLY_ACT", "f32", 1); /* before the registry decides, at the model's load */
     woolly_error err;
     woolly_model *m = woolly_model_load(tu_data("models/tiny-llama-q4_k_m.gguf"), &err);
     cr_assert(m != NULL, "%s", err.msg);

@@ -185,3 +185,21 @@ Test(registry, attention_choice_respects_the_head_dimension)
                   k->head_dim, dims[d]);
     }
 }
+
+Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)
+{
+    static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
+                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
+        const woolly_kernel *d = woolly_kernel_default_gemv(TYPES[t], -1);
+        cr_assert_not_null(d, "no default GEMV for type %d", TYPES[t]);
+        for (int act = 0; act < WOOLLY_ACT_COUNT; act++) {
+            const woolly_kernel *k = woolly_kernel_default_gemv(TYPES[t], act);
+            if (act == (int)d->act)
+                cr_assert_not_null(k, "%s: its own activation format not found", d->name);
+            if (k)
+                cr_assert(k->isa == d->isa && (int)k->act == act, "type %d, %s activations: %s, default %s",
+                          TYPES[t], woolly_act_name((enum woolly_act)act), k->name, d->name);
+        }
+    }
+}

@@ -152,6 +152,58 @@ typedef struct {
 } woolly_block_q80_r16;
 _Static_assert(sizeof(woolly_block_q80_r16) == 544, "Q8_0 r16 block is 544 bytes");
 
+/* The 8-row layouts (q4k_r8, q5k_r8, q6k_r8, q80_r8): the shape of q4k_r16 for 256-bit registers. One
+ * 32-byte load of quants holds 4 consecutive values of each of the 8 rows (row i's at bytes 4i .. 4i + 3),
+ * the shape of one vpmaddubsw/vpdpbusd operand against 4 broadcast activation bytes; per-row scales
+ * follow in arrays of 8, so that one load gives the scale of every row of the group. */
+
+/* Q4_K, 8 rows (q4k_r8): as q4k_r16 with 8 rows. Load h (0..3) of sub-block j holds values 4h .. 4h + 3
+ * of the sub-block in its low nibbles and values 16 + 4h .. 16 + 4h + 3 in its high nibbles. */
+typedef struct {
+    uint16_t d[8], dmin[8];     /* f16, per row */
+    uint8_t sc[8][8], mn[8][8]; /* 6-bit scale and min of sub-block j of row i at [j][i] */
+    uint8_t qs[8][4][32];       /* [sub-block j][load h][4 * row + l] */
+} woolly_block_q4k_r8;
+_Static_assert(sizeof(woolly_block_q4k_r8) == 1184, "Q4_K r8 block is 1184 bytes");
+
+/* Q5_K, 8 rows (q5k_r8): q4k_r8's low 4 bits, plus the fifth bits of sub-block j in sub[j].qh: byte
+ * 4i + l holds, in bit 2h, the fifth bit of value 4h + l of row i, and in bit 2h + 1 that of value
+ * 16 + 4h + l (the two values whose low bits share byte 4i + l of load h). A sub-block's bytes are
+ * contiguous, so the quants stream in one sequential pass. */
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8], mn[8][8];
+    struct {
+        uint8_t qh[32];    /* [4 * row + l] */
+        uint8_t qs[4][32]; /* [load h][4 * row + l], as in q4k_r8 */
+    } sub[8];
+} woolly_block_q5k_r8;
+_Static_assert(sizeof(woolly_block_q5k_r8) == 1440, "Q5_K r8 block is 1440 bytes");
+
+/* Q6_K, 8 rows (q6k_r8), in slices of 32 values (slice j = Q6_K sub-blocks 2j and 2j + 1): load h (0..3)
+ * of slice j holds the low 4 bits of values 4h .. 4h + 3 of the slice (sub-block 2j) in its low nibbles
+ * and of values 16 + 4h .. 16 + 4h + 3 (sub-block 2j + 1) in its high nibbles; qh[0] holds, in bits
+ * 2h and 2h + 1 of byte 4i + l, the high 2 bits of value 4h + l of row i, and qh[1] those of value
+ * 16 + 4h + l. Value = d * sc * (q - 32), as in woolly_block_q6_k. A slice's bytes are contiguous (one
+ * sequential pass over the quants); exactly Q6_K's 210 bytes per row. */
+typedef struct {
+    uint16_t d[8];    /* f16, per row */
+    int8_t sc[16][8]; /* scale of sub-block s (16 values) of row i at [s][i] */
+    struct {
+        uint8_t ql[4][32]; /* [load h][4 * row + l] */
+        uint8_t qh[2][32]; /* [low/high nibble half][4 * row + l] */
+    } slice[8];
+} woolly_block_q6k_r8;
+_Static_assert(sizeof(woolly_block_q6k_r8) == 1680, "Q6_K r8 block is 1680 bytes");
+
+/* Q8_0, 8 rows (q80_r8): load h (0..7) holds values 4h .. 4h + 3 of each row. Exactly Q8_0's 34 bytes
+ * per row. */
+typedef struct {
+    uint16_t d[8];      /* f16, per row */
+    int8_t qs[8][32];   /* [load h][4 * row + l] */
+} woolly_block_q80_r8;
+_Static_assert(sizeof(woolly_block_q80_r8) == 272, "Q8_0 r8 block is 272 bytes");
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void woolly_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {
@@ -230,12 +282,22 @@ static inline float woolly_bf16_to_f32(uint16_t h)
     return woolly_bits_to_f32((uint32_t)h << 16);
 }
 
+/* binary32 -> bfloat16, round to nearest even (overflow to inf, subnormals kept), NaN kept NaN (quiet). */
+static inline uint16_t woolly_f32_to_bf16(float f)
+{
+    const uint32_t x = woolly_f32_to_bits(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
+}
+
 /* ---- activation formats ------------------------------------------------------------------------- */
 
 enum woolly_act {
-    WOOLLY_ACT_F32 = 0, /* plain float rows */
-    WOOLLY_ACT_F16 = 1, /* binary16 rows */
-    WOOLLY_ACT_Q8 = 2,  /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_F32 = 0,  /* plain float rows */
+    WOOLLY_ACT_F16 = 1,  /* binary16 rows */
+    WOOLLY_ACT_Q8 = 2,   /* int8 with one float scale per 32 values: woolly_block_q8x32 */
+    WOOLLY_ACT_BF16 = 3, /* bfloat16 rows (woolly_f32_to_bf16), for the vdpbf16ps kernels */
     WOOLLY_ACT_COUNT
 };
 

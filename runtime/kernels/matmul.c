@@ -15,6 +15,7 @@ size_t woolly_act_row_bytes(enum woolly_act act, int64_t k)
     case WOOLLY_ACT_F32:
         return (size_t)k * sizeof(float);
     case WOOLLY_ACT_F16:
+    case WOOLLY_ACT_BF16:
         return (size_t)k * sizeof(uint16_t);
     case WOOLLY_ACT_Q8:
         return k % 32 ? 0 : (size_t)(k / 32) * sizeof(woolly_block_q8x32);

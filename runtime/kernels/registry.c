@@ -49,7 +49,7 @@ static const woolly_kernel KERNELS[] = {
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
 
 static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
-static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8"};
+static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
 
 const char *woolly_isa_name(enum woolly_isa isa)
 {
@@ -111,7 +111,7 @@ static int decide_act(woolly_error *err)
             g_isa.act = i;
             return 0;
         }
-    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16 or q8)", forced);
+    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16, q8 or bf16)", forced);
 }
 
 static int decide(woolly_error *err)
@@ -232,6 +232,7 @@ typedef struct slot {
     const woolly_layout *layout;
     bool any_layout;
     int head_dim; /* attention; -1 any */
+    int isa;      /* -1: any level */
 } slot;
 
 static bool slot_match(const woolly_kernel *k, const void *ctx)
@@ -239,7 +240,7 @@ static bool slot_match(const woolly_kernel *k, const void *ctx)
     const slot *s = ctx;
     if (k->op != s->op || k->wtype != s->wtype || (s->act >= 0 && (int)k->act != s->act))
         return false;
-    if (!s->any_layout && k->layout != s->layout)
+    if ((!s->any_layout && k->layout != s->layout) || (s->isa >= 0 && (int)k->isa != s->isa))
         return false;
     return s->head_dim < 0 || k->head_dim == 0 || k->head_dim == s->head_dim;
 }
@@ -247,7 +248,7 @@ static bool slot_match(const woolly_kernel *k, const void *ctx)
 const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act,
                                           const woolly_layout *layout)
 {
-    const slot s = {op, wtype, (int)act, layout, false, -1};
+    const slot s = {op, wtype, (int)act, layout, false, -1, -1};
     return best_of(slot_match, &s);
 }
 
@@ -263,21 +264,23 @@ static bool default_gemv_match(const woolly_kernel *k, const void *ctx)
 
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
 {
-    if (act >= 0) {
-        const slot s = {WOOLLY_OP_GEMV, wtype, act, NULL, true, -1};
-        return best_of(slot_match, &s);
-    }
     const woolly_kernel *k = best_of(default_gemv_match, &wtype);
     if (!k) { /* the defaults need features this CPU lacks: the best of anything */
-        const slot s = {WOOLLY_OP_GEMV, wtype, -1, NULL, true, -1};
+        const slot s = {WOOLLY_OP_GEMV, wtype, -1, NULL, true, -1, -1};
         k = best_of(slot_match, &s);
+    }
+    if (act >= 0 && k) {
+        /* Only at the level that serves these weights: forcing a format never pulls a matrix down to a
+         * lower level's kernels (an int8 path on F32 weights exists only as the scalar reference). */
+        const slot s = {WOOLLY_OP_GEMV, wtype, act, NULL, true, -1, (int)k->isa};
+        return best_of(slot_match, &s);
     }
     return k;
 }
 
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim)
 {
-    const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim};
+    const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim, -1};
     return best_of(slot_match, &s);
 }
 
@@ -285,7 +288,7 @@ const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)
 {
     if (act == WOOLLY_ACT_F32)
         return NULL;
-    const slot s = {WOOLLY_OP_PACK, WOOLLY_TYPE_F32, (int)act, NULL, false, -1};
+    const slot s = {WOOLLY_OP_PACK, WOOLLY_TYPE_F32, (int)act, NULL, false, -1, -1};
     return best_of(slot_match, &s);
 }
 

@@ -5,7 +5,7 @@
  * their ISA level and the features they require.
  *
  * The ISA level is detected once (cpu.c); WOOLLY_ISA=scalar|avx2|avx512|neon forces a level, and
- * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8
+ * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8|bf16
  * forces the activation format of every matrix that can take it. */
 #ifndef WOOLLY_REGISTRY_H
 #define WOOLLY_REGISTRY_H
@@ -82,8 +82,9 @@ const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wt
 
 /* The default GEMV kernel for weights of `wtype` at the active level: the spec's default at the highest
  * level (at most the active one) that has kernels for these weights. Its activation format and layout
- * are the defaults for such a tensor. With act >= 0, the best GEMV that takes those activations
- * instead (its layout the default for them). */
+ * are the defaults for such a tensor. With act >= 0, the best GEMV of that same level that takes those
+ * activations instead (its layout the default for them), or NULL if that level has none: a forced
+ * activation format applies where the level serving the weights has kernels for it. */
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
 /* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any):

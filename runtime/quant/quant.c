@@ -8,15 +8,6 @@
 #include "kernels.h"
 #include "quant_formats.h"
 
-uint16_t woolly_f32_to_bf16(float f)
-{
-    uint32_t x = woolly_f32_to_bits(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep the sign, make sure it stays a (quiet) NaN */
-        return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7FFF + ((x >> 16) & 1); /* round to nearest even at bit 16; overflow carries into inf */
-    return (uint16_t)(x >> 16);
-}
-
 /* ---- Q8_0: 32 values share one f16 scale; q in [-127, 127] --------------------------------------- */
 
 static void dequantize_q8_0(const void *blocks, float *y, int64_t nb)

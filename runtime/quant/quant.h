@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels.h" /* the half-precision conversions, woolly_f32_to_bf16 among them */
 #include "wtype.h"
 
 /* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
@@ -22,8 +23,5 @@ int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64
 /* n floats to format t; returns the bytes written (woolly_row_bytes(t, n)), 0 if unsupported. K-quants
  * search scale and minimum by least squares, not plain min/max. */
 size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n);
-
-/* binary32 -> bfloat16, round to nearest even; NaN stays NaN, overflow goes to inf. */
-uint16_t woolly_f32_to_bf16(float f);
 
 #endif
