@@ -81,6 +81,7 @@ int main(void)
     for (size_t i = 0; i < n; i++)
         j.a[i] = (float)(i % 97) / 50.0f - 1.0f, j.b[i] = (float)(i % 89) / 45.0f - 1.0f, j.out[i] = 0.0f;
     const woolly_cpu *c = woolly_cpu_get();
+    (void)c; /* unused where no x86 level is built */
     const double copy = seconds(run_copy, &j);
     printf("| %-22s | %8s |\n", "op", "ns/value");
     printf("| ---------------------- | -------: |\n");

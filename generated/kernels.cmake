@@ -88,6 +88,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r4.c
   )
   set(WOOLLY_FLAGS_SCALAR "")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_SCALAR})
@@ -170,6 +173,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r4.c
   )
 endif()
 
@@ -623,6 +629,111 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   )
 endif()
 
+# neon
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
+  list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_NEON)
+  set(WOOLLY_SOURCES_NEON
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_neon_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_neon_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_neon_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_neon_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_neon.c
+  )
+  set(WOOLLY_FLAGS_NEON "-march=armv8.2-a+dotprod")
+  list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_NEON})
+  list(APPEND WOOLLY_GENERATED_TEST_SOURCES
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_neon_r4_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_neon_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_neon_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemv_neon_1x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_neon_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_neon_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_neon.c
+  )
+endif()
+
 # Called with the kernels' target, from the directory that creates it (source properties are per
 # directory).
 function(woolly_apply_kernel_flags target)
@@ -655,5 +766,14 @@ function(woolly_apply_kernel_flags target)
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  if(WOOLLY_SOURCES_NEON)
+    set_source_files_properties(${WOOLLY_SOURCES_NEON} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON}")
+  endif()
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_4x8_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_neon_r4_2x4_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x8_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_2x4_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x8_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x4_i8mm.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON};-march=armv8.2-a+dotprod+i8mm")
   target_compile_definitions(${target} PUBLIC ${WOOLLY_BUILD_ISA_DEFINITIONS})
 endfunction()

@@ -1,6 +1,6 @@
 #include "kernel_check.h"
 
-#include <criterion/criterion.h>
+#include "harness.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #ifndef WOOLLY_TEST_MODEL_LOGITS_H
 #define WOOLLY_TEST_MODEL_LOGITS_H
 
-#include <criterion/criterion.h>
+#include "harness.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

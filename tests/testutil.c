@@ -1,6 +1,6 @@
 #include "testutil.h"
 
-#include <criterion/criterion.h>
+#include "harness.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -134,7 +134,7 @@ __attribute__((target("avx2"))) static long long peak_maddubs_ymm(void)
     return 8LL * 32 * PEAK_ITERS;
 }
 #elif defined(__aarch64__)
-__attribute__((target("+dotprod"))) static long long peak_sdot(void)
+__attribute__((target("arch=armv8.2-a+dotprod"))) static long long peak_sdot(void)
 {
     const int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
 #define DECL(i) int32x4_t acc##i = vdupq_n_s32(i);

@@ -6,7 +6,7 @@
  * blocks of queries that fill a query tile partly, exactly and over it, with the causal diagonal just
  * before, on and after KV tile boundaries, from the start of the cache and deep in it; query groups of 1,
  * 4 and 8 heads. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 

@@ -3,7 +3,7 @@
  *
  * ops_rmsnorm_avx2 against a float64 evaluation and against the scalar version, on lengths below, at and
  * above the vector width (tails), with inputs from 1e-3 to 30 in magnitude (the exponential's range). */
-#include <criterion/criterion.h>
+#include "harness.h"
 #include <math.h>
 #include <stdlib.h>
 

@@ -2,7 +2,7 @@
  * Spec: [[pack]] scalar act=bf16
  *
  * pack_bf16_scalar gives exactly the scalar reference packer's bytes, for rows of one, a few and many blocks. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 

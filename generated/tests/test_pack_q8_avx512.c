@@ -2,7 +2,7 @@
  * Spec: [[pack]] avx512 act=q8
  *
  * pack_q8_avx512 gives exactly the scalar reference packer's bytes, for rows of one, a few and many blocks. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 

@@ -5,7 +5,7 @@
  * the edge shapes: k of one, two and three blocks (odd block counts), token counts at, below and above
  * the 1-token tile, row ranges that start mid-matrix (ending in a partial tile), strides padded
  * by primes; and once each accumulating into y and with a prefetch distance. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 

@@ -3,7 +3,7 @@
  *
  * The q4k_r16 layout: repack then unpack is the identity on every row, for row counts below, at and
  * above whole groups of 16, and the padding rows of a partial group are zero weights. */
-#include <criterion/criterion.h>
+#include "harness.h"
 
 #include "kernel_check.h"
 

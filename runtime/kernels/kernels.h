@@ -204,6 +204,42 @@ typedef struct {
 } woolly_block_q80_r8;
 _Static_assert(sizeof(woolly_block_q80_r8) == 272, "Q8_0 r8 block is 272 bytes");
 
+/* The 4-row layouts (q4k_r4, q6k_r4, q80_r4): the shape of q4k_r16 for 128-bit registers. One 16-byte
+ * load of quants holds 4 consecutive values of each of the 4 rows (row i's at bytes 4i .. 4i + 3): the
+ * operand of one sdot against 4 activation bytes (NEON's by-element form picks them from a register of
+ * 16), or, zipped in pairs, of one smmla. Per-row scales follow in arrays of 4, one load for the group. */
+
+/* Q4_K, 4 rows (q4k_r4): as q4k_r16 with 4 rows. Load h (0..3) of sub-block j holds values 4h .. 4h + 3
+ * of the sub-block in its low nibbles and values 16 + 4h .. 16 + 4h + 3 in its high nibbles. */
+typedef struct {
+    uint16_t d[4], dmin[4];     /* f16, per row */
+    uint8_t sc[8][4], mn[8][4]; /* 6-bit scale and min of sub-block j of row i at [j][i] */
+    uint8_t qs[8][4][16];       /* [sub-block j][load h][4 * row + l] */
+} woolly_block_q4k_r4;
+_Static_assert(sizeof(woolly_block_q4k_r4) == 592, "Q4_K r4 block is 592 bytes");
+
+/* Q6_K, 4 rows (q6k_r4), in slices of 32 values (slice j = Q6_K sub-blocks 2j and 2j + 1, the span of
+ * one int8 activation block): load h (0..3) of slice j holds the low 4 bits of values 4h .. 4h + 3 of
+ * the slice (sub-block 2j) in its low nibbles and of values 16 + 4h .. 16 + 4h + 3 (sub-block 2j + 1) in
+ * its high nibbles; qh[j][0] holds, in bits 2h and 2h + 1 of byte 4i + l, the high 2 bits of value
+ * 4h + l of row i, and qh[j][1] those of value 16 + 4h + l. Value = d * sc * (q - 32), as in
+ * woolly_block_q6_k. Exactly Q6_K's 210 bytes per row. */
+typedef struct {
+    uint16_t d[4];        /* f16, per row */
+    int8_t sc[16][4];     /* scale of sub-block s (16 values) of row i at [s][i] */
+    uint8_t ql[8][4][16]; /* [slice j][load h][4 * row + l] */
+    uint8_t qh[8][2][16]; /* [slice j][low/high nibble half][4 * row + l] */
+} woolly_block_q6k_r4;
+_Static_assert(sizeof(woolly_block_q6k_r4) == 840, "Q6_K r4 block is 840 bytes");
+
+/* Q8_0, 4 rows (q80_r4): load h (0..7) holds values 4h .. 4h + 3 of each row. Value = d * q. Exactly
+ * Q8_0's 34 bytes per row. */
+typedef struct {
+    uint16_t d[4];    /* f16, per row */
+    int8_t qs[8][16]; /* [load h][4 * row + l] */
+} woolly_block_q80_r4;
+_Static_assert(sizeof(woolly_block_q80_r4) == 136, "Q8_0 r4 block is 136 bytes");
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void woolly_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {

@@ -1,0 +1,54 @@
+# The model-level plain test, run by ctest as `cmake -P`: `woolly logits` on MODEL's reference token
+# sequence with each batch size of BATCHES (comma-separated; default 512 (the GEMM kernels), 1 (GEMV,
+# decode) and 7 (partial batches)), at kernel
+# level ISA and activation format ACT (WOOLLY_ISA, WOOLLY_ACT; empty: the defaults), then logits_nmse
+# against the float64 reference. Each program runs under EMULATOR (the cross build's qemu command line,
+# space-separated; empty natively).
+#
+#   cmake -DEMULATOR=... -DWOOLLY=... -DLOGITS_NMSE=... -DTESTDATA=... -DMODEL=... [-DISA=...] [-DACT=...]
+#         [-DBATCHES=512,1,7] -DOUT=PREFIX -P model_logits.cmake
+foreach(var WOOLLY LOGITS_NMSE TESTDATA MODEL OUT)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "model_logits.cmake: -D${var}= is required")
+  endif()
+endforeach()
+separate_arguments(emulator UNIX_COMMAND "${EMULATOR}")
+
+set(tokens_file ${TESTDATA}/refs/${MODEL}.tokens.txt)
+if(NOT EXISTS ${tokens_file})
+  message(FATAL_ERROR "${tokens_file} is missing (the shared test data must be beside the repository)")
+endif()
+file(READ ${tokens_file} tokens)
+string(STRIP "${tokens}" tokens)
+
+set(env)
+if(ISA)
+  list(APPEND env WOOLLY_ISA=${ISA})
+endif()
+if(ACT)
+  list(APPEND env WOOLLY_ACT=${ACT})
+endif()
+set(outputs)
+if(NOT BATCHES)
+  set(BATCHES 512,1,7)
+endif()
+string(REPLACE "," ";" batches "${BATCHES}")
+foreach(batch ${batches})
+  set(out ${OUT}-b${batch}.f32)
+  file(REMOVE ${out})
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env ${env} ${emulator} ${WOOLLY} logits -m ${TESTDATA}/models/${MODEL}.gguf
+            --tokens ${tokens} -o ${out} -b ${batch} -t 2
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "woolly logits (${MODEL}, batch ${batch}, ${env}) failed: ${rc}")
+  endif()
+  list(APPEND outputs ${out})
+endforeach()
+
+message(STATUS "${MODEL}, environment: ${env}")
+execute_process(COMMAND ${emulator} ${LOGITS_NMSE} ${MODEL} ${outputs} RESULT_VARIABLE rc)
+file(REMOVE ${outputs})
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the logits of ${MODEL} miss the bar")
+endif()
