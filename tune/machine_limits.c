@@ -75,23 +75,36 @@ typedef struct peak_job {
     long long macs[64];
 } peak_job;
 
+/* Twelve (eight for AVX2) independent accumulators: more than latency x throughput, so the ports are
+ * the limit. They are named variables, not an array: GCC keeps an array of vectors that an asm
+ * statement touches in memory, and a load and a store around every instruction would measure the
+ * store-to-load latency instead of the multiply-adds. The empty asm keeps the loop from being folded. */
+#define PEAK_ACCS_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define PEAK_ACCS_8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define PEAK_KEEP_12(a)                                                                                      \
+    __asm__(""                                                                                               \
+            : "+v"(a##0), "+v"(a##1), "+v"(a##2), "+v"(a##3), "+v"(a##4), "+v"(a##5), "+v"(a##6),            \
+              "+v"(a##7), "+v"(a##8), "+v"(a##9), "+v"(a##10), "+v"(a##11))
+
 #if defined(__x86_64__)
-/* 12 independent accumulators: more than latency x throughput, so the ports are the limit. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpdpbusd_zmm(void)
 {
-    __m512i acc[12];
     const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-    for (int i = 0; i < 12; i++)
-        acc[i] = _mm512_set1_epi32(i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < 12; i++) {
-            acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-            __asm__("" : "+v"(acc[i]));
-        }
-    __m512i s = acc[0];
-    for (int i = 1; i < 12; i++)
-        s = _mm512_add_epi32(s, acc[i]);
-    volatile int sink = _mm512_reduce_add_epi32(s);
+#define DECL(i) __m512i acc##i = _mm512_set1_epi32(i);
+#define STEP(i) acc##i = _mm512_dpbusd_epi32(acc##i, a, b);
+#define SUM(i) s = _mm512_add_epi32(s, acc##i);
+    PEAK_ACCS_12(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_12(STEP)
+        PEAK_KEEP_12(acc);
+    }
+    __m512i s = _mm512_setzero_si512();
+    PEAK_ACCS_12(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
+    /* lane 0 only: the intrinsic reduction adds the lanes as C ints, which overflow here */
+    volatile int sink = _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
     (void)sink;
     return 12LL * 64 * PEAK_ITERS;
 }
@@ -100,19 +113,22 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpd
  * vpaddd: 32 multiply-adds per ymm triple. */
 __attribute__((target("avx2"))) static long long peak_maddubs_ymm(void)
 {
-    __m256i acc[8];
     const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
-    for (int i = 0; i < 8; i++)
-        acc[i] = _mm256_set1_epi32(i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < 8; i++) {
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one);
-            acc[i] = _mm256_add_epi32(acc[i], p);
-            __asm__("" : "+v"(acc[i]));
-        }
-    __m256i s = acc[0];
-    for (int i = 1; i < 8; i++)
-        s = _mm256_add_epi32(s, acc[i]);
+#define DECL(i) __m256i acc##i = _mm256_set1_epi32(i);
+#define STEP(i) acc##i = _mm256_add_epi32(acc##i, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
+#define SUM(i) s = _mm256_add_epi32(s, acc##i);
+    PEAK_ACCS_8(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_8(STEP)
+        __asm__(""
+                : "+v"(acc0), "+v"(acc1), "+v"(acc2), "+v"(acc3), "+v"(acc4), "+v"(acc5), "+v"(acc6),
+                  "+v"(acc7));
+    }
+    __m256i s = _mm256_setzero_si256();
+    PEAK_ACCS_8(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
     volatile int sink = _mm256_extract_epi32(s, 0);
     (void)sink;
     return 8LL * 32 * PEAK_ITERS;
@@ -120,18 +136,22 @@ __attribute__((target("avx2"))) static long long peak_maddubs_ymm(void)
 #elif defined(__aarch64__)
 __attribute__((target("arch=armv8.2-a+dotprod"))) static long long peak_sdot(void)
 {
-    int32x4_t acc[12];
     const int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
-    for (int i = 0; i < 12; i++)
-        acc[i] = vdupq_n_s32(i);
-    for (int it = 0; it < PEAK_ITERS; it++)
-        for (int i = 0; i < 12; i++) {
-            acc[i] = vdotq_s32(acc[i], a, b);
-            __asm__("" : "+w"(acc[i]));
-        }
-    int32x4_t s = acc[0];
-    for (int i = 1; i < 12; i++)
-        s = vaddq_s32(s, acc[i]);
+#define DECL(i) int32x4_t acc##i = vdupq_n_s32(i);
+#define STEP(i) acc##i = vdotq_s32(acc##i, a, b);
+#define SUM(i) s = vaddq_s32(s, acc##i);
+    PEAK_ACCS_12(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_12(STEP)
+        __asm__(""
+                : "+w"(acc0), "+w"(acc1), "+w"(acc2), "+w"(acc3), "+w"(acc4), "+w"(acc5), "+w"(acc6),
+                  "+w"(acc7), "+w"(acc8), "+w"(acc9), "+w"(acc10), "+w"(acc11));
+    }
+    int32x4_t s = vdupq_n_s32(0);
+    PEAK_ACCS_12(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
     volatile int sink = vaddvq_s32(s);
     (void)sink;
     return 12LL * 16 * PEAK_ITERS;

@@ -1,16 +1,25 @@
 /* woolly bench: prompt-processing and generation speed, with llama-bench's meaning of the tests:
  * ppN evaluates an N-token prompt (batched: the GEMM path), tgN generates N tokens one at a time (the
  * GEMV path; no sampling), both after `depth` tokens already in the cache (-d, default 0: an empty
- * cache). The cache is filled to the depth once, untimed; each run then rewinds to it. One warm-up run,
- * then the mean and standard deviation of tokens/s over the repetitions, printed as llama-bench's
- * markdown table. */
-#include <math.h>
+ * cache). For each thread count of -t (a list, as llama-bench's) one context is opened, its cache
+ * filled to the depth once, untimed; each run then rewinds to it. One warm-up run, then the mean and
+ * standard deviation of tokens/s over the repetitions, as llama-bench's markdown table, JSON or CSV
+ * (bench_report.h). --roofline measures the machine's limits and prints each figure as a share of its
+ * limit (bench_roofline.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
+#include "bench_report.h"
+#include "bench_roofline.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "registry.h"
+#include "threadpool.h"
+
+enum { MAX_THREAD_COUNTS = 64 };
 
 /* One run of a test after `depth` cached tokens: seconds, or a negative number on an error. */
 static double run_once(woolly_context *c, const woolly_token *ids, int32_t n, bool batched, int32_t depth)
@@ -28,140 +37,278 @@ static double run_once(woolly_context *c, const woolly_token *ids, int32_t n, bo
     return cli_now_s() - t0;
 }
 
-static void format_size(char *out, size_t cap, uint64_t bytes)
+/* "1,2,4": each a thread count in [1, WOOLLY_MAX_THREADS]. Returns the count, or -1 after a message. */
+static int parse_threads(const char *cmd, const char *s, int *out)
 {
-    const double b = (double)bytes;
-    if (b >= 1024.0 * 1024.0 * 1024.0)
-        snprintf(out, cap, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
-    else
-        snprintf(out, cap, "%.2f MiB", b / (1024.0 * 1024.0));
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || v < 1 || v > WOOLLY_MAX_THREADS) {
+            fprintf(stderr,
+                    "woolly %s: -t %s: each thread count must be an integer from 1 to %d, comma-separated "
+                    "(\"1,2\")\n",
+                    cmd, s, WOOLLY_MAX_THREADS);
+            return -1;
+        }
+        if (n == MAX_THREAD_COUNTS) {
+            fprintf(stderr, "woolly %s: -t %s: at most %d thread counts\n", cmd, s, MAX_THREAD_COUNTS);
+            return -1;
+        }
+        out[n++] = (int)v;
+        if (!*end)
+            return n;
+        p = end + 1;
+    }
 }
 
-static void format_count(char *out, size_t cap, uint64_t n)
+/* The process's peak resident set: VmHWM from /proc (which clear_peak_rss can reset), else
+ * getrusage's ru_maxrss (KiB on Linux). */
+static uint64_t peak_rss_bytes(void)
 {
-    const double x = (double)n;
-    if (x >= 1e9)
-        snprintf(out, cap, "%.2f B", x / 1e9);
-    else if (x >= 1e6)
-        snprintf(out, cap, "%.2f M", x / 1e6);
-    else
-        snprintf(out, cap, "%.2f K", x / 1e3);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kib = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+                break;
+        fclose(f);
+        if (kib)
+            return kib * 1024ull;
+    }
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024ull;
+}
+
+/* Resets VmHWM to the current RSS (Linux 4.0+), so that the limits' 256 MiB read buffer does not count
+ * as the model's memory. False if it cannot. */
+static bool clear_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return false;
+    const bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+typedef struct bench_opts {
+    int32_t n_prompt, n_gen, reps, depth;
+    bench_format format;
+    bool roofline;
+    FILE *out; /* stdout, or -o FILE */
+    cli_context_opts ctx;
+} bench_opts;
+
+/* Runs every test at one thread count, appending to r->tests; prints markdown rows as they finish.
+ * Returns 0, or -1 after a message. */
+static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
+                         int threads, bench_run *r, bool *rss_trackable)
+{
+    cli_context_opts co = o->ctx;
+    co.n_threads = threads;
+    woolly_context_params cp;
+    cli_context_params(cmd, &co, m, &cp);
+    const int32_t longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    if (!co.n_ctx_given)
+        cp.n_ctx = o->depth + longest;
+    woolly_context *c = woolly_context_open(m, &cp);
+    if (!c) {
+        cli_api_error(cmd);
+        return -1;
+    }
+    int status = -1;
+    /* The depth: filled once, batched; the tests' tokens follow it. */
+    if (o->depth > 0 && woolly_eval(c, ids + longest, o->depth)) {
+        cli_api_error(cmd);
+        goto done;
+    }
+    const int first = r->n_tests;
+    for (int kind = 0; kind < 2; kind++) {
+        const bool batched = kind == 0;
+        const int32_t n = batched ? o->n_prompt : o->n_gen;
+        if (n == 0)
+            continue;
+        bench_test *t = &r->tests[r->n_tests];
+        *t = (bench_test){.threads = threads, .batched = batched, .n = n, .depth = o->depth};
+        if (o->depth > 0)
+            snprintf(t->name, sizeof t->name, "%s%d @ d%d", batched ? "pp" : "tg", n, o->depth);
+        else
+            snprintf(t->name, sizeof t->name, "%s%d", batched ? "pp" : "tg", n);
+        cli_profile_text(m, c, t->profile, sizeof t->profile);
+        if (!(t->samples_ts = calloc((size_t)o->reps, sizeof *t->samples_ts))) {
+            fprintf(stderr, "woolly %s: out of memory\n", cmd);
+            goto done;
+        }
+        r->n_tests++;
+        if (run_once(c, ids, n, batched, o->depth) < 0) { /* warm-up */
+            cli_api_error(cmd);
+            goto done;
+        }
+        for (int32_t i = 0; i < o->reps; i++) {
+            const double s = run_once(c, ids, n, batched, o->depth);
+            if (s < 0) {
+                cli_api_error(cmd);
+                goto done;
+            }
+            t->samples_ts[t->n_samples++] = s > 0 ? n / s : 0.0;
+        }
+        bench_test_stats(t);
+        if (o->format == BENCH_MD && !o->roofline)
+            bench_md_row(o->out, r, t);
+    }
+    if (o->roofline) {
+        /* The model's memory peaks before the limits' buffer is mapped; the peak is then reset. */
+        if (*rss_trackable) {
+            const uint64_t rss = peak_rss_bytes();
+            r->peak_rss = rss > r->peak_rss ? rss : r->peak_rss;
+        }
+        bench_roof roof;
+        if (bench_measure_roof(cmd, threads, &roof))
+            goto done;
+        *rss_trackable = *rss_trackable && clear_peak_rss();
+        for (int i = first; i < r->n_tests; i++) {
+            bench_apply_roof(r, &roof, &r->tests[i]);
+            if (o->format == BENCH_MD)
+                bench_md_row(o->out, r, &r->tests[i]);
+        }
+    }
+    status = 0;
+done:
+    woolly_context_close(c);
+    return status;
 }
 
 int woolly_cmd_bench(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL;
-    int32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
-    cli_context_opts ctx_opts;
-    cli_table t = {.synopsis = "-m MODEL [-p 512] [-n 128] [-d 0] [-t T] [-r REPS]"};
+    const char *model_path = NULL, *threads_arg = NULL, *format_arg = "md", *out_path = NULL;
+    bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .depth = 0};
+    cli_table t = {
+        .synopsis = "-m MODEL [-p 512] [-n 128] [-d 0] [-t T[,T...]] [-r REPS] [--format md|json|csv] "
+                    "[-o FILE] [--roofline]",
+        .about = "Measures prompt processing (ppN: an N-token batch) and generation (tgN: N tokens one at a\n"
+                 "time), as llama-bench does, with one warm-up run and the mean and standard deviation of\n"
+                 "tokens/s over the repetitions. The load time, peak RSS, ISA level and tuning profile\n"
+                 "follow the markdown table, or are fields of each JSON object or CSV line.\n"};
     cli_add_model_flag(&t, &model_path);
-    cli_add(&t, (cli_flag){"-p", "--n-prompt", CLI_INT, &n_prompt, 0, 1 << 20, "N",
+    cli_add(&t, (cli_flag){"-p", "--n-prompt", CLI_INT, &o.n_prompt, 0, 1 << 20, "N",
                            "prompt tokens of the pp test; 0 skips it (default 512)", NULL});
-    cli_add(&t, (cli_flag){"-n", "--n-gen", CLI_INT, &n_gen, 0, 1 << 20, "N",
+    cli_add(&t, (cli_flag){"-n", "--n-gen", CLI_INT, &o.n_gen, 0, 1 << 20, "N",
                            "generated tokens of the tg test; 0 skips it (default 128)", NULL});
-    cli_add(&t, (cli_flag){"-d", "--n-depth", CLI_INT, &depth, 0, 1 << 24, "N",
+    cli_add(&t, (cli_flag){"-d", "--n-depth", CLI_INT, &o.depth, 0, 1 << 24, "N",
                            "tokens in the KV cache before each test (default 0); the context is sized to fit",
                            NULL});
-    cli_add(&t, (cli_flag){"-r", "--repetitions", CLI_INT, &reps, 1, 1000, "N",
+    cli_add(&t, (cli_flag){"-r", "--repetitions", CLI_INT, &o.reps, 1, 1000, "N",
                            "measured runs of each test, after one warm-up (default 5)", NULL});
-    cli_add_context_flags(&t, &ctx_opts);
+    cli_add(&t, (cli_flag){NULL, "--format", CLI_ENUM, &format_arg, 0, 0, "md|json|csv",
+                           "output: llama-bench's markdown table, JSON (one object per test) or CSV "
+                           "(default md)",
+                           NULL});
+    cli_add(&t, (cli_flag){"-o", "--output", CLI_STR, &out_path, 0, 0, "FILE",
+                           "write the results to FILE rather than stdout", NULL});
+    cli_add(&t, (cli_flag){NULL, "--roofline", CLI_BOOL, &o.roofline, 0, 0, NULL,
+                           "also measure this machine's DRAM read bandwidth and int8 multiply-add rate at "
+                           "each thread count and give every figure as a percentage of its limit",
+                           NULL});
+    cli_add_context_flags(&t, &o.ctx);
+    /* -t takes a list here, as llama-bench's does. */
+    for (int i = 0; i < t.n; i++)
+        if (!strcmp(t.flags[i].long_name, "--threads"))
+            t.flags[i] =
+                (cli_flag){"-t",       "--threads",
+                           CLI_STR,    &threads_arg,
+                           0,          0,
+                           "N[,N...]", "thread counts, one set of tests each (default: the number of cores)",
+                           NULL};
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
-    if (n_prompt == 0 && n_gen == 0) {
+    if (o.n_prompt == 0 && o.n_gen == 0) {
         fprintf(stderr, "woolly %s: nothing to measure (-p 0 and -n 0)\n", cmd);
         return 2;
     }
+    o.format = !strcmp(format_arg, "json") ? BENCH_JSON : !strcmp(format_arg, "csv") ? BENCH_CSV : BENCH_MD;
+    int threads[MAX_THREAD_COUNTS], n_threads = 1;
+    threads[0] = o.ctx.n_threads;
+    if (threads_arg && (n_threads = parse_threads(cmd, threads_arg, threads)) < 0)
+        return 2;
+    const int32_t longest = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
+    if (o.ctx.n_ctx_given && o.ctx.n_ctx < o.depth + longest) {
+        fprintf(
+            stderr,
+            "woolly %s: the tests need %d positions (-d %d + %d tokens), more than --ctx-size %d: lower -d, "
+            "-p or -n, or raise --ctx-size\n",
+            cmd, o.depth + longest, o.depth, longest, o.ctx.n_ctx);
+        return 2;
+    }
 
-    woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
+    if (out_path && cli_output_is_input(cmd, out_path, model_path))
+        return 2;
+    bench_run r = {.model_path = model_path, .kv_type = o.ctx.kv_type, .roofline = o.roofline};
+    woolly_model *m = cli_open_model(cmd, model_path, &o.ctx, &r.load_s);
     if (!m)
         return 1;
+    if (!o.ctx.n_ctx_given && o.depth + longest > woolly_model_n_ctx_train(m))
+        fprintf(stderr,
+                "woolly %s: warning: the tests reach position %d, past the %d the model was trained with\n",
+                cmd, o.depth + longest, woolly_model_n_ctx_train(m));
+    r.model_name = woolly_model_name(m);
+    r.model_size = woolly_model_size(m);
+    r.model_params = woolly_model_n_params(m);
+    r.isa = woolly_isa_name(woolly_isa_active());
     int status = 1;
-    woolly_context *c = NULL;
-    const int32_t longest = n_prompt > n_gen ? n_prompt : n_gen;
-    woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)depth));
-    double *tps = malloc(sizeof *tps * (size_t)reps);
-    woolly_context_params cp;
-    if (!ids || !tps) {
+    woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)o.depth));
+    r.tests = calloc((size_t)n_threads * 2, sizeof *r.tests);
+    if (!ids || !r.tests) {
         fprintf(stderr, "woolly %s: out of memory\n", cmd);
         goto done;
     }
-    cli_context_params(cmd, &ctx_opts, m, &cp);
-    if (!ctx_opts.n_ctx_given)
-        cp.n_ctx = depth + longest;
-    else if (cp.n_ctx < depth + longest) {
-        fprintf(stderr, "woolly %s: the tests need %d positions (depth %d + %d), more than --ctx-size %d\n",
-                cmd, depth + longest, depth, longest, cp.n_ctx);
+    if (o.roofline && bench_work_per_token(cmd, &r))
         goto done;
-    }
-    if (!(c = woolly_context_open(m, &cp))) {
-        cli_api_error(cmd);
+    o.out = out_path ? fopen(out_path, "w") : stdout;
+    if (!o.out) {
+        fprintf(stderr, "woolly %s: cannot write %s: %s\n", cmd, out_path, strerror(errno));
         goto done;
     }
     /* Fixed pseudo-random token ids: what the speed depends on is their count, not their text. */
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int32_t i = 0; i < longest + depth; i++) {
+    for (int32_t i = 0; i < longest + o.depth; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (woolly_token)(x % (uint64_t)woolly_model_n_vocab(m));
     }
-    /* The depth: filled once, batched; the tests' tokens follow it. */
-    if (depth > 0 && woolly_eval(c, ids + longest, depth)) {
-        cli_api_error(cmd);
-        goto done;
-    }
-
-    char size[32], params[32], backend[32], profile[1200];
-    cli_profile_text(m, c, profile, sizeof profile);
-    printf("tuning profile: %s\n\n", profile);
-    format_size(size, sizeof size, woolly_model_size(m));
-    format_count(params, sizeof params, woolly_model_n_params(m));
-    snprintf(backend, sizeof backend, "CPU (%s)", woolly_isa_name(woolly_isa_active()));
-    printf("| %-30s | %10s | %10s | %-12s | %7s | %13s | %20s |\n", "model", "size", "params", "backend",
-           "threads", "test", "t/s");
-    /* Column widths as in the header; right-aligned columns end their rule with ':'. */
-    const char *dashes = "------------------------------";
-    printf("| %.30s | %.9s: | %.9s: | %.12s | %.6s: | %.12s: | %.19s: |\n", dashes, dashes, dashes, dashes,
-           dashes, dashes, dashes);
-    fflush(stdout);
-    for (int test = 0; test < 2; test++) {
-        const bool batched = test == 0;
-        const int32_t n = batched ? n_prompt : n_gen;
-        if (n == 0)
-            continue;
-        if (run_once(c, ids, n, batched, depth) < 0) { /* warm-up */
-            cli_api_error(cmd);
+    if (o.format == BENCH_MD)
+        bench_md_header(o.out, o.roofline);
+    bool rss_trackable = true;
+    for (int i = 0; i < n_threads; i++)
+        if (bench_threads(cmd, &o, m, ids, threads[i], &r, &rss_trackable))
             goto done;
-        }
-        double sum = 0.0;
-        for (int32_t r = 0; r < reps; r++) {
-            const double s = run_once(c, ids, n, batched, depth);
-            if (s < 0) {
-                cli_api_error(cmd);
-                goto done;
-            }
-            tps[r] = s > 0 ? n / s : 0.0;
-            sum += tps[r];
-        }
-        const double mean = sum / reps;
-        double var = 0.0;
-        for (int32_t r = 0; r < reps; r++)
-            var += (tps[r] - mean) * (tps[r] - mean);
-        const double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
-        char name[32], result[48]; /* "±" takes two bytes of the field width */
-        if (depth > 0)
-            snprintf(name, sizeof name, "%s%d @ d%d", batched ? "pp" : "tg", n, depth);
-        else
-            snprintf(name, sizeof name, "%s%d", batched ? "pp" : "tg", n);
-        snprintf(result, sizeof result, "%.2f ± %.2f", mean, sd);
-        printf("| %-30.30s | %10s | %10s | %-12s | %7d | %13s | %21s |\n", woolly_model_name(m), size, params,
-               backend, woolly_context_n_threads(c), name, result);
-        fflush(stdout);
+    if (rss_trackable) {
+        const uint64_t rss = peak_rss_bytes();
+        r.peak_rss = rss > r.peak_rss ? rss : r.peak_rss;
     }
+    if (o.format == BENCH_MD)
+        bench_md_footer(o.out, &r);
+    else if (o.format == BENCH_JSON)
+        bench_write_json(o.out, &r);
+    else
+        bench_write_csv(o.out, &r);
     status = 0;
+    const bool write_failed = ferror(o.out) != 0;
+    const bool close_failed = o.out != stdout && fclose(o.out) != 0;
+    o.out = NULL;
+    if (write_failed || close_failed) {
+        fprintf(stderr, "woolly %s: writing %s failed\n", cmd, out_path ? out_path : "the results");
+        status = 1;
+    }
 done:
-    woolly_context_close(c);
-    free(tps);
+    if (o.out && o.out != stdout)
+        fclose(o.out);
+    if (r.tests)
+        for (int i = 0; i < r.n_tests; i++)
+            free(r.tests[i].samples_ts);
+    free(r.tests);
     free(ids);
     woolly_model_close(m);
     return status;

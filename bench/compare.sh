@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Woolly beside llama.cpp on one GGUF file: runs llama.cpp's llama-bench (the binary given) and
+# `woolly bench` with the same tests, alternating the engines run by run (so that a machine that gets
+# busier or cooler affects both alike), and prints one markdown table with both engines' tokens/s
+# (mean ± std over the runs) and the ratio woolly/llama per test.
+#
+#   bench/compare.sh LLAMA_BENCH MODEL [-p 512] [-n 128] [-t 2[,4...]] [-r 3] [-d 0]
+#                    [--llama-args "ARGS"] [--woolly-args "ARGS"]
+#
+# Each of the -r runs is one `llama-bench -r 1 -o json` and one `woolly bench -r 1 --format json` (each
+# with its own warm-up), in alternating order. --llama-args and --woolly-args add flags to one engine
+# only (e.g. --llama-args "-fa 1 -rtr 1" for ik_llama.cpp). WOOLLY names the woolly binary (default:
+# build/woolly beside this script's folder); PYTHON the Python 3 that makes the table (default python3).
+set -euo pipefail
+
+usage() {
+  sed -n '7,8p' "$0" | sed 's/^#  *//; s/^/usage: /' >&2
+  exit 2
+}
+
+[ $# -ge 2 ] || usage
+llama_bench=$1 model=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+woolly=${WOOLLY:-$here/../build/woolly}
+python=${PYTHON:-python3}
+n_prompt=512 n_gen=128 threads=2 reps=3 depth=0 llama_args="" woolly_args=""
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }
+  case $1 in
+    -p) n_prompt=$2 ;;
+    -n) n_gen=$2 ;;
+    -t) threads=$2 ;;
+    -r) reps=$2 ;;
+    -d) depth=$2 ;;
+    --llama-args) llama_args=$2 ;;
+    --woolly-args) woolly_args=$2 ;;
+    *) echo "compare.sh: unknown option '$1'" >&2; usage ;;
+  esac
+  shift 2
+done
+for v in "-p:$n_prompt" "-n:$n_gen" "-r:$reps" "-d:$depth"; do
+  [[ ${v#*:} =~ ^[0-9]+$ ]] || { echo "compare.sh: ${v%%:*} ${v#*:} is not a count" >&2; exit 2; }
+done
+[[ $threads =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "compare.sh: -t $threads is not a list of thread counts" >&2; exit 2; }
+[ "$reps" -ge 1 ] || { echo "compare.sh: -r must be at least 1" >&2; exit 2; }
+[ -x "$llama_bench" ] || { echo "compare.sh: $llama_bench is not an executable llama-bench" >&2; exit 2; }
+[ -x "$woolly" ] || { echo "compare.sh: $woolly is not an executable woolly (set WOOLLY)" >&2; exit 2; }
+[ -f "$model" ] || { echo "compare.sh: no model file $model" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# llama-bench takes -d only in newer versions (ik_llama.cpp has none): pass it only when asked for.
+depth_args=()
+[ "$depth" -eq 0 ] || depth_args=(-d "$depth")
+
+run_llama() {
+  # shellcheck disable=SC2086 # --llama-args is a list of flags
+  "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 "${depth_args[@]}" $llama_args \
+    -o json >"$tmp/llama.$1.json" 2>"$tmp/llama.err" ||
+    { cat "$tmp/llama.err" >&2; echo "compare.sh: llama-bench failed (its messages above)" >&2; exit 1; }
+}
+run_woolly() {
+  # shellcheck disable=SC2086 # --woolly-args is a list of flags
+  "$woolly" bench -m "$model" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 -d "$depth" $woolly_args \
+    --format json >"$tmp/woolly.$1.json" 2>"$tmp/woolly.err" ||
+    { cat "$tmp/woolly.err" >&2; echo "compare.sh: woolly bench failed (its messages above)" >&2; exit 1; }
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+for ((i = 1; i <= reps; i++)); do
+  echo "compare.sh: run $i of $reps" >&2
+  if ((i % 2)); then run_llama "$i"; run_woolly "$i"; else run_woolly "$i"; run_llama "$i"; fi
+done
+
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+
+"$python" - "$tmp" "$reps" "$llama_bench" "$woolly" "$model" "$load_before" "$load_after" <<'EOF'
+import json, math, os, sys
+
+tmp, reps, llama_path, woolly_path, model, load_before, load_after = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+
+def test_name(o):
+    """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth."""
+    p, g, d = o.get("n_prompt", 0), o.get("n_gen", 0), o.get("n_depth", 0)
+    name = f"pp{p}+tg{g}" if p and g else f"pp{p}" if p else f"tg{g}"
+    return f"{name} @ d{d}" if d else name
+
+def load(engine):
+    """(threads, test) -> tokens/s of each run, in the order the tests first appear; and one object."""
+    runs, order, first = {}, [], None
+    for i in range(1, reps + 1):
+        path = os.path.join(tmp, f"{engine}.{i}.json")
+        try:
+            objs = json.load(open(path))
+        except (OSError, ValueError) as e:
+            sys.exit(f"compare.sh: {engine}'s output of run {i} is not JSON: {e}")
+        for o in objs:
+            key = (o["n_threads"], test_name(o))
+            if key not in runs:
+                runs[key] = []
+                order.append(key)
+            runs[key] += o["samples_ts"] if o.get("samples_ts") else [o["avg_ts"]]
+            first = first or o
+    return runs, order, first
+
+def stats(xs):
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+def size(b):
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
+
+def count(n):
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n / 1e3:.2f} K"
+
+llama, llama_order, lo = load("llama")
+woolly, woolly_order, wo = load("woolly")
+if not wo:
+    sys.exit("compare.sh: woolly bench gave no tests")
+print(f"model: {model}")
+lo = lo or {}
+print(f"llama.cpp: {llama_path} (build {lo.get('build_commit', '?')}, CPU {lo.get('cpu_info', '?')})")
+print(f"woolly: {woolly_path} ({wo['isa']}, tuning profile: {wo['tune_profile']})")
+print(f"runs: {reps}, alternating; t/s mean ± std over the runs; load average {load_before} before, {load_after} after\n")
+print("| model | size | params | threads | test | llama.cpp t/s | woolly t/s | woolly/llama |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+keys = woolly_order + [k for k in llama_order if k not in woolly]
+for key in keys:
+    w = stats(woolly[key]) if key in woolly else None
+    l = stats(llama[key]) if key in llama else None
+    fmt = lambda s: f"{s[0]:.2f} ± {s[1]:.2f}" if s else "-"
+    ratio = f"{w[0] / l[0]:.2f}" if w and l and l[0] > 0 else "-"
+    print(f"| {wo['model']} | {size(wo['model_size'])} | {count(wo['model_n_params'])} | {key[0]} | {key[1]} "
+          f"| {fmt(l)} | {fmt(w)} | {ratio} |")
+EOF

@@ -1,0 +1,251 @@
+/* `woolly bench`'s output formats (bench_report.h). */
+#include "bench_report.h"
+
+#include <math.h>
+#include <string.h>
+
+void bench_test_stats(bench_test *t)
+{
+    double sum = 0.0;
+    for (int i = 0; i < t->n_samples; i++)
+        sum += t->samples_ts[i];
+    t->mean_ts = t->n_samples ? sum / t->n_samples : 0.0;
+    double var = 0.0;
+    for (int i = 0; i < t->n_samples; i++)
+        var += (t->samples_ts[i] - t->mean_ts) * (t->samples_ts[i] - t->mean_ts);
+    t->std_ts = t->n_samples > 1 ? sqrt(var / (t->n_samples - 1)) : 0.0;
+}
+
+/* The unit of a test's work rate: weights streamed for decode, multiply-adds for prefill. */
+static const char *work_unit(const bench_test *t)
+{
+    return t->batched ? "GMAC/s" : "GB/s";
+}
+
+/* ---- markdown --------------------------------------------------------------------------------------- */
+
+static void format_size(char *out, size_t cap, uint64_t bytes)
+{
+    const double b = (double)bytes;
+    if (b >= 1024.0 * 1024.0 * 1024.0)
+        snprintf(out, cap, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
+    else
+        snprintf(out, cap, "%.2f MiB", b / (1024.0 * 1024.0));
+}
+
+static void format_count(char *out, size_t cap, double x)
+{
+    if (x >= 1e9)
+        snprintf(out, cap, "%.2f B", x / 1e9);
+    else if (x >= 1e6)
+        snprintf(out, cap, "%.2f M", x / 1e6);
+    else
+        snprintf(out, cap, "%.2f K", x / 1e3);
+}
+
+void bench_md_header(FILE *f, bool roofline)
+{
+    fprintf(f, "| %-30s | %10s | %10s | %-12s | %7s | %13s | %20s |", "model", "size", "params", "backend",
+            "threads", "test", "t/s");
+    if (roofline)
+        fprintf(f, " %14s | %10s |", "work/s", "% of limit");
+    /* Column widths as in the header; right-aligned columns end their rule with ':'. */
+    const char *dashes = "------------------------------";
+    fprintf(f, "\n| %.30s | %.9s: | %.9s: | %.12s | %.6s: | %.12s: | %.19s: |", dashes, dashes, dashes,
+            dashes, dashes, dashes, dashes);
+    if (roofline)
+        fprintf(f, " %.13s: | %.9s: |", dashes, dashes);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void bench_md_row(FILE *f, const bench_run *r, const bench_test *t)
+{
+    char size[32], params[32], backend[32], result[48];
+    format_size(size, sizeof size, r->model_size);
+    format_count(params, sizeof params, (double)r->model_params);
+    snprintf(backend, sizeof backend, "CPU (%s)", r->isa);
+    snprintf(result, sizeof result, "%.2f ± %.2f", t->mean_ts, t->std_ts);
+    /* "±" takes two bytes of the field width */
+    fprintf(f, "| %-30.30s | %10s | %10s | %-12s | %7d | %13s | %21s |", r->model_name, size, params, backend,
+            t->threads, t->name, result);
+    if (t->has_roof) {
+        char rate[32], pct[16];
+        snprintf(rate, sizeof rate, "%.2f %s", t->work_rate, work_unit(t));
+        if (t->limit > 0)
+            snprintf(pct, sizeof pct, "%.1f%%", 100.0 * t->work_rate / t->limit);
+        else
+            snprintf(pct, sizeof pct, "n/a");
+        fprintf(f, " %14s | %10s |", rate, pct);
+    }
+    fputc('\n', f);
+    fflush(f);
+}
+
+void bench_md_footer(FILE *f, const bench_run *r)
+{
+    fprintf(f, "\nload time: %.3f s\nISA level: %s\nKV cache: %s\n", r->load_s, r->isa, r->kv_type);
+    for (int i = 0; i < r->n_tests; i++)
+        if (i == 0 || r->tests[i].threads != r->tests[i - 1].threads)
+            fprintf(f, "tuning profile: %s\n", r->tests[i].profile);
+    fprintf(f, "peak RSS: %.2f MiB\n", (double)r->peak_rss / (1024.0 * 1024.0));
+    if (!r->roofline)
+        return;
+    char macs[32], out_macs[32];
+    format_count(macs, sizeof macs, r->macs_layers);
+    format_count(out_macs, sizeof out_macs, r->macs_output);
+    fprintf(f,
+            "roofline: decode reads %.2f MiB of weights per token (GB/s against DRAM read bandwidth); "
+            "prefill does %s multiply-adds per token plus %s for the output matrix on the last token "
+            "(GMAC/s against the int8 rate)\n",
+            r->bytes_per_token / (1024.0 * 1024.0), macs, out_macs);
+    for (int i = 0; i < r->n_tests; i++) {
+        const bench_test *t = &r->tests[i];
+        if (!t->has_roof || (i > 0 && t->threads == r->tests[i - 1].threads))
+            continue;
+        fprintf(f, "machine limits, %d thread%s: DRAM read %.2f GB/s, int8 ", t->threads,
+                t->threads == 1 ? "" : "s", t->roof.dram_read_gbs);
+        if (t->roof.int8_gmacs > 0)
+            fprintf(f, "%.1f GMAC/s (%s)\n", t->roof.int8_gmacs, t->roof.int8_instr);
+        else
+            fprintf(f, "%s\n", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
+    }
+    for (int i = 0; i < r->n_tests; i++)
+        if (r->tests[i].has_roof && r->tests[i].limit > 0 && r->tests[i].work_rate > r->tests[i].limit) {
+            fprintf(f,
+                    "note: a figure over 100%% means its limit was measured low (a busy machine: run again "
+                    "when it is quiet) or, for decode, that the weights fit in the caches\n");
+            break;
+        }
+}
+
+/* ---- JSON --------------------------------------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* A finite number (JSON has no NaN or infinity): null otherwise. */
+static void json_number(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.6f", x);
+    else
+        fputs("null", f);
+}
+
+void bench_write_json(FILE *f, const bench_run *r)
+{
+    fputs("[\n", f);
+    for (int i = 0; i < r->n_tests; i++) {
+        const bench_test *t = &r->tests[i];
+        fputs("  {\n    \"model\": ", f);
+        json_string(f, r->model_name);
+        fputs(",\n    \"model_filename\": ", f);
+        json_string(f, r->model_path);
+        fprintf(f, ",\n    \"model_size\": %llu,\n    \"model_n_params\": %llu,\n",
+                (unsigned long long)r->model_size, (unsigned long long)r->model_params);
+        fputs("    \"backend\": \"CPU\",\n    \"isa\": ", f);
+        json_string(f, r->isa);
+        fputs(",\n    \"kv_type\": ", f);
+        json_string(f, r->kv_type);
+        fprintf(
+            f, ",\n    \"n_threads\": %d,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n",
+            t->threads, t->batched ? t->n : 0, t->batched ? 0 : t->n, t->depth);
+        fputs("    \"test\": ", f);
+        json_string(f, t->name);
+        fputs(",\n    \"avg_ts\": ", f);
+        json_number(f, t->mean_ts);
+        fputs(",\n    \"stddev_ts\": ", f);
+        json_number(f, t->std_ts);
+        fputs(",\n    \"samples_ts\": [", f);
+        for (int s = 0; s < t->n_samples; s++) {
+            if (s)
+                fputs(", ", f);
+            json_number(f, t->samples_ts[s]);
+        }
+        fprintf(f, "],\n    \"load_s\": ");
+        json_number(f, r->load_s);
+        fprintf(f,
+                ",\n    \"peak_rss_bytes\": %llu,\n    \"tune_profile\": ", (unsigned long long)r->peak_rss);
+        json_string(f, t->profile);
+        if (t->has_roof) {
+            fputs(",\n    \"roofline\": {\"dram_read_gbs\": ", f);
+            json_number(f, t->roof.dram_read_gbs);
+            fputs(", \"int8_gmacs\": ", f);
+            json_number(f, t->roof.int8_gmacs);
+            fputs(", \"int8_instr\": ", f);
+            json_string(f, t->roof.int8_instr);
+            fputs(t->batched ? ", \"macs_per_token\": " : ", \"bytes_per_token\": ", f);
+            json_number(f, t->batched ? r->macs_layers + r->macs_output / t->n : r->bytes_per_token);
+            fputs(", \"work_rate\": ", f);
+            json_number(f, t->work_rate);
+            fputs(", \"work_unit\": ", f);
+            json_string(f, work_unit(t));
+            fputs(", \"limit\": ", f);
+            json_number(f, t->limit);
+            fputs(", \"percent_of_limit\": ", f);
+            json_number(f, t->limit > 0 ? 100.0 * t->work_rate / t->limit : NAN);
+            fputc('}', f);
+        }
+        fprintf(f, "\n  }%s\n", i + 1 < r->n_tests ? "," : "");
+    }
+    fputs("]\n", f);
+    fflush(f);
+}
+
+/* ---- CSV ---------------------------------------------------------------------------------------------- */
+
+static void csv_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const char *p = s ? s : ""; *p; p++) {
+        if (*p == '"')
+            fputc('"', f);
+        fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void bench_write_csv(FILE *f, const bench_run *r)
+{
+    fputs("model,model_filename,model_size,model_n_params,backend,isa,kv_type,n_threads,n_prompt,n_gen,"
+          "n_depth,test,avg_ts,stddev_ts,samples_ts,load_s,peak_rss_bytes,tune_profile",
+          f);
+    if (r->roofline)
+        fputs(",dram_read_gbs,int8_gmacs,work_rate,work_unit,limit,percent_of_limit", f);
+    fputc('\n', f);
+    for (int i = 0; i < r->n_tests; i++) {
+        const bench_test *t = &r->tests[i];
+        csv_string(f, r->model_name);
+        fputc(',', f);
+        csv_string(f, r->model_path);
+        fprintf(f, ",%llu,%llu,CPU,%s,%s,%d,%d,%d,%d,", (unsigned long long)r->model_size,
+                (unsigned long long)r->model_params, r->isa, r->kv_type, t->threads, t->batched ? t->n : 0,
+                t->batched ? 0 : t->n, t->depth);
+        csv_string(f, t->name);
+        fprintf(f, ",%.6f,%.6f,\"", t->mean_ts, t->std_ts);
+        for (int s = 0; s < t->n_samples; s++)
+            fprintf(f, "%s%.6f", s ? ";" : "", t->samples_ts[s]);
+        fprintf(f, "\",%.6f,%llu,", r->load_s, (unsigned long long)r->peak_rss);
+        csv_string(f, t->profile);
+        if (r->roofline) {
+            fprintf(f, ",%.6f,%.6f,%.6f,%s,%.6f,", t->roof.dram_read_gbs, t->roof.int8_gmacs, t->work_rate,
+                    work_unit(t), t->limit);
+            if (t->limit > 0)
+                fprintf(f, "%.4f", 100.0 * t->work_rate / t->limit);
+        }
+        fputc('\n', f);
+    }
+    fflush(f);
+}

@@ -1,0 +1,62 @@
+/* `woolly bench`'s results and their three output formats: llama-bench's markdown table (rows printed
+ * as the tests finish), JSON (an array with one object per test, llama-bench's field names where it has
+ * them) and CSV (one header line, one line per test). */
+#ifndef WOOLLY_CLI_BENCH_REPORT_H
+#define WOOLLY_CLI_BENCH_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum bench_format { BENCH_MD, BENCH_JSON, BENCH_CSV } bench_format;
+
+/* This machine's limits for one thread count, and what a test achieved against them (--roofline). */
+typedef struct bench_roof {
+    double dram_read_gbs; /* GB/s, 0 if not measured */
+    double int8_gmacs;    /* GMAC/s, 0 at a level without an int8 dot product */
+    const char *int8_instr;
+} bench_roof;
+
+typedef struct bench_test {
+    int threads;
+    bool batched;  /* pp (one batch) rather than tg (one token at a time) */
+    int32_t n;     /* tokens of the test */
+    int32_t depth; /* tokens in the cache before it */
+    char name[48]; /* "pp512", "tg128", "pp512 @ d4096" */
+    double *samples_ts;
+    int n_samples;
+    double mean_ts, std_ts;
+    char profile[1200]; /* cli_profile_text of the test's context */
+    /* --roofline: the limits at the test's thread count, the work rate (GB/s of weights read for tg,
+     * GMAC/s for pp) and the limit it is judged against (0: none at this ISA level) */
+    bool has_roof;
+    bench_roof roof;
+    double work_rate, limit;
+} bench_test;
+
+typedef struct bench_run {
+    const char *model_name, *model_path, *isa, *kv_type;
+    uint64_t model_size, model_params;
+    double load_s;
+    uint64_t peak_rss; /* bytes */
+    bench_test *tests;
+    int n_tests;
+    bool roofline;
+    double bytes_per_token; /* weights read per decoded token */
+    double macs_layers;     /* multiply-adds per token of the layers' matrices */
+    double macs_output;     /* of the output matrix (a prompt's last token only) */
+} bench_run;
+
+/* Mean and sample standard deviation of a test's samples. */
+void bench_test_stats(bench_test *t);
+
+/* The markdown table: its header, then one row per test as it finishes, then the run's facts (load
+ * time, ISA level, tuning profile per thread count, peak RSS, the limits). */
+void bench_md_header(FILE *f, bool roofline);
+void bench_md_row(FILE *f, const bench_run *r, const bench_test *t);
+void bench_md_footer(FILE *f, const bench_run *r);
+
+void bench_write_json(FILE *f, const bench_run *r);
+void bench_write_csv(FILE *f, const bench_run *r);
+
+#endif

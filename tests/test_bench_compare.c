@@ -1,0 +1,114 @@
+/* bench/compare.sh end to end, with tests/fake_llama_bench.sh standing in for llama-bench (fixed figures:
+ * pp at 1000 t/s per thread, tg at 100): one table with both engines per thread count and test, and the
+ * ratio woolly/llama that their figures give; a failing llama-bench or bad arguments fail the script. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+/* Runs bench/compare.sh with ARGS (and the environment assignments in `env`), capturing its output.
+ * Returns the exit status, or -1 if it did not exit. */
+static int compare(const char *env, const char *args, char **out, char **err)
+{
+    char o[4096], e[4096], cmd[16384];
+    snprintf(o, sizeof o, "%s", tu_tmp_path("compare.out"));
+    snprintf(e, sizeof e, "%s", tu_tmp_path("compare.err"));
+    snprintf(cmd, sizeof cmd, "%s WOOLLY=%s bash %s/bench/compare.sh %s >%s 2>%s </dev/null", env, WOOLLY_CLI,
+             WOOLLY_SOURCE_DIR, args, o, e);
+    const int st = system(cmd);
+    *out = tu_read_file(o, NULL);
+    *err = tu_read_file(e, NULL);
+    remove(o);
+    remove(e);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *standin_and_model(void)
+{
+    static char s[8192];
+    snprintf(s, sizeof s, "%s/tests/fake_llama_bench.sh %s", WOOLLY_SOURCE_DIR,
+             tu_data("models/tiny-llama-q4_k_m.gguf"));
+    return s;
+}
+
+/* The numbers of a "mean ± std" cell. */
+static void cell(const char *s, double *mean, double *sd)
+{
+    cr_assert_eq(sscanf(s, " %lf ± %lf", mean, sd), 2, "not 'mean ± std': %s", s);
+}
+
+Test(bench_compare, table_has_both_engines_and_their_ratio, .timeout = 120)
+{
+    char args[16384], *out, *err;
+    snprintf(args, sizeof args, "%s -p 16 -n 4 -t 1,2 -r 2", standin_and_model());
+    const int st = compare("", args, &out, &err);
+    cr_assert_eq(st, 0, "compare.sh failed (%d):\n%s\n%s", st, out, err);
+    cr_expect(
+        strstr(out, "| model | size | params | threads | test | llama.cpp t/s | woolly t/s | woolly/llama |"),
+        "%s", out);
+    cr_expect(strstr(err, "run 2 of 2") != NULL, "%s", err);
+    const struct {
+        const char *threads, *test;
+        double llama;
+    } want[] = {{"1", "pp16", 1000}, {"1", "tg4", 100}, {"2", "pp16", 2000}, {"2", "tg4", 200}};
+    int rows = 0;
+    for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(l, "| synthetic-llama-256x2 |", 25))
+            continue;
+        cr_assert_lt(rows, 4, "more rows than tests: %s", l);
+        char *f[10];
+        int n = 0;
+        for (char *s2, *c = strtok_r(l, "|", &s2); c && n < 10; c = strtok_r(NULL, "|", &s2))
+            f[n++] = c;
+        cr_assert_eq(n, 8, "8 columns");
+        char threads[16], test[32];
+        sscanf(f[3], " %15s", threads);
+        sscanf(f[4], " %31s", test);
+        cr_expect_str_eq(threads, want[rows].threads);
+        cr_expect_str_eq(test, want[rows].test);
+        double lm, ls, wm, ws, ratio;
+        cell(f[5], &lm, &ls);
+        cell(f[6], &wm, &ws);
+        cr_expect_eq(lm, want[rows].llama, "the stand-in's figure: %s", f[5]);
+        cr_expect_eq(ls, 0.0);
+        cr_expect_gt(wm, 0.0, "woolly's figure: %s", f[6]);
+        cr_assert_eq(sscanf(f[7], " %lf", &ratio), 1, "no ratio: %s", f[7]);
+        cr_expect(ratio > 0 && fabs(ratio - wm / lm) <= 0.005 + 1e-9, "ratio %s for %g / %g", f[7], wm, lm);
+        rows++;
+    }
+    cr_expect_eq(rows, 4, "one row per thread count and test");
+    free(out);
+    free(err);
+}
+
+Test(bench_compare, failures_are_reported)
+{
+    char args[16384], *out, *err;
+    snprintf(args, sizeof args, "%s -p 8 -n 2 -t 1 -r 1", standin_and_model());
+    cr_expect_eq(compare("FAKE_LLAMA_FAIL=1", args, &out, &err), 1);
+    cr_expect(strstr(err, "invalid parameter") && strstr(err, "llama-bench failed"), "%s", err);
+    free(out), free(err);
+
+    snprintf(args, sizeof args, "%s -p 8 -n 2 -t 0 -r 1", standin_and_model());
+    cr_expect_eq(compare("", args, &out, &err), 1, "woolly rejects -t 0");
+    cr_expect(strstr(err, "woolly bench failed") != NULL, "%s", err);
+    free(out), free(err);
+
+    snprintf(args, sizeof args, "%s -p 8 -x", standin_and_model());
+    cr_expect_eq(compare("", args, &out, &err), 2);
+    cr_expect(strstr(err, "-x needs a value") != NULL, "%s", err);
+    free(out), free(err);
+
+    cr_expect_eq(compare("", "only-one-arg", &out, &err), 2);
+    cr_expect(strstr(err, "usage: ") != NULL, "%s", err);
+    free(out), free(err);
+
+    snprintf(args, sizeof args, "%s/tests/fake_llama_bench.sh /nonexistent.gguf", WOOLLY_SOURCE_DIR);
+    cr_expect_eq(compare("", args, &out, &err), 2);
+    cr_expect(strstr(err, "no model file /nonexistent.gguf") != NULL, "%s", err);
+    free(out), free(err);
+}
