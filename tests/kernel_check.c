@@ -285,7 +285,9 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
               "%s: bad case", name);
     const size_t row = woolly_row_bytes(cache_type, hd);
     cr_assert(row > 0, "%s: head_dim %lld does not fit the cache type", name, (long long)hd);
-    const size_t kv_row_bytes = row + 2 * KV_PAD_ELEMS + 1; /* odd, so nothing assumes aligned rows */
+    /* 2 mod 4 (row is a multiple of 4 but for odd F16 head dims): no kernel may assume rows aligned past
+     * the 16-bit fields of the cache types, which the reference quantizer filling them stores. */
+    const size_t kv_row_bytes = row + 2 * KV_PAD_ELEMS;
     const size_t q_stride = (size_t)hd + Q_PAD_FLOATS, rows = (size_t)(nq * g);
     tu_rng rng = {(uint64_t)(hd * 7919 + n * 31 + g * 5 + nq * 131 + c->pos0)};
 
