@@ -62,29 +62,11 @@ static void *run_call(void *arg)
     return NULL;
 }
 
-typedef struct watch {
-    const th_server *s;
-    volatile bool stop;
-    long max_busy;
-} watch;
-
-static void *watch_busy(void *arg)
-{
-    watch *w = arg;
-    while (!w->stop) {
-        th_resp r = th_get(w->s, "/health");
-        const char *p = r.body ? strstr(r.body, "\"slots_busy\":") : NULL;
-        const long busy = p ? atol(p + 13) : 0;
-        w->max_busy = busy > w->max_busy ? busy : w->max_busy;
-        th_resp_free(&r);
-        usleep(5000);
-    }
-    return NULL;
-}
-
-/* Runs the requests one at a time, then all at once, and compares. */
-static void alone_and_together(const th_server *s, const char *const *paths, const char *const *bodies, int n,
-                               long want_busy)
+/* Runs the requests one at a time, then all at once, and compares. How much the "all at once" requests
+ * overlap depends on the model's speed (these test models finish a request in milliseconds); that
+ * concurrent requests do share the engine's steps is concurrent_decode_steps_run_as_one_batch's check,
+ * on a model slow enough at any kernel speed. */
+static void alone_and_together(const th_server *s, const char *const *paths, const char *const *bodies, int n)
 {
     char **alone = calloc((size_t)n, sizeof *alone);
     for (int i = 0; i < n; i++) {
@@ -93,17 +75,12 @@ static void alone_and_together(const th_server *s, const char *const *paths, con
         th_resp_free(&r);
     }
     call *calls = calloc((size_t)n, sizeof *calls);
-    watch w = {.s = s};
-    pthread_t wt;
-    cr_assert(pthread_create(&wt, NULL, watch_busy, &w) == 0);
     for (int i = 0; i < n; i++) {
         calls[i] = (call){.s = s, .path = paths[i], .body = bodies[i]};
         cr_assert(pthread_create(&calls[i].thread, NULL, run_call, &calls[i]) == 0);
     }
     for (int i = 0; i < n; i++)
         pthread_join(calls[i].thread, NULL);
-    w.stop = true;
-    pthread_join(wt, NULL);
     for (int i = 0; i < n; i++) {
         char *together = text_of(&calls[i].resp, strstr(bodies[i], "\"stream\":true") != NULL);
         cr_expect_str_eq(together, alone[i], "request %d: '%s' beside others, '%s' alone", i, together,
@@ -112,7 +89,6 @@ static void alone_and_together(const th_server *s, const char *const *paths, con
         free(alone[i]);
         th_resp_free(&calls[i].resp);
     }
-    cr_expect_geq(w.max_busy, want_busy, "at most %ld slots were busy at once", w.max_busy);
     free(calls);
     free(alone);
 }
@@ -131,7 +107,7 @@ Test(server_concurrency, greedy_text_is_the_same_alone_and_beside_others)
                           16 + 8 * i, i % 2 ? ",\"stream\":true" : "");
         bodies[i] = owned[i];
     }
-    alone_and_together(&s, paths, bodies, 8, 1);
+    alone_and_together(&s, paths, bodies, 8);
     for (int i = 0; i < 4; i++) {
         char *want = th_woolly_run(tu_data("models/stories260K.gguf"), PROMPTS[i], 16 + 8 * i, "-c 512");
         th_resp r = th_post(&s, paths[i], bodies[i]);
@@ -146,7 +122,7 @@ Test(server_concurrency, greedy_text_is_the_same_alone_and_beside_others)
     cr_expect(th_wait_idle(&s, 5000));
     cr_expect_eq(th_stop(&s, NULL), 0);
 
-    /* The tiny model: slow enough that the requests surely overlap. */
+    /* The tiny model: chat and completions, streaming and not, beside each other. */
     char *tiny = tiny_model();
     th_start(&s, NULL, "-m %s --parallel 3", tiny);
     for (int i = 0; i < 6; i++) {
@@ -160,7 +136,7 @@ Test(server_concurrency, greedy_text_is_the_same_alone_and_beside_others)
                          i, i % 2 ? ",\"stream\":true" : "");
         bodies[i] = owned[i];
     }
-    alone_and_together(&s, paths, bodies, 6, 2);
+    alone_and_together(&s, paths, bodies, 6);
     for (int i = 0; i < 6; i++)
         free(owned[i]);
     cr_expect(th_wait_idle(&s, 5000));
