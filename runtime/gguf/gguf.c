@@ -429,6 +429,7 @@ static gguf_file *parse_raw(const void *buf, size_t size, woolly_error *err)
         return NULL;
     }
     g->arena = arena;
+    g->fd = -1;
     g->buf = buf;
     g->size = size;
     parser p = {.buf = buf, .size = size, .err = err, .arena = arena};
@@ -473,20 +474,22 @@ gguf_file *gguf_open(const char *path, woolly_error *err)
     }
     size_t size = (size_t)st.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
     if (map == MAP_FAILED) {
         woolly_fail(err, "gguf: cannot map '%s' (%zu bytes): %s", path, size, strerror(errno));
+        close(fd);
         return NULL;
     }
     woolly_error raw = {{0}};
     gguf_file *g = parse_raw(map, size, &raw);
     if (!g) {
         munmap(map, size);
+        close(fd);
         woolly_fail(err, "gguf: %s: %s", path, raw.msg);
         return NULL;
     }
     g->map_base = map;
     g->map_size = size;
+    g->fd = fd;
     return g;
 }
 
@@ -496,8 +499,31 @@ void gguf_close(gguf_file *g)
         return;
     if (g->map_base)
         munmap(g->map_base, g->map_size);
+    if (g->fd >= 0)
+        close(g->fd);
     gguf_arena_free(g->arena);
     free(g);
+}
+
+int gguf_read(const gguf_file *g, const void *src, size_t n, void *dst, woolly_error *err)
+{
+    const size_t off = (size_t)((const uint8_t *)src - g->buf);
+    if (off > g->size || n > g->size - off)
+        return woolly_fail(err, "gguf: read of %zu bytes at offset %zu is past the end of the file", n, off);
+    if (g->fd < 0) {
+        memcpy(dst, src, n);
+        return 0;
+    }
+    for (size_t done = 0; done < n;) {
+        const ssize_t r = pread(g->fd, (uint8_t *)dst + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return woolly_fail(err, "gguf: cannot read %zu bytes at offset %zu: %s", n - done, off + done,
+                               r < 0 ? strerror(errno) : "the file is shorter than when it was opened");
+        done += (size_t)r;
+    }
+    return 0;
 }
 
 const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key)

@@ -73,8 +73,15 @@ typedef struct gguf_file {
     /* private */
     void *map_base;       /* non-NULL when gguf_open mapped the file */
     size_t map_size;
+    int fd;               /* the open file when gguf_open mapped it (for gguf_read), else -1 */
     void *arena;          /* parser-owned allocations */
 } gguf_file;
+
+/* Copies the n bytes of tensor data at src (a pointer into g->buf) to dst. From a file that gguf_open
+ * mapped, with pread: the bytes come from the page cache without faulting the mapping's pages into the
+ * process (the repack at load reads every weight once; model_repack.c). -1 with a message if the file
+ * is shorter than its header said. */
+int gguf_read(const gguf_file *g, const void *src, size_t n, void *dst, woolly_error *err);
 
 /* Parses `size` bytes at `buf` (which must outlive the result). NULL with a message on any problem. */
 gguf_file *gguf_parse(const void *buf, size_t size, woolly_error *err);

@@ -88,10 +88,14 @@ struct woolly_model {
  * it), else WOOLLY_ACT where the matrix can take it, else the registry's default for its type at the
  * active level (woolly_matmul_default_format). */
 int woolly_model_pick_layouts(woolly_model *m, woolly_error *err);
-/* Repacks every matrix whose layout is not GGUF rows into one anonymous mapping (multi-threaded), and
- * drops the mapped originals' pages, so that a weight is resident once. */
+/* Repacks every matrix whose layout is not GGUF rows into one anonymous mapping (multi-threaded), reading
+ * the originals from the file (gguf_read) rather than through its mapping, so that a weight is resident
+ * once. */
 int woolly_model_repack(woolly_model *m, woolly_error *err);
 void woolly_model_release_repacked(woolly_model *m);
+/* Source bytes each thread reads from the file per repack step (at least one row group is read); a
+ * variable so that the tests can make every row group a step of its own. */
+extern size_t woolly_repack_scratch_bytes;
 
 /* Maps and validates a model; NULL with a message naming the file, tensor or key at fault. */
 woolly_model *woolly_model_load(const char *path, woolly_error *err);

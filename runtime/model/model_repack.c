@@ -1,9 +1,12 @@
 /* The weights' activation formats and layouts, chosen once per model, and the repack that makes them.
  *
  * A matrix whose kernels want an interleaved layout is repacked at load into one anonymous mapping
- * (2 MiB aligned, so that it gets huge pages), by all cores, one matrix at a time; after each matrix
- * the pages of its mapped original are dropped, so the weight is resident once and the peak stays at
- * about the file's size. */
+ * (2 MiB aligned, so that it gets huge pages), by all cores, one matrix at a time. Each thread reads its
+ * rows from the file into a small buffer and repacks them from there, so the original is never resident
+ * in the process beside its repacked copy and the peak stays at about the file's size. (A model parsed
+ * from a buffer is repacked from the buffer.) */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,27 +64,67 @@ static size_t layout_bytes(const woolly_matrix *w)
     return w->row_bytes * (size_t)rows;
 }
 
+size_t woolly_repack_scratch_bytes = 4 << 20;
+
 typedef struct repack_job {
+    const gguf_file *file;
     const woolly_matrix *w;
-    const void *src;
+    const void *src; /* the matrix in the file's buffer */
     void *dst;
+    uint8_t *scratch;     /* per thread: scratch_bytes, for the rows read with gguf_read */
+    size_t scratch_bytes; /* 0: repack straight from the mapping (a file parsed from a buffer) */
+    atomic_int failed;
+    woolly_error err; /* the first failure's */
 } repack_job;
+
+/* Rows [r0, r1) of the thread's share, a scratch-full at a time: read from the file, then repacked. The
+ * reads copy from the page cache, so the original's pages are never mapped into the process: faulting
+ * in 4 KiB pages of a 4.7 GB file costs seconds on a virtual machine, and the pages would count twice in
+ * the peak RSS until dropped. */
+static void repack_rows(repack_job *j, int ith, long long r0, long long r1)
+{
+    const woolly_matrix *w = j->w;
+    const int g = w->layout->rows;
+    const size_t src_row = woolly_row_bytes(w->type, w->cols);
+    if (!j->scratch_bytes) {
+        w->layout->repack(&(woolly_repack_args){.src = j->src,
+                                                .src_row_bytes = src_row,
+                                                .dst = j->dst,
+                                                .dst_row_bytes = w->row_bytes,
+                                                .k = w->cols,
+                                                .r0 = r0,
+                                                .r1 = r1});
+        return;
+    }
+    uint8_t *buf = j->scratch + (size_t)ith * j->scratch_bytes;
+    const long long step = (long long)(j->scratch_bytes / src_row) / g * g;
+    for (long long c0 = r0; c0 < r1 && !atomic_load(&j->failed); c0 += step) {
+        const long long n = r1 - c0 < step ? r1 - c0 : step;
+        woolly_error err;
+        if (gguf_read(j->file, (const uint8_t *)j->src + (size_t)c0 * src_row, (size_t)n * src_row, buf,
+                      &err)) {
+            if (!atomic_exchange(&j->failed, 1))
+                j->err = err;
+            return;
+        }
+        /* The chunk starts a row group (c0 is a multiple of g), so its groups land at their places. */
+        w->layout->repack(&(woolly_repack_args){.src = buf,
+                                                .src_row_bytes = src_row,
+                                                .dst = (uint8_t *)j->dst + (size_t)c0 * w->row_bytes,
+                                                .dst_row_bytes = w->row_bytes,
+                                                .k = w->cols,
+                                                .r0 = 0,
+                                                .r1 = n});
+    }
+}
 
 static void repack_job_run(void *arg, int ith, int nth)
 {
-    const repack_job *j = arg;
-    const int g = j->w->layout->rows;
+    repack_job *j = arg;
     long long r0, r1;
-    woolly_split_range(j->w->rows, g, ith, nth, &r0, &r1);
-    if (r0 >= r1)
-        return;
-    j->w->layout->repack(&(woolly_repack_args){.src = j->src,
-                                               .src_row_bytes = woolly_row_bytes(j->w->type, j->w->cols),
-                                               .dst = j->dst,
-                                               .dst_row_bytes = j->w->row_bytes,
-                                               .k = j->w->cols,
-                                               .r0 = r0,
-                                               .r1 = r1});
+    woolly_split_range(j->w->rows, j->w->layout->rows, ith, nth, &r0, &r1);
+    if (r0 < r1)
+        repack_rows(j, ith, r0, r1);
 }
 
 /* Drops the resident pages of [p, p + n) of the read-only file mapping (those wholly inside it: the
@@ -118,14 +161,43 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
     woolly_threadpool *pool = woolly_threadpool_open(n_threads, err);
     if (!pool)
         return -1;
+    /* Scratch for each thread's reads: enough for one row group of the widest matrix. */
+    size_t scratch_bytes = 0;
+    uint8_t *scratch = NULL;
+    if (m->file->fd >= 0) {
+        scratch_bytes = woolly_repack_scratch_bytes;
+        for (int32_t i = 0; i < m->n_mats; i++)
+            if (m->mats[i]->layout) {
+                const size_t group =
+                    woolly_row_bytes(m->mats[i]->type, m->mats[i]->cols) * (size_t)m->mats[i]->layout->rows;
+                scratch_bytes = group > scratch_bytes ? group : scratch_bytes;
+            }
+        scratch = aligned_alloc(ALIGN, scratch_bytes * (size_t)n_threads);
+        if (!scratch) {
+            woolly_threadpool_close(pool);
+            return woolly_fail(err, "%s: out of memory for the repack's buffers", m->label);
+        }
+    }
     const void *embd = m->w.token_embd.data;
-    for (int32_t i = 0; i < m->n_mats; i++) {
+    int rc = 0;
+    for (int32_t i = 0; i < m->n_mats && !rc; i++) {
         woolly_matrix *w = m->mats[i];
         if (!w->layout)
             continue;
-        repack_job j = {w, w->data, dst};
+        repack_job j = {.file = m->file,
+                        .w = w,
+                        .src = w->data,
+                        .dst = dst,
+                        .scratch = scratch,
+                        .scratch_bytes = scratch_bytes};
+        atomic_init(&j.failed, 0);
         woolly_threadpool_run(pool, repack_job_run, &j);
-        drop_pages(w->data, woolly_row_bytes(w->type, w->cols) * (size_t)w->rows);
+        if (atomic_load(&j.failed)) {
+            rc = woolly_fail(err, "%s: tensor '%s': %s", m->label, w->name, j.err.msg);
+            break;
+        }
+        if (!scratch_bytes)
+            drop_pages(w->data, woolly_row_bytes(w->type, w->cols) * (size_t)w->rows);
         if (w->data == embd) /* tied embeddings: the lookup reads the repacked matrix too */
             m->w.token_embd = *w;
         w->data = dst;
@@ -133,8 +205,9 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
             m->w.token_embd.data = dst;
         dst += (layout_bytes(w) + ALIGN - 1) / ALIGN * ALIGN;
     }
+    free(scratch);
     woolly_threadpool_close(pool);
-    return 0;
+    return rc;
 }
 
 void woolly_model_release_repacked(woolly_model *m)
