@@ -61,7 +61,12 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
 /* Value d0 of a cache row. */
 static inline vf decode_vec_f16(const void *row, int d0) { return woolly_f16_to_f32(((const uint16_t *)row)[d0]); }
 
-static inline vf decode_vec_f32(const void *row, int d0) { return ((const float *)row)[d0]; }
+static inline vf decode_vec_f32(const void *row, int d0) /* rows need not be 4-byte aligned */
+{
+    float x;
+    memcpy(&x, (const char *)row + sizeof x * (size_t)d0, sizeof x);
+    return x;
+}
 
 static inline vf decode_vec_q80(const void *row, int d0)
 {
