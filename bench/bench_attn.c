@@ -1,5 +1,5 @@
-/* Attention kernels, one thread, on cache layouts like the runtime's (8 KV heads interleaved per
- * position):
+/* Attention kernels, one thread, on the runtime's cache layout (runtime/model/kv_cache.h: 8 KV heads,
+ * each a contiguous stream of its positions):
  *   decode   one query of n_group heads per KV head over n_kv positions, all 8 heads: GB/s of K and V read
  *   prefill  512 causal queries at the end of an n_kv-position cache, one KV head: GFLOP/s, counting
  *            4 * head_dim flops per visible (query head, position) (q.k and p v)
@@ -7,9 +7,10 @@
  * default kernel of every ISA level this CPU runs (the scalar one at n_kv 512 only: it is the reference,
  * not a contender). `bench_attn --variants` compares every block variant instead, at head dim 64,
  * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
- * CPU time (bench_cpu_time.h).
+ * CPU time (bench_cpu_time.h). `bench_attn --quick` measures llama-1b's shape only (head dim 64, group 4)
+ * at n_kv 4096 and 16384 with the best level's default kernels, for comparing a change side by side.
  *
- *   bench_attn [--variants] */
+ *   bench_attn [--variants | --quick] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ typedef struct job {
     const woolly_kernel *kern;
     woolly_attn_args a;
     const uint8_t *k, *v;
-    size_t head_bytes;
+    size_t head_stride; /* bytes from one KV head's stream to the next */
     int heads;
 } job;
 
@@ -33,13 +34,13 @@ static void run(void *p)
 {
     job *j = p;
     for (int h = 0; h < j->heads; h++) {
-        j->a.k = j->k + (size_t)h * j->head_bytes;
-        j->a.v = j->v + (size_t)h * j->head_bytes;
+        j->a.k = j->k + (size_t)h * j->head_stride;
+        j->a.v = j->v + (size_t)h * j->head_stride;
         j->kern->attn(&j->a);
     }
 }
 
-/* A cache of n positions x N_HEAD_KV heads of random values in `type`. */
+/* A cache of N_HEAD_KV heads x n positions of random values in `type`. */
 static uint8_t *make_cache(enum woolly_type type, int64_t n, int64_t hd, size_t *head_bytes)
 {
     *head_bytes = woolly_row_bytes(type, hd);
@@ -80,7 +81,7 @@ static double measure(const woolly_kernel *kern, const shape *s, int prefill)
              {.q = q,
               .q_stride = (size_t)s->hd,
               .q_row_stride = q_row,
-              .kv_row_bytes = hb * N_HEAD_KV,
+              .kv_row_bytes = hb,
               .n_q = nq,
               .pos0 = s->n_kv - nq,
               .kv0 = 0,
@@ -94,7 +95,7 @@ static double measure(const woolly_kernel *kern, const shape *s, int prefill)
               .ml = NULL},
              k,
              v,
-             hb,
+             hb * (size_t)s->n_kv,
              prefill ? 1 : N_HEAD_KV};
     const double t = bench_cpu_time(run, &j, prefill ? 0.2 : 0.05, 5);
     free(k), free(v), free(q), free(out);
@@ -133,6 +134,7 @@ static const woolly_kernel *default_of(enum woolly_isa isa, enum woolly_type cac
 int main(int argc, char **argv)
 {
     const int variants = argc > 1 && !strcmp(argv[1], "--variants");
+    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
     woolly_error err;
     if (woolly_isa_init(&err)) {
         fprintf(stderr, "bench_attn: %s\n", err.msg);
@@ -152,6 +154,20 @@ int main(int argc, char **argv)
         return 0;
     }
     static const enum woolly_type CACHES[] = {WOOLLY_TYPE_F16, WOOLLY_TYPE_Q8_0};
+    if (quick) {
+        for (size_t c = 0; c < 2; c++)
+            for (int64_t n_kv = 4096; n_kv <= 16384; n_kv *= 4) {
+                const woolly_kernel *best = NULL; /* of the highest level that runs */
+                for (int isa = 0; isa < WOOLLY_ISA_COUNT; isa++) {
+                    const woolly_kernel *k = default_of((enum woolly_isa)isa, CACHES[c], 64);
+                    best = k ? k : best;
+                }
+                const shape s = {64, 4, n_kv};
+                if (best)
+                    report(best, &s, 1);
+            }
+        return 0;
+    }
     static const int64_t N_KV[] = {512, 4096, 16384}, HD[] = {64, 128}, GROUP[] = {4, 8};
     for (size_t c = 0; c < 2; c++)
         for (size_t h = 0; h < 2; h++)

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 enum { VL = 16, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
+enum { DEC_ACC = 16 }; /* accumulator vectors the one-query path keeps in registers (of 32) */
 typedef __m512 vf;
 
 static inline vf v_load(const float *p) { return _mm512_loadu_ps(p); }
@@ -101,6 +102,48 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
             _mm512_storeu_ps(dst + i + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
         }
     }
+}
+
+/* Values d0 .. d0 + 15 of a cache row as one vector, converted in registers (d0 a multiple of 16). */
+static inline vf decode_vec_f16(const void *row, int d0)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d0)));
+}
+
+static inline vf decode_vec_f32(const void *row, int d0) { return _mm512_loadu_ps((const float *)row + d0); }
+
+static inline vf decode_vec_q80(const void *row, int d0)
+{
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    const __m512 d = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(b->d)));
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + d0 % WOOLLY_QK8_0)));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(q));
+}
+
+/* The horizontal sums of 16 vectors as one vector (lane i = the sum of x[i]): pairs of vectors are
+ * folded into one, halving the width each partial sum occupies (256, 128, 64, 32 bits), so that 15
+ * shuffle pairs and adds replace 16 full reductions. */
+static inline vf v_hsum_tr(const vf *x)
+{
+    __m512 y[8], w[4], v[2];
+    /* y[k]: the 8-lane partial sums of two vectors, one per 256-bit half; the pairs (0, 4), (8, 12),
+     * (1, 5), (9, 13), ... put vector i's sum in lane i at the end */
+    for (int k = 0; k < 8; k++) {
+        const int i = k / 2 + 8 * (k % 2);
+        const __m512 a = x[i], b = x[i + 4];
+        y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    /* w[k]: the 4-lane partial sums of four vectors, one per 128-bit lane */
+    for (int k = 0; k < 4; k++)
+        w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* within each 128-bit lane: 2-lane partial sums, then whole sums */
+    for (int k = 0; k < 2; k++)
+        v[k] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 void woolly_ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);

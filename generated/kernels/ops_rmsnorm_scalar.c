@@ -14,6 +14,7 @@
 #include <math.h>
 
 enum { VL = 1, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
+enum { DEC_ACC = 16 }; /* accumulators of the one-query path per pass over V */
 typedef float vf;
 
 static inline vf v_load(const float *p) { return *p; }
@@ -56,6 +57,25 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
             dst[i * WOOLLY_QK8_0 + j] = d * (float)b->qs[j];
     }
 }
+
+/* Value d0 of a cache row. */
+static inline vf decode_vec_f16(const void *row, int d0) { return woolly_f16_to_f32(((const uint16_t *)row)[d0]); }
+
+static inline vf decode_vec_f32(const void *row, int d0) /* rows need not be 4-byte aligned */
+{
+    float x;
+    memcpy(&x, (const char *)row + sizeof x * (size_t)d0, sizeof x);
+    return x;
+}
+
+static inline vf decode_vec_q80(const void *row, int d0)
+{
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    return woolly_f16_to_f32(b->d) * (float)b->qs[d0 % WOOLLY_QK8_0];
+}
+
+/* The horizontal sums of VL (1) vectors as one vector. */
+static inline vf v_hsum_tr(const vf *x) { return x[0]; }
 
 void woolly_ops_rmsnorm_scalar(float *out, const float *x, const float *w, int64_t n, float eps);
 

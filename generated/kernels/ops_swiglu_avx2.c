@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 enum { VL = 8, MR = 4, NVS_MAX = 2, NVO = 2 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
+enum { DEC_ACC = 8 }; /* accumulator vectors the one-query path keeps in registers (of 16) */
 typedef __m256 vf;
 
 static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
@@ -107,6 +108,32 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
             _mm256_storeu_ps(dst + i + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
         }
     }
+}
+
+/* Values d0 .. d0 + 7 of a cache row as one vector, converted in registers (d0 a multiple of 8). */
+static inline vf decode_vec_f16(const void *row, int d0)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d0)));
+}
+
+static inline vf decode_vec_f32(const void *row, int d0) { return _mm256_loadu_ps((const float *)row + d0); }
+
+static inline vf decode_vec_q80(const void *row, int d0)
+{
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    const __m256 d = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(b->d)));
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + d0 % WOOLLY_QK8_0)));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(q));
+}
+
+/* The horizontal sums of 8 vectors as one vector (lane i = the sum of x[i]): two rounds of pairwise
+ * adds leave each 128-bit lane with four vectors' partial sums, then the lanes are added. */
+static inline vf v_hsum_tr(const vf *x)
+{
+    const __m256 t0 = _mm256_hadd_ps(x[0], x[1]), t1 = _mm256_hadd_ps(x[2], x[3]);
+    const __m256 t2 = _mm256_hadd_ps(x[4], x[5]), t3 = _mm256_hadd_ps(x[6], x[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 void woolly_ops_swiglu_avx2(float *gate, const float *up, int64_t n);

@@ -121,7 +121,7 @@ static woolly_attn_args attn_args(const attn_job *j, const woolly_seq_run *r, in
         .q_row_stride = q_dim,
         .k = woolly_kv_cache_k(&c->kv, j->layer, r->seq, h),
         .v = woolly_kv_cache_v(&c->kv, j->layer, r->seq, h),
-        .kv_row_bytes = c->kv.pos_bytes,
+        .kv_row_bytes = c->kv.head_bytes,
         .n_q = nq,
         .pos0 = r->pos0 + t0,
         .kv0 = kv0,

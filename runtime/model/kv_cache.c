@@ -39,7 +39,6 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
     c->n_head_kv = n_head_kv;
     c->head_dim = head_dim;
     c->head_bytes = woolly_row_bytes(type, head_dim);
-    c->pos_bytes = (size_t)n_head_kv * c->head_bytes;
     if (type == WOOLLY_TYPE_F16) {
         const woolly_kernel *pk = woolly_kernel_choose_pack(WOOLLY_ACT_F16);
         if (!pk)
@@ -68,39 +67,43 @@ void woolly_kv_cache_close(woolly_kv_cache *c)
     c->k = c->v = NULL;
 }
 
-static size_t offset(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos)
+static size_t offset(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head, int64_t pos)
 {
-    return (((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_ctx + (size_t)pos) * c->pos_bytes;
+    const size_t stream =
+        ((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_head_kv + (size_t)head;
+    return (stream * (size_t)c->n_ctx + (size_t)pos) * c->head_bytes;
 }
 
 void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos, const float *k,
                            const float *v)
 {
-    const size_t at = offset(c, layer, seq, pos);
-    char *kd = (char *)c->k + at, *vd = (char *)c->v + at;
-    const int64_t n = c->n_head_kv * c->head_dim;
-    switch (c->type) {
-    case WOOLLY_TYPE_F32:
-        memcpy(kd, k, (size_t)n * sizeof(float));
-        memcpy(vd, v, (size_t)n * sizeof(float));
-        break;
-    case WOOLLY_TYPE_F16:
-        c->to_f16(k, n, kd);
-        c->to_f16(v, n, vd);
-        break;
-    default: /* Q8_0: whole blocks of 32, so the heads' rows are one row of n values */
-        woolly_quantize_row(c->type, k, kd, n);
-        woolly_quantize_row(c->type, v, vd, n);
-        break;
+    const int64_t n = c->head_dim;
+    for (int64_t h = 0; h < c->n_head_kv; h++, k += n, v += n) {
+        const size_t at = offset(c, layer, seq, h, pos);
+        char *kd = (char *)c->k + at, *vd = (char *)c->v + at;
+        switch (c->type) {
+        case WOOLLY_TYPE_F32:
+            memcpy(kd, k, (size_t)n * sizeof(float));
+            memcpy(vd, v, (size_t)n * sizeof(float));
+            break;
+        case WOOLLY_TYPE_F16:
+            c->to_f16(k, n, kd);
+            c->to_f16(v, n, vd);
+            break;
+        default: /* Q8_0: the head dimension is whole blocks of 32 */
+            woolly_quantize_row(c->type, k, kd, n);
+            woolly_quantize_row(c->type, v, vd, n);
+            break;
+        }
     }
 }
 
 const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head)
 {
-    return (const char *)c->k + offset(c, layer, seq, 0) + (size_t)head * c->head_bytes;
+    return (const char *)c->k + offset(c, layer, seq, head, 0);
 }
 
 const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head)
 {
-    return (const char *)c->v + offset(c, layer, seq, 0) + (size_t)head * c->head_bytes;
+    return (const char *)c->v + offset(c, layer, seq, head, 0);
 }

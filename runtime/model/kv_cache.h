@@ -4,10 +4,11 @@
  * Q8_0 (blocks of 32 values along the head dimension with an F16 scale, as llama.cpp's quantized cache;
  * half the memory of F16, the head dimension a multiple of 32).
  *
- * Layout, per layer and for K and V alike: [position][kv head][head_dim in the cache type], so that one
- * position of all heads is one contiguous row (what a token's K/V projection yields), and one head's
- * positions are pos_bytes apart (what an attention kernel walks); the sequences' regions follow each other
- * within a layer. Allocated once; storing past n_ctx is refused by the caller's bounds check. */
+ * Layout, per layer and for K and V alike: [sequence][kv head][position][head_dim in the cache type], so
+ * that one KV head's positions are one contiguous stream of head_bytes rows (what an attention kernel
+ * walks: a decode thread reading one head reads nothing but that head, and the hardware prefetcher sees
+ * one sequential stream); storing a token scatters its heads' rows to n_head_kv places. Allocated once;
+ * storing past n_ctx is refused by the caller's bounds check. */
 #ifndef WOOLLY_KV_CACHE_H
 #define WOOLLY_KV_CACHE_H
 
@@ -21,9 +22,8 @@
 typedef struct woolly_kv_cache {
     enum woolly_type type; /* WOOLLY_TYPE_F16, WOOLLY_TYPE_F32 or WOOLLY_TYPE_Q8_0 */
     int64_t n_ctx, n_seq, n_layer, n_head_kv, head_dim; /* n_ctx: positions per sequence */
-    size_t head_bytes;                                  /* one head's head_dim values in the cache type */
-    size_t pos_bytes;      /* n_head_kv * head_bytes: one position of one layer */
-    void *k, *v;           /* [n_layer][n_seq][n_ctx][n_head_kv][head_bytes] */
+    size_t head_bytes;     /* one head's head_dim values in the cache type: the kernels' kv_row_bytes */
+    void *k, *v;           /* [n_layer][n_seq][n_head_kv][n_ctx][head_bytes] */
     woolly_pack_fn to_f16; /* the F16 packer of the active level, for an F16 cache */
 } woolly_kv_cache;
 
@@ -42,7 +42,8 @@ void woolly_kv_cache_close(woolly_kv_cache *c);
 void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos, const float *k,
                            const float *v);
 
-/* Start of head h's keys / values of a sequence in a layer (position 0), for the attention kernels. */
+/* Start of head h's keys / values of a sequence in a layer (position 0), for the attention kernels:
+ * position p at + p * head_bytes. */
 const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head);
 const void *woolly_kv_cache_v(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head);
 
