@@ -15,9 +15,10 @@
 #include "kernels.h"
 
 /* attn_flash's vector operations, NEON (aarch64 Advanced SIMD): 4 floats per vector. 32 vector registers,
- * as AVX-512, so the same register tile: the scores' MR x NVS_MAX accumulators plus the NVS_MAX key
- * vectors, and the outputs' MR x NVO plus NVO, take 20 of them. F16 conversion (fcvtl) is baseline
- * ARMv8, so the F16 cache needs no feature beyond the level. */
+ * as AVX-512, so the same register tile: the scores' MR x NVS_MAX accumulators with their NVS_MAX key
+ * vectors and the outputs' MR x NVO accumulators with their NVO value vectors take 20 of them, leaving
+ * room for the broadcast operands. F16 conversion (fcvtl) is baseline ARMv8, so the F16 cache needs no
+ * feature beyond the level. */
 #include <arm_neon.h>
 
 enum { VL = 4, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
