@@ -678,8 +678,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_neon.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_neon.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_neon.c
   )
   set(WOOLLY_FLAGS_NEON "-march=armv8.2-a+dotprod")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_NEON})
@@ -729,8 +745,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d64_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_neon.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_neon.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_neon.c
   )
 endif()
 
