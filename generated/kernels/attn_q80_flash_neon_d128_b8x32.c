@@ -9,7 +9,13 @@
  *   causal mask on the tiles that cross the diagonal (the tiles above it are never visited);
  *   online softmax per row: new maximum, rescale of the row's sum and output by e^(old - new);
  *   O += P V for MR rows x NVO output vectors at a time.
- * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB). */
+ * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB).
+ *
+ * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path, since a tile of one query row
+ * would spend most of its work on decoding, storing and transposing K: the K and V rows are converted
+ * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
+ * transpose-reduce into a score vector; the online softmax runs per KV block; P V accumulates from the
+ * converted V rows, for as many output vectors per pass as the registers hold. */
 #include <math.h>
 
 #include "kernels.h"
@@ -22,6 +28,7 @@
 #include <arm_neon.h>
 
 enum { VL = 4, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
+enum { DEC_ACC = 16 }; /* accumulator vectors the one-query path keeps in registers (of 32) */
 typedef float32x4_t vf;
 
 static inline vf v_load(const float *p) { return vld1q_f32(p); }
@@ -106,6 +113,30 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
     }
 }
 
+/* Values d0 .. d0 + 3 of a cache row as one vector, converted in registers (d0 a multiple of 4). */
+static inline vf decode_vec_f16(const void *row, int d0)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)row + d0)));
+}
+
+static inline vf decode_vec_f32(const void *row, int d0)
+{
+    /* through bytes: cache rows need not be 4-byte aligned */
+    return vreinterpretq_f32_u8(vld1q_u8((const uint8_t *)row + 4 * (size_t)d0));
+}
+
+static inline vf decode_vec_q80(const void *row, int d0)
+{
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    int32_t four; /* the 4 quants, read alone: 8-byte loads would pass the row's last block */
+    memcpy(&four, b->qs + d0 % WOOLLY_QK8_0, sizeof four);
+    const int16x8_t q = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+    return vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), woolly_f16_to_f32(b->d));
+}
+
+/* The horizontal sums of 4 vectors as one vector (lane i = the sum of x[i]): two rounds of pairwise adds. */
+static inline vf v_hsum_tr(const vf *x) { return vpaddq_f32(vpaddq_f32(x[0], x[1]), vpaddq_f32(x[2], x[3])); }
+
 enum {
     D = 128,  /* head dimension */
     BQ = 8,   /* queries per tile */
@@ -171,8 +202,145 @@ static inline void accumulate(const float (*p)[BK], const float (*vb)[D], const 
     }
 }
 
+enum { DEC_MAX_GROUP = 8, NV = D / VL };
+
+/* part[g][j] = the products q_g * k_j of the row's vectors, summed vertically (a vector of partial sums). */
+static inline __attribute__((always_inline)) void qk_row(const void *row, const vf (*q)[NV], int G, vf (*part)[VL],
+                                                         int j)
+{
+    vf kr[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; v++)
+        kr[v] = decode_vec_q80(row, v * VL);
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        vf acc = v_mul(q[g][0], kr[0]);
+#pragma GCC unroll 16
+        for (int v = 1; v < NV; v++)
+            acc = v_fma(q[g][v], kr[v], acc);
+        part[g][j] = acc;
+    }
+}
+
+/* The one-query path for a group of G heads (a constant after inlining). */
+static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
+{
+    enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC };
+    const int nvd = DEC_ACC / G < 1 ? 1 : DEC_ACC / G < NV ? DEC_ACC / G : NV; /* output vectors per V pass */
+    _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
+    _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */
+    vf q[DEC_MAX_GROUP][NV];
+    float m[DEC_MAX_GROUP], l[DEC_MAX_GROUP], c[DEC_MAX_GROUP];
+    const vf scale = v_set1(a->scale);
+    for (int g = 0; g < G; g++) {
+        for (int v = 0; v < NV; v++)
+            q[g][v] = v_mul(scale, v_load(a->q + (size_t)g * a->q_stride + (size_t)v * VL));
+        for (int d = 0; d < D; d++)
+            o[g][d] = 0.0f;
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
+    const size_t rb = a->kv_row_bytes;
+    const char *kc = a->k, *vc = a->v;
+    const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
+    for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
+        const int nk = (int)(end - j0 < BK ? end - j0 : BK), nkv = (nk + VL - 1) / VL * VL;
+        if (j0 + 2 * BK <= end) /* the next block: one stream of K and one of V */
+            for (int j = 0; j < BK * (int)rb; j += 64) {
+                __builtin_prefetch(kc + (size_t)(j0 + BK) * rb + (size_t)j);
+                __builtin_prefetch(vc + (size_t)(j0 + BK) * rb + (size_t)j);
+            }
+        for (int jc = 0; jc < nkv; jc += VL) {
+            vf part[DEC_MAX_GROUP][VL];
+            const char *row = kc + (size_t)(j0 + jc) * rb;
+            if (jc + VL <= nk) {
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; j++)
+                    qk_row(row + (size_t)j * rb, (const vf(*)[NV])q, G, part, j);
+            } else { /* the block's last, partial vector of positions */
+                for (int j = 0; j < VL; j++)
+                    if (jc + j < nk)
+                        qk_row(row + (size_t)j * rb, (const vf(*)[NV])q, G, part, j);
+                    else
+                        for (int g = 0; g < G; g++)
+                            part[g][j] = v_set1(0.0f);
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+                v_store(&s[g][jc], v_hsum_tr(part[g]));
+        }
+        for (int g = 0; g < G; g++) {
+            for (int j = nk; j < nkv; j++)
+                s[g][j] = -INFINITY;
+            vf mv = v_load(&s[g][0]);
+            for (int j = VL; j < nkv; j += VL)
+                mv = v_max(mv, v_load(&s[g][j]));
+            const float mx = v_hmax(mv), mnew = mx > m[g] ? mx : m[g];
+            const vf mn = v_set1(mnew);
+            vf sum = v_set1(0.0f);
+            for (int j = 0; j < nkv; j += VL) {
+                const vf p = v_exp(v_sub(v_load(&s[g][j]), mn));
+                v_store(&s[g][j], p);
+                sum = v_add(sum, p);
+            }
+            c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew);
+            l[g] = l[g] * c[g] + v_hsum(sum);
+            m[g] = mnew;
+        }
+        for (int d0 = 0; d0 < D; d0 += VL * nvd) {
+            vf acc[DEC_MAX_GROUP][NVD_MAX];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                const vf cg = v_set1(c[g]);
+#pragma GCC unroll 16
+                for (int v = 0; v < nvd; v++)
+                    acc[g][v] = v_mul(cg, v_load(&o[g][d0 + v * VL]));
+            }
+            for (int j = 0; j < nk; j++) {
+                const char *row = vc + (size_t)(j0 + j) * rb;
+                vf vv[NVD_MAX];
+#pragma GCC unroll 16
+                for (int v = 0; v < nvd; v++)
+                    vv[v] = decode_vec_q80(row, d0 + v * VL);
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    const vf p = v_set1(s[g][j]);
+#pragma GCC unroll 16
+                    for (int v = 0; v < nvd; v++)
+                        acc[g][v] = v_fma(p, vv[v], acc[g][v]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+#pragma GCC unroll 16
+                for (int v = 0; v < nvd; v++)
+                    v_store(&o[g][d0 + v * VL], acc[g][v]);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float *out = a->out + (size_t)g * a->out_stride;
+        if (a->ml) {
+            a->ml[2 * g] = m[g];
+            a->ml[2 * g + 1] = l[g];
+            memcpy(out, o[g], sizeof o[g]);
+        } else {
+            const float inv = 1.0f / l[g];
+            for (int d = 0; d < D; d++)
+                out[d] = o[g][d] * inv;
+        }
+    }
+}
+
 void woolly_attn_q80_flash_neon_d128_b8x32(const woolly_attn_args *a)
 {
+    if (a->n_q == 1)
+        switch (a->n_group) {
+        case 1: decode_one(a, 1); return;
+        case 2: decode_one(a, 2); return;
+        case 4: decode_one(a, 4); return;
+        case 8: decode_one(a, 8); return;
+        default: break; /* other groups take the tiles */
+        }
     _Alignas(64) float kt[D][BK];          /* the K block, transposed */
     _Alignas(64) float vb[BK][D];          /* the V block (first the K block, before its transpose) */
     _Alignas(64) float qs[MAX_ROWS][D];    /* the tile's queries, scaled; row r = (query r / G, head r % G) */

@@ -17,6 +17,7 @@
 #include <arm_neon.h>
 
 enum { VL = 4, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
+enum { DEC_ACC = 16 }; /* accumulator vectors the one-query path keeps in registers (of 32) */
 typedef float32x4_t vf;
 
 static inline vf v_load(const float *p) { return vld1q_f32(p); }
@@ -100,6 +101,30 @@ static inline void decode_row_q80(const void *src, float *dst, int n)
         }
     }
 }
+
+/* Values d0 .. d0 + 3 of a cache row as one vector, converted in registers (d0 a multiple of 4). */
+static inline vf decode_vec_f16(const void *row, int d0)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)row + d0)));
+}
+
+static inline vf decode_vec_f32(const void *row, int d0)
+{
+    /* through bytes: cache rows need not be 4-byte aligned */
+    return vreinterpretq_f32_u8(vld1q_u8((const uint8_t *)row + 4 * (size_t)d0));
+}
+
+static inline vf decode_vec_q80(const void *row, int d0)
+{
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    int32_t four; /* the 4 quants, read alone: 8-byte loads would pass the row's last block */
+    memcpy(&four, b->qs + d0 % WOOLLY_QK8_0, sizeof four);
+    const int16x8_t q = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+    return vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), woolly_f16_to_f32(b->d));
+}
+
+/* The horizontal sums of 4 vectors as one vector (lane i = the sum of x[i]): two rounds of pairwise adds. */
+static inline vf v_hsum_tr(const vf *x) { return vpaddq_f32(vpaddq_f32(x[0], x[1]), vpaddq_f32(x[2], x[3])); }
 
 void woolly_ops_rmsnorm_neon(float *out, const float *x, const float *w, int64_t n, float eps);
 

@@ -5,7 +5,9 @@
  * two partial results): decode with n_kv 1, below, at and above a KV block and several blocks; prefill
  * blocks of queries that fill a query tile partly, exactly and over it, with the causal diagonal just
  * before, on and after KV tile boundaries, from the start of the cache and deep in it; query groups of 1,
- * 4 and 8 heads. */
+ * 4 and 8 heads. The tiled kernels decode one query of 1, 2, 4 or 8 heads on a path of their own, so
+ * decode also runs with groups of 2 and 16 (the tiles' path) and over a range that starts inside the
+ * cache (a chunk of the KV split). */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -40,6 +42,7 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 64, .n_group = 1, .n_q = 9, .pos0 = 34, .kv0 = 0, .kv1 = 81},
     {.head_dim = 64, .n_group = 1, .n_q = 9, .pos0 = 34, .kv0 = 17, .kv1 = 43},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
     /* decode: one query at the end of the cache */
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
@@ -65,6 +68,7 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 64, .n_group = 4, .n_q = 9, .pos0 = 34, .kv0 = 0, .kv1 = 81},
     {.head_dim = 64, .n_group = 4, .n_q = 9, .pos0 = 34, .kv0 = 17, .kv1 = 43},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
     /* decode: one query at the end of the cache */
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
@@ -90,6 +94,15 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 64, .n_group = 8, .n_q = 9, .pos0 = 34, .kv0 = 0, .kv1 = 81},
     {.head_dim = 64, .n_group = 8, .n_q = 9, .pos0 = 34, .kv0 = 17, .kv1 = 43},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
+    {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
+    {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
+    {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
+    {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
 };
 
 Test(attn_f16_flash_neon_d64_b8x32, against_float64)

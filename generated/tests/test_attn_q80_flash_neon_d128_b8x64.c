@@ -5,7 +5,9 @@
  * two partial results): decode with n_kv 1, below, at and above a KV block and several blocks; prefill
  * blocks of queries that fill a query tile partly, exactly and over it, with the causal diagonal just
  * before, on and after KV tile boundaries, from the start of the cache and deep in it; query groups of 1,
- * 4 and 8 heads. */
+ * 4 and 8 heads. The tiled kernels decode one query of 1, 2, 4 or 8 heads on a path of their own, so
+ * decode also runs with groups of 2 and 16 (the tiles' path) and over a range that starts inside the
+ * cache (a chunk of the KV split). */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -40,6 +42,7 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 128, .n_group = 1, .n_q = 9, .pos0 = 66, .kv0 = 0, .kv1 = 145},
     {.head_dim = 128, .n_group = 1, .n_q = 9, .pos0 = 66, .kv0 = 33, .kv1 = 75},
+    {.head_dim = 128, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
     /* decode: one query at the end of the cache */
     {.head_dim = 128, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 128, .n_group = 4, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
@@ -65,6 +68,7 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 128, .n_group = 4, .n_q = 9, .pos0 = 66, .kv0 = 0, .kv1 = 145},
     {.head_dim = 128, .n_group = 4, .n_q = 9, .pos0 = 66, .kv0 = 33, .kv1 = 75},
+    {.head_dim = 128, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
     /* decode: one query at the end of the cache */
     {.head_dim = 128, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 128, .n_group = 8, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
@@ -90,6 +94,15 @@ static const kc_attn_case CASES[] = {
     /* a cache longer than the queries' positions, and a range that starts inside it */
     {.head_dim = 128, .n_group = 8, .n_q = 9, .pos0 = 66, .kv0 = 0, .kv1 = 145},
     {.head_dim = 128, .n_group = 8, .n_q = 9, .pos0 = 66, .kv0 = 33, .kv1 = 75},
+    {.head_dim = 128, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    {.head_dim = 128, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
+    {.head_dim = 128, .n_group = 2, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
+    {.head_dim = 128, .n_group = 2, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
+    {.head_dim = 128, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
+    {.head_dim = 128, .n_group = 16, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
+    {.head_dim = 128, .n_group = 16, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
+    {.head_dim = 128, .n_group = 16, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
+    {.head_dim = 128, .n_group = 16, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
 };
 
 Test(attn_q80_flash_neon_d128_b8x64, against_float64)
