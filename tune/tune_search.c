@@ -8,6 +8,7 @@
 #include "cpu.h"
 #include "timing.h"
 #include "tune.h"
+#include "tune_attn.h"
 #include "tune_measure.h"
 
 const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 32};
@@ -562,6 +563,22 @@ done:
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+/* Attention's view of the budget (tune_attn.h). */
+static tune_timing attn_timing(void *ctx, bool prune, double best_s)
+{
+    return timing_for(ctx, prune, best_s);
+}
+
+static void attn_measured(void *ctx, const char *what)
+{
+    tuner *t = ctx;
+    t->r->measurements++;
+    if (t->o->progress) {
+        const double done = (double)t->r->measurements / (double)t->planned;
+        t->o->progress(t->o->progress_ctx, done < 0.99 ? done : 0.99, what);
+    }
+}
+
 double woolly_tune_default_budget(const woolly_tune_model *m)
 {
     const double granite_8b = 4.6 * (1 << 30);
@@ -618,9 +635,13 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         order[i] = i;
         t.planned += estimate_shape(&t, &m->shapes[i]);
     }
+    const int attn_planned = tune_attn_estimate(m, o);
+    t.planned += attn_planned;
     g_sort_model = m;
     qsort(order, (size_t)m->n_shapes, sizeof *order, by_weight);
-    int rc = 0, left = t.planned;
+    /* Attention first: a few dozen short measurements, its share of the budget by their count. */
+    const tune_attn_env env = {t.pool, rotate_bytes(&t), attn_timing, attn_measured, &t};
+    int rc = tune_attn_run(m, o, &env, r, err), left = t.planned - attn_planned;
     for (int i = 0; i < m->n_shapes && !rc; i++) {
         const double now = woolly_now_s();
         if (now > t.deadline) { /* the rest keep the defaults */
