@@ -36,11 +36,13 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     snprintf(path, sizeof path, "%s", tu_tmp_path("tiny.profile"));
     snprintf(args, sizeof args, "--preset tiny --budget 3 -t 2 -o %s", path);
     char *out = tune(args);
-    /* the tables: the defaults beside the choices, and the verdict */
-    cr_expect(strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
+    /* the tables: the defaults beside the choices, and the verdict (the output matrix, the largest,
+     * comes first; a slow build, the sanitizers', may leave the smaller shapes to the defaults) */
+    const bool ran_out = strstr(out, "the budget ran out") != NULL;
+    cr_expect(ran_out || strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
               "no GEMV row for ffn_gate/up:\n%s", out);
-    cr_expect(strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL, "no large-batch row:\n%s",
-              out);
+    cr_expect(ran_out || strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL,
+              "no large-batch row:\n%s", out);
     cr_expect(strstr(out, "| Q6_K | 4096x256 | 1 (output.weight) |") != NULL,
               "no layout row for the output:\n%s", out);
     cr_expect(strstr(out, "| gemm | Q6_K | 4096x256 | 2-16 (8) | 2 |") != NULL,
@@ -62,7 +64,7 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     woolly_error err = {{0}};
     woolly_profile *p = woolly_profile_read(path, &err);
     cr_assert(p != NULL, "the tuner's profile does not load: %s", err.msg);
-    if (!strstr(out, "the budget ran out")) { /* (a slow build may leave shapes to the defaults) */
+    if (!ran_out) {
         cr_expect_eq(p->n_layouts, 7, "tiny's seven matrix shapes");
         cr_expect_eq(p->n_matmuls, 6 * 3 + 2, "three classes for six shapes, two for the output");
     }

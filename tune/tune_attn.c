@@ -326,9 +326,11 @@ static bool same(const attn_step *a, const attn_step *b)
     return a->k == b->k && a->q_per_call == b->q_per_call && a->split == b->split;
 }
 
+/* Tunes one phase by `deadline`: past it, no more candidates; a choice it leaves unverified is dropped
+ * for the default. */
 static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, const tune_attn_env *env,
-                      const woolly_kernel *def_k, enum woolly_attn_phase ph, woolly_tune_attn_case *out,
-                      woolly_error *err)
+                      const woolly_kernel *def_k, enum woolly_attn_phase ph, double deadline,
+                      woolly_tune_attn_case *out, woolly_error *err)
 {
     int32_t n_q, positions;
     phase_shape(m, ph, &n_q, &positions);
@@ -341,6 +343,8 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     const attn_step def = {def_k, decode ? 1 : def_k->tile_m, decode ? default_split(&b) : 1};
     double def_s, sec;
     bool pruned;
+    b.k = def.k, b.q_per_call = def.q_per_call, b.split = def.split;
+    run_once(&b); /* untimed: the buffers' first touch */
     measure(&b, env, ph, &def, 0, &def_s, &pruned);
 
     /* Stage 1: every kernel (tile) with the default's blocking. */
@@ -348,7 +352,7 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     double best_s = def_s;
     const woolly_kernel *ks[MAX_KERNELS];
     const int nk = candidates(def_k, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
-    for (int i = 0; i < nk; i++) {
+    for (int i = 0; i < nk && woolly_now_s() < deadline; i++) {
         if (ks[i] == def_k)
             continue;
         const attn_step s = {ks[i], decode ? 1 : ks[i]->tile_m, def.split};
@@ -361,7 +365,7 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     const int n_vals =
         decode ? (int)(sizeof SPLITS / sizeof SPLITS[0]) : (int)(sizeof QUERY_TILES / sizeof QUERY_TILES[0]);
     const attn_step base = best;
-    for (int i = 0; i < n_vals; i++) {
+    for (int i = 0; i < n_vals && woolly_now_s() < deadline; i++) {
         attn_step s = base;
         if (decode) {
             s.split = SPLITS[i];
@@ -379,6 +383,10 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
 
     /* Stage 3: a choice other than the default, measured again beside it; the lower of each. */
     *out = (woolly_tune_attn_case){0};
+    if (!same(&best, &def) && woolly_now_s() >= deadline) { /* no time left to check it */
+        best = def, best_s = def_s;
+        out->reverted = true;
+    }
     if (!same(&best, &def)) {
         double v[2] = {INFINITY, INFINITY};
         for (int round = 0; round < VERIFY_ROUNDS; round++)
@@ -424,9 +432,12 @@ int tune_attn_run(const woolly_tune_model *m, const woolly_tune_opts *o, const t
         snprintf(r->attn_skipped, sizeof r->attn_skipped, "%s", why);
         return 0;
     }
+    const double t0 = woolly_now_s();
     for (int ph = 0; ph < WOOLLY_ATTN_PHASES; ph++) {
         woolly_tune_attn_case *c = &r->attn[ph];
-        if (tune_phase(m, o, env, def, (enum woolly_attn_phase)ph, c, err) ||
+        /* decode, with its short calls, before half of the share; prefill in the rest */
+        const double deadline = ph == WOOLLY_ATTN_DECODE ? t0 + (env->deadline - t0) / 2 : env->deadline;
+        if (tune_phase(m, o, env, def, (enum woolly_attn_phase)ph, deadline, c, err) ||
             woolly_profile_add_attn(r->profile, &c->chosen, err))
             return -1;
         r->n_attn++;

@@ -13,10 +13,13 @@
 #include "tune_measure.h"
 
 /* What the search needs from the tuner's run: its threads, the bytes a run streams between two uses of
- * one layer's cache, and its budget (the timing of the next measurement; then counting it). */
+ * one layer's cache, and its budget: attention's share ends at `deadline` (woolly_now_s), past which no
+ * candidate is tried and an unverified choice gives way to the default; the timing of the next
+ * measurement, then counting it. */
 typedef struct tune_attn_env {
     woolly_threadpool *pool;
     double rotate_bytes;
+    double deadline;
     tune_timing (*timing)(void *ctx, bool prune, double best_s);
     void (*measured)(void *ctx, const char *what);
     void *ctx;

@@ -635,13 +635,15 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         order[i] = i;
         t.planned += estimate_shape(&t, &m->shapes[i]);
     }
+    /* Attention last, in its share of the budget by its count of measurements: the matrices, where most
+     * of the time goes, get theirs first. */
     const int attn_planned = tune_attn_estimate(m, o);
     t.planned += attn_planned;
+    const double attn_share = o->budget_s * attn_planned / t.planned;
+    t.deadline -= attn_share;
     g_sort_model = m;
     qsort(order, (size_t)m->n_shapes, sizeof *order, by_weight);
-    /* Attention first: a few dozen short measurements, its share of the budget by their count. */
-    const tune_attn_env env = {t.pool, rotate_bytes(&t), attn_timing, attn_measured, &t};
-    int rc = tune_attn_run(m, o, &env, r, err), left = t.planned - attn_planned;
+    int rc = 0, left = t.planned - attn_planned;
     for (int i = 0; i < m->n_shapes && !rc; i++) {
         const double now = woolly_now_s();
         if (now > t.deadline) { /* the rest keep the defaults */
@@ -655,6 +657,10 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         rc = tune_shape(&t, order[i], err);
     }
     free(order);
+    t.deadline += attn_share;
+    const tune_attn_env env = {t.pool, rotate_bytes(&t), t.deadline, attn_timing, attn_measured, &t};
+    if (!rc)
+        rc = tune_attn_run(m, o, &env, r, err);
     woolly_threadpool_close(t.pool);
     r->elapsed_s = woolly_now_s() - t.t0;
     if (rc) {
