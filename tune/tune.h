@@ -95,6 +95,7 @@ typedef struct woolly_tune_case {
 typedef struct woolly_tune_attn_case {
     woolly_profile_attn def, chosen; /* us: the final measurements */
     bool verified, reverted;
+    bool unchecked; /* the budget ran out before the choice was checked: the default is kept */
 } woolly_tune_attn_case;
 
 typedef struct woolly_tune_layout_choice {

@@ -385,7 +385,7 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     *out = (woolly_tune_attn_case){0};
     if (!same(&best, &def) && woolly_now_s() >= deadline) { /* no time left to check it */
         best = def, best_s = def_s;
-        out->reverted = true;
+        out->unchecked = true;
     }
     if (!same(&best, &def)) {
         double v[2] = {INFINITY, INFINITY};

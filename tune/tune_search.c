@@ -31,6 +31,8 @@ const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 32};
 #define DEFAULT_L2 (1 << 20)
 #define DEFAULT_L3 (32 << 20)
 #define MAX_ROTATE_BYTES (256.0 * (1 << 20))
+/* Attention's least share of the budget. */
+#define ATTN_MIN_SHARE 0.12
 
 enum { MAX_LAYOUTS = 8, MAX_VALUES = 8, N_PARAMS = 5 };
 
@@ -635,11 +637,14 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         order[i] = i;
         t.planned += estimate_shape(&t, &m->shapes[i]);
     }
-    /* Attention last, in its share of the budget by its count of measurements: the matrices, where most
-     * of the time goes, get theirs first. */
+    /* Attention last, in its share of the budget (by its count of measurements, and at least
+     * ATTN_MIN_SHARE: its calls are long, a prefill call over 512 queries tens of milliseconds): the
+     * matrices, where most of the time goes, get theirs first. */
     const int attn_planned = tune_attn_estimate(m, o);
     t.planned += attn_planned;
-    const double attn_share = o->budget_s * attn_planned / t.planned;
+    double attn_share = o->budget_s * attn_planned / t.planned;
+    if (attn_planned && attn_share < ATTN_MIN_SHARE * o->budget_s)
+        attn_share = ATTN_MIN_SHARE * o->budget_s;
     t.deadline -= attn_share;
     g_sort_model = m;
     qsort(order, (size_t)m->n_shapes, sizeof *order, by_weight);

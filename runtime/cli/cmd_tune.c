@@ -81,8 +81,10 @@ static void print_attention(const woolly_tune_result *r)
                woolly_attn_phase_name(c->chosen.phase), type_name(c->chosen.cache), c->chosen.head_dim,
                c->chosen.queries, c->chosen.queries == 1 ? "y" : "ies", c->chosen.positions,
                c->chosen.threads, def, c->def.us, chosen,
-               c->reverted ? " (kept: the choice did not hold up)" : "", c->chosen.us,
-               c->chosen.us > 0 ? c->def.us / c->chosen.us : 1.0);
+               c->reverted    ? " (kept: the choice did not hold up)"
+               : c->unchecked ? " (kept: no budget left to check the choice)"
+                              : "",
+               c->chosen.us, c->chosen.us > 0 ? c->def.us / c->chosen.us : 1.0);
     }
 }
 
