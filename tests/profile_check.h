@@ -54,6 +54,33 @@ static inline void pc_matmul(woolly_profile *p, enum woolly_type t, int64_t rows
     cr_assert_eq(woolly_profile_add_matmul(p, &row, &err), 0, "%s", err.msg);
 }
 
+/* An attn row; its default kernel is the untiled scalar reference for the cache type. */
+static inline void pc_attn(woolly_profile *p, enum woolly_type cache, int32_t head_dim,
+                           enum woolly_attn_phase ph, int threads, const char *kernel,
+                           int32_t queries_per_call, int32_t kv_split)
+{
+    woolly_error err = {{0}};
+    char def[64];
+    snprintf(def, sizeof def, "attn_%s_flash_scalar_any",
+             cache == WOOLLY_TYPE_F16   ? "f16"
+             : cache == WOOLLY_TYPE_F32 ? "f32"
+                                        : "q80");
+    const bool decode = ph == WOOLLY_ATTN_DECODE;
+    const woolly_profile_attn row = {.cache = cache,
+                                     .head_dim = head_dim,
+                                     .phase = ph,
+                                     .threads = threads,
+                                     .kernel = pc_kernel(kernel),
+                                     .queries_per_call = queries_per_call,
+                                     .kv_split = kv_split,
+                                     .queries = decode ? 1 : 512,
+                                     .positions = decode ? 4096 : 512,
+                                     .us = decode ? 310.5 : 9120.25,
+                                     .default_kernel = pc_kernel(def),
+                                     .default_us = decode ? 330.125 : 9400.5};
+    cr_assert_eq(woolly_profile_add_attn(p, &row, &err), 0, "%s", err.msg);
+}
+
 /* The profile as text (heap, NUL-terminated; its length in *len). */
 static inline char *pc_text(const woolly_profile *p, size_t *len)
 {

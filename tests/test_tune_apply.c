@@ -1,14 +1,16 @@
 /* Every tuned parameter reaches the kernel: a model opened with a profile runs, for one tensor and each
  * batch-size class, the kernel the profile names, with the blocking it sets (rows, columns and tokens
- * per call, prefetch distance, threads), as observed at each kernel call; a second profile with other
- * values changes every one of them. The logits with either profile, and without one, agree with the
- * float64 reference within the model tests' bar. */
+ * per call, prefetch distance, threads), as observed at each kernel call; and for attention, the decode
+ * kernel over a long cache split into the profile's chunks, the prefill kernel with its queries per
+ * call; a second profile with other values changes every one of them. The logits with either profile, and
+ * without one, agree with the float64 reference within the model tests' bar. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "matmul.h"
 #include "model_logits_check.h"
 #include "profile_check.h"
@@ -72,7 +74,8 @@ static void observe_run(const char *path)
     cp.n_threads = THREADS;
     woolly_context *c = woolly_context_open(m, &cp);
     cr_assert(c != NULL, "%s", woolly_last_error());
-    cr_expect_eq(woolly_context_n_tuned(c), WOOLLY_TOKENS_CLASSES, "one tensor, three classes tuned");
+    cr_expect_eq(woolly_context_n_tuned(c), WOOLLY_TOKENS_CLASSES + WOOLLY_ATTN_PHASES,
+                 "one tensor, three classes, and attention's two phases tuned");
     memset(g_seen, 0, sizeof g_seen);
     woolly_matmul_set_observer(observe);
     woolly_token ids[32];
@@ -117,13 +120,26 @@ static void expect_steps(const woolly_matmul_step *steps, const char *which)
     }
 }
 
-/* A profile with one layout row for the tensor's shape and one step per class. */
-static void save_profile(const char *path, const woolly_layout *layout, const woolly_matmul_step *steps)
+/* Attention of tiny-llama (F16 cache, head dimension 64) as profiles A and B set it: every value differs
+ * between them and from the defaults (the default kernel is the ISA level's; these are the scalar
+ * ones every build has). */
+typedef struct attn_choice {
+    const char *decode, *prefill;
+    int32_t split, queries_per_call;
+} attn_choice;
+static const attn_choice ATTN_A = {"attn_f16_flash_scalar_any", "attn_f16_flash_scalar_d64_b8x64", 2, 8};
+static const attn_choice ATTN_B = {"attn_f16_flash_scalar_d64_b8x64", "attn_f16_flash_scalar_any", 3, 16};
+
+/* A profile with one layout row for the tensor's shape and one step per class, and attention's rows. */
+static void save_profile(const char *path, const woolly_layout *layout, const woolly_matmul_step *steps,
+                         const attn_choice *attn)
 {
     woolly_profile *p = pc_new();
     pc_layout(p, WOOLLY_TYPE_Q4_K, ROWS, COLS, layout);
     for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++)
         pc_matmul(p, WOOLLY_TYPE_Q4_K, ROWS, COLS, (enum woolly_tokens_class)k, THREADS, steps[k]);
+    pc_attn(p, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_DECODE, THREADS, attn->decode, 1, attn->split);
+    pc_attn(p, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_PREFILL, THREADS, attn->prefill, attn->queries_per_call, 1);
     char *text = pc_text(p, NULL);
     pc_save_text(path, text);
     free(text);
@@ -174,8 +190,8 @@ Test(tune_apply, every_tuned_parameter_reaches_the_kernel_call)
     char pa[4096], pb[4096];
     snprintf(pa, sizeof pa, "%s", tu_tmp_path("a.profile"));
     snprintf(pb, sizeof pb, "%s", tu_tmp_path("b.profile"));
-    save_profile(pa, la, a);
-    save_profile(pb, lb, b);
+    save_profile(pa, la, a, &ATTN_A);
+    save_profile(pb, lb, b, &ATTN_B);
 
     observe_run(pa);
     expect_steps(a, "profile A");
@@ -203,8 +219,8 @@ Test(tune_apply, logits_with_and_without_a_profile_agree_within_the_bar)
     char pa[4096], pb[4096];
     snprintf(pa, sizeof pa, "%s", tu_tmp_path("a.profile"));
     snprintf(pb, sizeof pb, "%s", tu_tmp_path("b.profile"));
-    save_profile(pa, la, a);
-    save_profile(pb, lb, b);
+    save_profile(pa, la, a, &ATTN_A);
+    save_profile(pb, lb, b, &ATTN_B);
     ref r = load_ref(mc->name);
     const char *paths[] = {"none", pa, pb};
     /* batches of 20 (a large batch, then a small one) and of 1: every class runs */
@@ -236,6 +252,128 @@ Test(tune_apply, logits_with_and_without_a_profile_agree_within_the_bar)
     for (int i = 0; i < 3; i++)
         free(x[i][0]), free(x[i][1]);
     free_ref(&r);
+    remove(pa);
+    remove(pb);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------- */
+
+typedef struct attn_seen {
+    char kernel[64];
+    bool one_kernel;
+    int calls;
+    int32_t max_q;  /* queries per call */
+    int64_t kv0[8]; /* the distinct first positions of the partial (split) calls */
+    int n_kv0;
+    bool one_query_each; /* decode: every call one query */
+} attn_seen;
+
+static attn_seen g_attn[WOOLLY_ATTN_PHASES];
+static int g_phase = -1;
+
+static void observe_attn(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    if (g_phase < 0)
+        return;
+    pthread_mutex_lock(&g_lock);
+    attn_seen *s = &g_attn[g_phase];
+    if (!s->calls) {
+        snprintf(s->kernel, sizeof s->kernel, "%s", k->name);
+        s->one_kernel = s->one_query_each = true;
+    }
+    s->one_kernel &= !strcmp(s->kernel, k->name);
+    s->one_query_each &= a->n_q == 1;
+    s->max_q = (int32_t)a->n_q > s->max_q ? (int32_t)a->n_q : s->max_q;
+    if (a->ml) {
+        bool known = false;
+        for (int i = 0; i < s->n_kv0; i++)
+            known |= s->kv0[i] == a->kv0;
+        if (!known && s->n_kv0 < 8)
+            s->kv0[s->n_kv0++] = a->kv0;
+    }
+    s->calls++;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Cache positions filled before the observed token: long enough that a split of 3 stays whole
+ * (forward.c keeps each chunk at least 256 positions long). */
+#define LONG_CACHE 900
+
+/* Runs tiny-llama with the profile at `path`: a prompt of 20 tokens (prefill, observed), the cache
+ * filled to LONG_CACHE, then one token (decode, observed). */
+static void observe_attn_run(const char *path)
+{
+    setenv("WOOLLY_TUNE_PROFILE", path, 1);
+    woolly_model *m = woolly_model_open(model_path("tiny-llama-q4_k_m"));
+    cr_assert(m != NULL, "%s", woolly_last_error());
+    woolly_context_params cp = woolly_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_threads = THREADS;
+    woolly_context *c = woolly_context_open(m, &cp);
+    cr_assert(c != NULL, "%s", woolly_last_error());
+    woolly_token ids[LONG_CACHE];
+    for (int i = 0; i < LONG_CACHE; i++)
+        ids[i] = 100 + (37 * i) % 900;
+    memset(g_attn, 0, sizeof g_attn);
+    woolly_attn_set_observer(observe_attn);
+    g_phase = WOOLLY_ATTN_PREFILL;
+    cr_assert_eq(woolly_eval(c, ids, 20), 0, "%s", woolly_last_error());
+    g_phase = -1;
+    for (int at = 20; at < LONG_CACHE; at += 400) {
+        const int n = LONG_CACHE - at < 400 ? LONG_CACHE - at : 400;
+        cr_assert_eq(woolly_eval(c, ids + at, n), 0, "%s", woolly_last_error());
+    }
+    g_phase = WOOLLY_ATTN_DECODE;
+    cr_assert_eq(woolly_eval(c, ids, 1), 0, "%s", woolly_last_error());
+    g_phase = -1;
+    woolly_attn_set_observer(NULL);
+    woolly_context_close(c);
+    woolly_model_close(m);
+    unsetenv("WOOLLY_TUNE_PROFILE");
+}
+
+static void expect_attn(const attn_choice *want, const char *which)
+{
+    const attn_seen *d = &g_attn[WOOLLY_ATTN_DECODE], *p = &g_attn[WOOLLY_ATTN_PREFILL];
+    cr_assert(d->calls > 0 && p->calls > 0, "%s: no attention call observed (decode %d, prefill %d)", which,
+              d->calls, p->calls);
+    cr_expect(d->one_kernel && !strcmp(d->kernel, want->decode), "%s, decode: ran %s, the profile names %s",
+              which, d->kernel, want->decode);
+    cr_expect(d->one_query_each, "%s, decode: a call with more than one query", which);
+    cr_expect_eq(d->n_kv0, want->split, "%s, decode: the cache split into %d chunks, the profile says %d",
+                 which, d->n_kv0, want->split);
+    cr_expect(p->one_kernel && !strcmp(p->kernel, want->prefill), "%s, prefill: ran %s, the profile names %s",
+              which, p->kernel, want->prefill);
+    cr_expect_eq(p->max_q, want->queries_per_call,
+                 "%s, prefill: calls of up to %d queries, the profile says %d", which, p->max_q,
+                 want->queries_per_call);
+    cr_expect_eq(p->n_kv0, 0, "%s, prefill: a split call", which);
+}
+
+Test(tune_apply, every_tuned_attention_parameter_reaches_the_kernel_call)
+{
+    const woolly_layout *la, *lb;
+    woolly_matmul_step a[WOOLLY_TOKENS_CLASSES], b[WOOLLY_TOKENS_CLASSES];
+    profiles(&la, a, &lb, b);
+    char pa[4096], pb[4096];
+    snprintf(pa, sizeof pa, "%s", tu_tmp_path("attn-a.profile"));
+    snprintf(pb, sizeof pb, "%s", tu_tmp_path("attn-b.profile"));
+    save_profile(pa, la, a, &ATTN_A);
+    save_profile(pb, lb, b, &ATTN_B);
+
+    /* without a profile: the default kernel for both, its query tile per call, no split at 2 threads
+     * (tiny-llama's 2 KV heads share the threads evenly) */
+    observe_attn_run("none");
+    const woolly_kernel *def = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64);
+    cr_assert(def != NULL);
+    const attn_choice defaults = {def->name, def->name, 0, def->tile_m};
+    expect_attn(&defaults, "no profile");
+
+    observe_attn_run(pa);
+    expect_attn(&ATTN_A, "profile A");
+    observe_attn_run(pb);
+    expect_attn(&ATTN_B, "profile B");
     remove(pa);
     remove(pb);
 }

@@ -36,15 +36,24 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     snprintf(path, sizeof path, "%s", tu_tmp_path("tiny.profile"));
     snprintf(args, sizeof args, "--preset tiny --budget 3 -t 2 -o %s", path);
     char *out = tune(args);
-    /* the tables: the defaults beside the choices, and the verdict */
-    cr_expect(strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
+    /* the tables: the defaults beside the choices, and the verdict (the output matrix, the largest,
+     * comes first; a slow build, the sanitizers', may leave the smaller shapes to the defaults) */
+    const bool ran_out = strstr(out, "the budget ran out") != NULL;
+    cr_expect(ran_out || strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
               "no GEMV row for ffn_gate/up:\n%s", out);
-    cr_expect(strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL, "no large-batch row:\n%s",
-              out);
+    cr_expect(ran_out || strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL,
+              "no large-batch row:\n%s", out);
     cr_expect(strstr(out, "| Q6_K | 4096x256 | 1 (output.weight) |") != NULL,
               "no layout row for the output:\n%s", out);
-    cr_expect(strstr(out, "| gemm | Q6_K | 4096x256 |") == NULL, "the output matrix runs one token only:\n%s",
-              out);
+    cr_expect(strstr(out, "| gemm | Q6_K | 4096x256 | 2-16 (8) | 2 |") != NULL,
+              "no small-batch row for the output matrix (a server's step):\n%s", out);
+    cr_expect(strstr(out, "| gemm | Q6_K | 4096x256 | 17+") == NULL,
+              "the output matrix never runs a large batch:\n%s", out);
+    /* attention: tiny's F16 cache, head dimension 64, one query over its 512 positions and 512 queries */
+    cr_expect(strstr(out, "| decode | F16 | 64 | 1 query, 512 positions | 2 |") != NULL,
+              "no decode attention row:\n%s", out);
+    cr_expect(strstr(out, "| prefill | F16 | 64 | 512 queries, 512 positions | 2 |") != NULL,
+              "no prefill attention row:\n%s", out);
     cr_expect(strstr(out, "every case matches or beats its default") ||
                   strstr(out, "slower than the default"),
               "%s", out);
@@ -55,9 +64,19 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     woolly_error err = {{0}};
     woolly_profile *p = woolly_profile_read(path, &err);
     cr_assert(p != NULL, "the tuner's profile does not load: %s", err.msg);
-    if (!strstr(out, "the budget ran out")) { /* (a slow build may leave shapes to the defaults) */
+    if (!ran_out) {
         cr_expect_eq(p->n_layouts, 7, "tiny's seven matrix shapes");
-        cr_expect_eq(p->n_matmuls, 6 * 3 + 1, "three classes for six shapes, one for the output");
+        cr_expect_eq(p->n_matmuls, 6 * 3 + 2, "three classes for six shapes, two for the output");
+    }
+    cr_expect_eq(p->n_attns, 2, "attention's decode and prefill rows");
+    for (int i = 0; i < p->n_attns; i++) {
+        const woolly_profile_attn *a = &p->attns[i];
+        cr_expect(a->cache == WOOLLY_TYPE_F16 && a->head_dim == 64 && a->threads == 2, "attn row %d's key",
+                  i);
+        cr_expect(a->default_kernel == woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64),
+                  "attn row %d: the default is not what runs without a profile", i);
+        cr_expect_leq(a->us, a->default_us * 1.0001 + 0.01, "attn row %d: %g us, default %g us", i, a->us,
+                      a->default_us);
     }
     cr_expect(p->n_layouts >= 1 && p->n_matmuls >= 1);
     for (int i = 0; i < p->n_matmuls; i++) {
@@ -113,6 +132,8 @@ Test(tune_cli, a_tuned_model_gives_logits_within_the_bar)
     char *out = tune(args);
     cr_expect(strstr(out, "| gemv | Q6_K | 32000x256 | 1 (1) | 2 |") != NULL,
               "no row for the output matrix:\n%s", out);
+    cr_expect(strstr(out, "| decode | F16 | 64 |") != NULL && strstr(out, "| prefill | F16 | 64 |") != NULL,
+              "no attention rows for the model's head dimension:\n%s", out);
     free(out);
     ref r = load_ref(mc->name);
     float *x[2];
@@ -171,6 +192,7 @@ Test(tune_cli, bad_arguments_are_errors)
     expect_usage_error("--preset tiny --mix 1,2", "--mix '1,2'");
     expect_usage_error("--preset tiny --mix 0,0,0", "not all 0");
     expect_usage_error("--preset tiny --accuracy loose", "unknown --accuracy");
+    expect_usage_error("--preset tiny --kv-type q4_0", "unknown --kv-type");
     char *out, *err;
     cr_expect_eq(tu_run_cli("tune --preset huge --budget 1 -o /dev/null", &out, &err), 1);
     cr_expect(strstr(err, "unknown preset 'huge'") != NULL, "%s", err);

@@ -1,7 +1,7 @@
 /* Tuning profiles as files: the writer's text parses back to the same profile, byte for byte; a profile
  * for another CPU, build, version or ISA level, cut anywhere, or with any garbled line is rejected whole
- * with a message naming the line; and a run given such a profile says so in one warning line and runs
- * with the defaults. */
+ * with a message naming the line (attention rows included); and a run given such a profile says so in one
+ * warning line and runs with the defaults. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +42,10 @@ static woolly_profile *valid_profile(void)
     pc_layout(p, WOOLLY_TYPE_Q6_K, 128, 256, NULL);
     pc_matmul(p, WOOLLY_TYPE_Q6_K, 128, 256, WOOLLY_TOKENS_1, 2,
               (woolly_matmul_step){pc_kernel("q6k_f32_gemv_scalar_1x1"), 32, 0, 0, 0, 0});
+    /* Attention: tiled and untiled kernels, both phases, another cache type and thread count. */
+    pc_attn(p, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_DECODE, 2, "attn_f16_flash_scalar_d64_b8x64", 1, 3);
+    pc_attn(p, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_PREFILL, 2, "attn_f16_flash_scalar_any", 24, 1);
+    pc_attn(p, WOOLLY_TYPE_Q8_0, 128, WOOLLY_ATTN_PREFILL, 1, "attn_q80_flash_scalar_d128_b8x64", 8, 1);
     return p;
 }
 
@@ -84,6 +88,24 @@ Test(profile, round_trip_gives_the_same_rows_and_the_same_text)
                   "matmul row %d: step differs", i);
         cr_expect(a->us == b->us && a->default_us == b->default_us, "matmul row %d: times differ", i);
     }
+    cr_assert_eq(q->n_attns, p->n_attns);
+    for (int i = 0; i < p->n_attns; i++) {
+        const woolly_profile_attn *a = &p->attns[i], *b = &q->attns[i];
+        cr_expect(a->cache == b->cache && a->head_dim == b->head_dim && a->phase == b->phase &&
+                      a->threads == b->threads && a->kernel == b->kernel &&
+                      a->queries_per_call == b->queries_per_call && a->kv_split == b->kv_split &&
+                      a->queries == b->queries && a->positions == b->positions &&
+                      a->default_kernel == b->default_kernel && a->us == b->us &&
+                      a->default_us == b->default_us,
+                  "attn row %d differs", i);
+    }
+    const woolly_profile_attn *at = woolly_profile_find_attn(q, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_DECODE, 2);
+    cr_assert(at != NULL);
+    cr_expect_str_eq(at->kernel->name, "attn_f16_flash_scalar_d64_b8x64");
+    cr_expect_eq(at->kv_split, 3);
+    cr_expect_null(woolly_profile_find_attn(q, WOOLLY_TYPE_F16, 64, WOOLLY_ATTN_DECODE, 1));
+    cr_expect_null(woolly_profile_find_attn(q, WOOLLY_TYPE_F16, 128, WOOLLY_ATTN_PREFILL, 2));
+    cr_expect_null(woolly_profile_find_attn(q, WOOLLY_TYPE_F32, 64, WOOLLY_ATTN_PREFILL, 2));
     /* Looking rows up by key. */
     const woolly_profile_matmul *r =
         woolly_profile_find_matmul(q, WOOLLY_TYPE_Q4_K, 256, 768, WOOLLY_TOKENS_SMALL, 2);
@@ -132,8 +154,9 @@ Test(profile, rejects_another_cpu_build_version_or_level)
     expect_rejected(" cores ", " cores 7", "measured on another CPU");
     expect_rejected("\nregistry ", "\nregistry 0", "made for another build");
     expect_rejected("\nwoolly ", "\nwoolly 9", "tune again");
-    expect_rejected("woolly-tune-profile 1", "woolly-tune-profile 2", "this build reads");
-    expect_rejected("woolly-tune-profile 1", "llama-tune-profile 1", "not a Woolly tuning profile");
+    /* format 1 had no attention rows: such a profile is tuned again */
+    expect_rejected("woolly-tune-profile 2", "woolly-tune-profile 1", "this build reads");
+    expect_rejected("woolly-tune-profile 2", "llama-tune-profile 2", "not a Woolly tuning profile");
     char isa[32], other[32];
     snprintf(isa, sizeof isa, "\nisa %s\n", woolly_isa_name(woolly_isa_active()));
     snprintf(other, sizeof other, "\nisa %s\n", woolly_isa_active() == WOOLLY_ISA_SCALAR ? "avx2" : "scalar");
@@ -166,13 +189,44 @@ Test(profile, rejects_a_garbled_line)
     expect_rejected("layout Q6_K 128x256 rows\n", "layout Q6_K 128x256 rows\nlayout Q6_K 128x256 rows\n",
                     "a second layout");
     expect_rejected("\nend ", "\n\nend ", "empty word");
-    expect_rejected("\nend ", "\nattn F16 d64 decode threads=2\nend ", "not a profile row");
+    expect_rejected("\nend ", "\nkv F16 d64 decode threads=2\nend ", "not a profile row");
+    expect_rejected("\nend ", "\nattn F16 d64 decode threads=2\nend ", "an attn row is");
     expect_rejected("\nend ", "\nend 1", "does not count");
     expect_rejected("_gemv_scalar_1x1 rows_per_call=48",
                     "_gemv_scal\xff"
                     "r_1x1 rows_per_call=48",
                     "not in this build");
     expect_rejected("accuracy default", "accuracy strict", "strict accuracy");
+}
+
+Test(profile, rejects_a_garbled_attn_row)
+{
+    expect_rejected("attn F16 d64 decode", "attn F17 d64 decode", "not a KV cache type");
+    expect_rejected("attn F16 d64 decode", "attn Q4_K d64 decode", "not a KV cache type");
+    expect_rejected("attn F16 d64 decode", "attn F16 64 decode", "not a head dimension");
+    expect_rejected("attn F16 d64 decode", "attn F16 d63 decode", "head dimension 63");
+    expect_rejected("attn F16 d64 decode", "attn F16 d128 decode", "not an attention kernel for a F16 cache");
+    expect_rejected("attn F16 d64 decode", "attn F16 d64 sideways", "not decode or prefill");
+    expect_rejected("kernel=attn_f16_flash_scalar_d64_b8x64", "kernel=attn_f32_flash_scalar_d64_b8x64",
+                    "not an attention kernel for a F16 cache");
+    expect_rejected("kernel=attn_f16_flash_scalar_d64_b8x64", "kernel=q4k_f32_gemv_scalar_1x1",
+                    "not an attention kernel");
+    expect_rejected("kernel=attn_f16_flash_scalar_d64_b8x64", "kernel=attn_f16_flash_scalar_d64_b9x64",
+                    "not in this build");
+    expect_rejected("default=attn_f16_flash_scalar_any default_us=330",
+                    "default=attn_q80_flash_scalar_any default_us=330", "default kernel");
+    expect_rejected("queries_per_call=1 kv_split=3", "queries_per_call=2 kv_split=3", "one query per call");
+    expect_rejected("queries_per_call=1 kv_split=3", "queries_per_call=1 kv_split=0", "kv_split=0");
+    expect_rejected("queries_per_call=1 kv_split=3", "queries_per_call=1 kv_split=65", "kv_split=65");
+    expect_rejected("queries_per_call=24 kv_split=1", "queries_per_call=24 kv_split=2", "does not split");
+    expect_rejected("queries_per_call=24 kv_split=1", "queries_per_call=0 kv_split=1", "queries_per_call=0");
+    expect_rejected("queries_per_call=24 kv_split=1", "queries_per_call=x kv_split=1", "not an integer");
+    expect_rejected("kv_split=3 queries=1 positions=4096", "kv_split=3 queries=2 positions=4096",
+                    "queries=2");
+    expect_rejected("queries=512 positions=512", "queries=512 positions=511", "at most the positions");
+    expect_rejected("kv_split=3 queries=1", "queries=1 kv_split=3", "expected kv_split=");
+    expect_rejected("us=310.500", "us=-310.500", "microseconds");
+    expect_rejected(" us=310.500", " us=310.500 extra=1", "KEY=VALUE words");
 }
 
 Test(profile, rejects_a_duplicate_row_and_text_after_the_end)
@@ -359,8 +413,8 @@ Test(profile_run, runs_load_the_profile_from_this_cpus_place_and_bench_names_it)
     snprintf(want, sizeof want, "tuning profile: %s (", path);
     cr_expect(strstr(out, want) != NULL, "bench does not name %s:\n%s", path, out);
     /* blk.0.ffn_down (Q4_K 256x768) has rows for three classes at 2 threads, blk.1.attn_v (Q6_K 128x256)
-     * for one */
-    cr_expect(strstr(out, "(4 tuned steps for 2 threads)") != NULL, "the profile's rows are not in use:\n%s",
+     * for one, and attention (F16 cache, head dimension 64) for decode and prefill */
+    cr_expect(strstr(out, "(6 tuned steps for 2 threads)") != NULL, "the profile's rows are not in use:\n%s",
               out);
     cr_expect_eq(count_lines_with(err, "warning"), 0, "%s", err);
     free(out), free(err);

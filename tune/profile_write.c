@@ -45,7 +45,18 @@ int woolly_profile_write(const woolly_profile *p, FILE *f)
                 r->threads, s->kernel->name, s->rows_per_call, s->tokens_per_call, s->k_per_call, s->prefetch,
                 s->threads, r->us, r->default_kernel->name, r->default_us);
     }
-    fprintf(f, "end %d\n", p->n_layouts + p->n_matmuls);
+    fprintf(f, "# attn CACHE dHEAD_DIM decode|prefill threads= kernel= queries_per_call= kv_split= queries= "
+               "positions= us= default= default_us=\n");
+    for (int32_t i = 0; i < p->n_attns; i++) {
+        const woolly_profile_attn *r = &p->attns[i];
+        fprintf(f,
+                "attn %s d%d %s threads=%d kernel=%s queries_per_call=%d kv_split=%d queries=%d positions=%d "
+                "us=%.3f default=%s default_us=%.3f\n",
+                type_name(r->cache), r->head_dim, woolly_attn_phase_name(r->phase), r->threads,
+                r->kernel->name, r->queries_per_call, r->kv_split, r->queries, r->positions, r->us,
+                r->default_kernel->name, r->default_us);
+    }
+    fprintf(f, "end %d\n", p->n_layouts + p->n_matmuls + p->n_attns);
     return ferror(f) ? -1 : 0;
 }
 

@@ -13,6 +13,12 @@
  * beside its default, and a choice that does not hold up is dropped for the default. Under strict
  * accuracy only F16/F32 activation kernels are candidates (the default may then be out of reach).
  *
+ * Attention (tune_attn.c), for the KV cache type asked for and the model's head dimension: the kernels of
+ * the default's ISA level (their tiles: queries x KV positions) for one token over a long cache
+ * (decode), each with the KV split the runtime would pick, then the best one's split; and for a block of
+ * causal queries (prefill), then the best one's queries per call. The defaults first, a last check
+ * beside them, as for the matrices.
+ *
  * Timing is tune/timing.c's: warm-up, calls grown to a minimum sample time, the median of several
  * samples, a cap. The weights rotate over enough copies that a call reads them from where a real run
  * would (from DRAM when the model's matrices exceed the caches). The whole run fits a time budget:
@@ -41,11 +47,15 @@ typedef struct woolly_tune_model {
     woolly_tune_shape *shapes;
     int n_shapes;
     double matrix_bytes; /* of all its matrices: what one decoded token streams */
+    /* Its attention (0: not known, attention is not tuned): layers, query and KV heads, head dimension,
+     * trained context length. */
+    int32_t n_layer, n_head, n_head_kv, head_dim, n_ctx;
 } woolly_tune_model;
 
-/* The shapes of a GGUF model's matrices, from its tensor table (nothing is loaded). The output matrix
- * (output.weight, or the token embedding when tied) runs for one token only: a prompt's logits are the
- * last token's. */
+/* The shapes of a GGUF model's matrices, from its tensor table, and its attention's dimensions, from its
+ * hyperparameters (nothing is loaded). The output matrix (output.weight, or the token embedding when
+ * tied) runs for one token (a prompt's logits are the last token's) or a small batch (one token of each
+ * of the few sequences a server decodes together), never a large one. */
 int woolly_tune_model_from_gguf(const char *path, woolly_tune_model *m, woolly_error *err);
 /* The same for a `woolly synth` preset, without writing it. */
 int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, woolly_error *err);
@@ -59,6 +69,7 @@ typedef struct woolly_tune_opts {
     double budget_s;                    /* wall time for the whole run */
     bool strict;                        /* F16/F32 activations only */
     int32_t mix[WOOLLY_TOKENS_CLASSES]; /* tokens per class of the model's batch mix */
+    enum woolly_type kv_cache;          /* the KV cache type attention is tuned for (F16, F32, Q8_0) */
     /* Called after each measurement: the share of the work done and what was measured. May be NULL. */
     void (*progress)(void *ctx, double done, const char *what);
     void *progress_ctx;
@@ -79,6 +90,14 @@ typedef struct woolly_tune_case {
     bool reverted;    /* the choice did not hold up: the default is kept */
 } woolly_tune_case;
 
+/* One tuned attention case (decode or prefill): the default and the choice, each with its time per
+ * layer. */
+typedef struct woolly_tune_attn_case {
+    woolly_profile_attn def, chosen; /* us: the final measurements */
+    bool verified, reverted;
+    bool unchecked; /* the budget ran out before the choice was checked: the default is kept */
+} woolly_tune_attn_case;
+
 typedef struct woolly_tune_layout_choice {
     int shape;
     const woolly_layout *def, *chosen;
@@ -92,6 +111,9 @@ typedef struct woolly_tune_result {
     int n_cases;
     woolly_tune_layout_choice *layouts;
     int n_layouts;
+    woolly_tune_attn_case attn[WOOLLY_ATTN_PHASES];
+    int n_attn;             /* 0 when attention was not tuned (see attn_skipped) */
+    char attn_skipped[160]; /* why not, if it was not */
     int measurements;
     double elapsed_s;
     int shapes_skipped; /* left to the defaults when the budget ran out */

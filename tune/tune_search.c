@@ -8,6 +8,7 @@
 #include "cpu.h"
 #include "timing.h"
 #include "tune.h"
+#include "tune_attn.h"
 #include "tune_measure.h"
 
 const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 32};
@@ -30,6 +31,8 @@ const int WOOLLY_TUNE_TOKENS[WOOLLY_TOKENS_CLASSES] = {1, 8, 32};
 #define DEFAULT_L2 (1 << 20)
 #define DEFAULT_L3 (32 << 20)
 #define MAX_ROTATE_BYTES (256.0 * (1 << 20))
+/* Attention's least share of the budget. */
+#define ATTN_MIN_SHARE 0.12
 
 enum { MAX_LAYOUTS = 8, MAX_VALUES = 8, N_PARAMS = 5 };
 
@@ -562,6 +565,22 @@ done:
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+/* Attention's view of the budget (tune_attn.h). */
+static tune_timing attn_timing(void *ctx, bool prune, double best_s)
+{
+    return timing_for(ctx, prune, best_s);
+}
+
+static void attn_measured(void *ctx, const char *what)
+{
+    tuner *t = ctx;
+    t->r->measurements++;
+    if (t->o->progress) {
+        const double done = (double)t->r->measurements / (double)t->planned;
+        t->o->progress(t->o->progress_ctx, done < 0.99 ? done : 0.99, what);
+    }
+}
+
 double woolly_tune_default_budget(const woolly_tune_model *m)
 {
     const double granite_8b = 4.6 * (1 << 30);
@@ -618,9 +637,18 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         order[i] = i;
         t.planned += estimate_shape(&t, &m->shapes[i]);
     }
+    /* Attention last, in its share of the budget (by its count of measurements, and at least
+     * ATTN_MIN_SHARE: its calls are long, a prefill call over 512 queries tens of milliseconds): the
+     * matrices, where most of the time goes, get theirs first. */
+    const int attn_planned = tune_attn_estimate(m, o);
+    t.planned += attn_planned;
+    double attn_share = o->budget_s * attn_planned / t.planned;
+    if (attn_planned && attn_share < ATTN_MIN_SHARE * o->budget_s)
+        attn_share = ATTN_MIN_SHARE * o->budget_s;
+    t.deadline -= attn_share;
     g_sort_model = m;
     qsort(order, (size_t)m->n_shapes, sizeof *order, by_weight);
-    int rc = 0, left = t.planned;
+    int rc = 0, left = t.planned - attn_planned;
     for (int i = 0; i < m->n_shapes && !rc; i++) {
         const double now = woolly_now_s();
         if (now > t.deadline) { /* the rest keep the defaults */
@@ -634,6 +662,10 @@ int woolly_tune_run(const woolly_tune_model *m, const woolly_tune_opts *o, wooll
         rc = tune_shape(&t, order[i], err);
     }
     free(order);
+    t.deadline += attn_share;
+    const tune_attn_env env = {t.pool, rotate_bytes(&t), t.deadline, attn_timing, attn_measured, &t};
+    if (!rc)
+        rc = tune_attn_run(m, o, &env, r, err);
     woolly_threadpool_close(t.pool);
     r->elapsed_s = woolly_now_s() - t.t0;
     if (rc) {

@@ -19,12 +19,10 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     for (int i = 0; i < tm.n_shapes; i++) {
         const woolly_tune_shape *s = &tm.shapes[i];
         const double macs = (double)s->rows * (double)s->cols * s->n_tensors;
-        /* A shape that runs with one token only is the output matrix's (one that shares a layer
-         * matrix's shape is counted with the layers: an overcount of at most one matrix per prompt). */
-        bool batched = false;
-        for (int c = WOOLLY_TOKENS_1 + 1; c < WOOLLY_TOKENS_CLASSES; c++)
-            batched |= s->classes[c];
-        if (batched)
+        /* A shape that never runs a large batch is the output matrix's (a prompt's logits are its last
+         * token's; one that shares a layer matrix's shape is counted with the layers: an overcount of at
+         * most one matrix per prompt). */
+        if (s->classes[WOOLLY_TOKENS_LARGE])
             r->macs_layers += macs;
         else
             r->macs_output += macs;

@@ -54,6 +54,40 @@ static void step_text(const woolly_matmul_step *s, char *buf, size_t n)
             len += snprintf(buf + len, n - (size_t)len, " %s=%d", p[i].name, p[i].v);
 }
 
+static void attn_step_text(const woolly_profile_attn *a, char *buf, size_t n)
+{
+    if (a->phase == WOOLLY_ATTN_DECODE)
+        snprintf(buf, n, "%s split=%d", a->kernel->name, a->kv_split);
+    else
+        snprintf(buf, n, "%s queries=%d", a->kernel->name, a->queries_per_call);
+}
+
+/* Attention's cases: per phase, the default kernel (tile) and blocking beside the choice, per layer. */
+static void print_attention(const woolly_tune_result *r)
+{
+    if (!r->n_attn) {
+        printf("\nattention not tuned: %s\n", r->attn_skipped[0] ? r->attn_skipped : "?");
+        return;
+    }
+    printf("\n| attention | cache | head dim | measured at (one layer) | threads | default | time | chosen | "
+           "time | speedup |\n"
+           "|---|---|---:|---|---:|---|---:|---|---:|---:|\n");
+    for (int i = 0; i < r->n_attn; i++) {
+        const woolly_tune_attn_case *c = &r->attn[i];
+        char def[192], chosen[192];
+        attn_step_text(&c->def, def, sizeof def);
+        attn_step_text(&c->chosen, chosen, sizeof chosen);
+        printf("| %s | %s | %d | %d quer%s, %d positions | %d | %s | %.1f us | %s%s | %.1f us | %.2fx |\n",
+               woolly_attn_phase_name(c->chosen.phase), type_name(c->chosen.cache), c->chosen.head_dim,
+               c->chosen.queries, c->chosen.queries == 1 ? "y" : "ies", c->chosen.positions,
+               c->chosen.threads, def, c->def.us, chosen,
+               c->reverted    ? " (kept: the choice did not hold up)"
+               : c->unchecked ? " (kept: no budget left to check the choice)"
+                              : "",
+               c->chosen.us, c->chosen.us > 0 ? c->def.us / c->chosen.us : 1.0);
+    }
+}
+
 static void print_tables(const woolly_tune_model *m, const woolly_tune_result *r, int threads)
 {
     printf("| weights | shape | tensors | default layout | chosen layout | batch-mix time, default | chosen "
@@ -92,6 +126,7 @@ static void print_tables(const woolly_tune_model *m, const woolly_tune_result *r
            "%.0f s\n",
            m->name, def_total / 1e3, chosen_total / 1e3, chosen_total > 0 ? def_total / chosen_total : 1.0,
            r->measurements, r->elapsed_s);
+    print_attention(r);
     if (slower)
         printf("%d case%s slower than the default: the price of a layout whose batch-mix total is faster, or "
                "of strict "
@@ -122,7 +157,7 @@ int woolly_cmd_tune(int argc, char **argv)
 {
     const char *cmd = argv[0];
     const char *model_path = NULL, *preset = NULL, *out = NULL, *accuracy = "default",
-               *mix_text = "128,0,512";
+               *mix_text = "128,0,512", *kv_type = "f16";
     float budget = 0;
     int32_t threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
     if (threads > WOOLLY_MAX_THREADS)
@@ -154,6 +189,8 @@ int woolly_cmd_tune(int argc, char **argv)
             (cli_flag){NULL, "--mix", CLI_STR, &mix_text, 0, 0, "D,S,L",
                        "tokens of 1, 2-16 and 17+ per batch the layouts are weighed for (default 128,0,512)",
                        NULL});
+    cli_add(&t, (cli_flag){NULL, "--kv-type", CLI_ENUM, &kv_type, 0, 0, "f16|f32|q8_0",
+                           "the KV cache type attention is tuned for (default f16, as runs)", NULL});
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
@@ -162,7 +199,11 @@ int woolly_cmd_tune(int argc, char **argv)
                 cmd);
         return 2;
     }
-    woolly_tune_opts o = {.threads = threads, .strict = !strcmp(accuracy, "strict")};
+    woolly_tune_opts o = {.threads = threads,
+                          .strict = !strcmp(accuracy, "strict"),
+                          .kv_cache = !strcmp(kv_type, "f32")    ? WOOLLY_TYPE_F32
+                                      : !strcmp(kv_type, "q8_0") ? WOOLLY_TYPE_Q8_0
+                                                                 : WOOLLY_TYPE_F16};
     if (parse_mix(mix_text, o.mix)) {
         fprintf(stderr, "woolly %s: --mix '%s' is not three token counts D,S,L (not all 0)\n", cmd, mix_text);
         return 2;

@@ -151,6 +151,53 @@ static int init_plan(woolly_context *c, int32_t i, woolly_error *err)
     return woolly_matmul_plan_init(&c->plans[i], w, tuned, err);
 }
 
+/* The attention kernels, for decode and for prefill: the tuning profile's for this cache type, head
+ * dimension and thread count, else the default (one kernel for both, its query tile per call, the split
+ * automatic). Runs before the run state is allocated: a tuned split may need more partial results. */
+static int init_attn(woolly_context *c, woolly_error *err)
+{
+    const enum woolly_type cache = woolly_kv_wtype(c->params.kv_type);
+    const int32_t hd = c->model->cfg.head_dim;
+    const woolly_kernel *def = woolly_kernel_choose_attn(cache, hd);
+    if (!def)
+        return woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
+                           kv_name(c->params.kv_type), hd);
+    c->attn = c->attn_decode = def;
+    c->attn_q_per_call = def->tile_m;
+    const woolly_profile_attn *dec =
+        woolly_profile_find_attn(c->model->profile, cache, hd, WOOLLY_ATTN_DECODE, c->params.n_threads);
+    const woolly_profile_attn *pre =
+        woolly_profile_find_attn(c->model->profile, cache, hd, WOOLLY_ATTN_PREFILL, c->params.n_threads);
+    if (dec) {
+        c->attn_decode = dec->kernel;
+        c->attn_tuned_split = dec->kv_split;
+        if (c->attn_parts < dec->kv_split)
+            c->attn_parts = dec->kv_split;
+        c->n_tuned++;
+    }
+    if (pre) {
+        c->attn = pre->kernel;
+        c->attn_q_per_call = pre->queries_per_call;
+        c->n_tuned++;
+    }
+    return 0;
+}
+
+static woolly_attn_observer g_attn_observer;
+
+void woolly_attn_set_observer(woolly_attn_observer fn)
+{
+    g_attn_observer = fn;
+}
+
+void woolly_attn_call(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth)
+{
+    const woolly_attn_observer observe = g_attn_observer;
+    if (observe)
+        observe(k, a, ith, nth);
+    k->attn(a);
+}
+
 woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *pp, woolly_error *err)
 {
     woolly_context_params p = pp ? *pp : woolly_context_default_params();
@@ -228,9 +275,8 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         rc = woolly_fail(err, "out of memory");
     for (int32_t i = 0; i < m->n_mats && !rc; i++)
         rc = init_plan(c, i, err);
-    if (!rc && !(c->attn = woolly_kernel_choose_attn(woolly_kv_wtype(p.kv_type), cfg->head_dim)))
-        rc = woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
-                         kv_name(p.kv_type), cfg->head_dim);
+    if (!rc)
+        rc = init_attn(c, err);
     if (!rc)
         rc = woolly_kv_cache_open(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, p.n_seq_max, cfg->n_layer,
                                   cfg->n_head_kv, cfg->head_dim, err);

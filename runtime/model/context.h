@@ -41,13 +41,18 @@ struct woolly_context {
     woolly_context_params params; /* resolved: no zeros left */
     woolly_threadpool *pool;
     woolly_kv_cache kv;
-    woolly_matmul_plan *plans; /* by matrix id (model->mats) */
-    int32_t n_tuned;           /* plan steps (matrix x token class) the tuning profile set */
-    const woolly_kernel *attn;
-    woolly_small_ops ops; /* SwiGLU and RMSNorm of the active level */
-    int32_t attn_parts;   /* rows of s.att_part: the most KV chunks one token's attention is split into */
-    int32_t attn_split;   /* 0: automatic; else the KV chunks per head of every single-token attention
-                             (tests set it, to check the split against the unsplit result) */
+    woolly_matmul_plan *plans;        /* by matrix id (model->mats) */
+    int32_t n_tuned;                  /* plan steps (matrix x token class) and attention cases (decode,
+                                         prefill) the tuning profile set */
+    const woolly_kernel *attn;        /* attention of a run of several queries of one sequence (prefill) */
+    const woolly_kernel *attn_decode; /* attention of a lone query over its sequence's cache (decode) */
+    int32_t attn_q_per_call;          /* queries per kernel call of a run: attn's query tile, or tuned */
+    woolly_small_ops ops;             /* SwiGLU and RMSNorm of the active level */
+    int32_t attn_parts;       /* rows of s.att_part: the most KV chunks one token's attention is split into */
+    int32_t attn_split;       /* 0: automatic; else the KV chunks per head of every single-token attention
+                                 (tests set it, to check the split against the unsplit result) */
+    int32_t attn_tuned_split; /* 0: automatic; else the tuning profile's KV chunks per head of one token's
+                                 attention (fewer while the cache is short) */
     woolly_run_state s;
     int32_t *seq_len;     /* [n_seq_max] positions filled in each sequence's KV cache */
     int32_t *next_pos;    /* [n_seq_max] scratch of the batch check */
@@ -75,6 +80,13 @@ int woolly_context_decode(woolly_context *c, const woolly_batch *b, woolly_error
  * leaves the logits of the tokens that asked in s.logits (logits_row says where), advances the
  * sequences. */
 void woolly_forward(woolly_context *c, const woolly_batch *b);
+
+/* Every attention kernel call of the forward pass goes through here: observed (tests check that a
+ * profile's attention choices reach the kernel), then run. The observer, when set, is called on the
+ * calling thread (ith of nth) before the kernel. */
+typedef void (*woolly_attn_observer)(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth);
+void woolly_attn_set_observer(woolly_attn_observer fn);
+void woolly_attn_call(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth);
 
 /* Records a failed call's message for woolly_last_error (this thread). */
 void woolly_set_last_error(const woolly_error *e);

@@ -172,7 +172,7 @@ static void attn_batch_run(void *arg, int ith, int nth)
                 if (mid < lo || mid >= hi)
                     continue;
                 const woolly_attn_args a = attn_args(j, run, h, t0, nq, 0, (int64_t)run->pos0 + t0 + nq);
-                j->c->attn->attn(&a);
+                woolly_attn_call(run->n == 1 ? j->c->attn_decode : j->c->attn, &a, ith, nth);
             }
         if (at >= hi)
             break;
@@ -199,7 +199,7 @@ static void attn_split_run(void *arg, int ith, int nth)
         a.out = c->s.att_part + (size_t)part * q_dim + (size_t)h * group * p->head_dim;
         a.ml = c->s.att_ml + 2 * ((size_t)part * p->n_head + (size_t)h * group);
         if (kv0 < kv1)
-            c->attn->attn(&a);
+            woolly_attn_call(c->attn_decode, &a, ith, nth);
         else
             for (int32_t g = 0; g < group; g++)
                 a.ml[2 * g] = -INFINITY, a.ml[2 * g + 1] = 0.0f;
@@ -220,8 +220,9 @@ static void attn_combine(woolly_context *c, int32_t n_split)
     }
 }
 
-/* KV chunks per head for one token: enough that the n_head_kv * chunks items divide evenly among the
- * threads (none when they already do), each at least ATTN_MIN_SPLIT_POSITIONS long. */
+/* KV chunks per head for one token: the tuning profile's, else enough that the n_head_kv * chunks items
+ * divide evenly among the threads (none when they already do); each at least ATTN_MIN_SPLIT_POSITIONS
+ * long. */
 static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
 {
     if (c->attn_split > 0)
@@ -231,7 +232,7 @@ static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
         const int32_t r = a % b;
         a = b, b = r;
     }
-    int32_t split = nth / a;
+    int32_t split = c->attn_tuned_split > 0 ? c->attn_tuned_split : nth / a;
     while (split > 1 && n_kv < (int64_t)split * ATTN_MIN_SPLIT_POSITIONS)
         split--;
     return split < c->attn_parts ? split : c->attn_parts;
@@ -247,7 +248,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
     for (int32_t r = 0; r < n_runs; r++)
         work += (double)runs[r].n * (runs[r].pos0 + (runs[r].n + 1) / 2.0) * p->n_head * p->head_dim;
     const int nth = woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD);
-    attn_job job = {c, layer, runs, n_runs, c->attn->tile_m, 1};
+    attn_job job = {c, layer, runs, n_runs, c->attn_q_per_call, 1};
     if (n_runs == 1 && runs[0].n == 1)
         job.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
     if (job.n_split > 1) {

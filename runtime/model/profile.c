@@ -31,6 +31,7 @@ void woolly_profile_free(woolly_profile *p)
         return;
     free(p->layouts);
     free(p->matmuls);
+    free(p->attns);
     free(p);
 }
 
@@ -63,6 +64,23 @@ const woolly_profile_matmul *woolly_profile_find_matmul(const woolly_profile *p,
     for (int32_t i = 0; p && i < p->n_matmuls; i++) {
         const woolly_profile_matmul *r = &p->matmuls[i];
         if (r->type == type && r->rows == rows && r->cols == cols && r->cls == cls && r->threads == threads)
+            return r;
+    }
+    return NULL;
+}
+
+const char *woolly_attn_phase_name(enum woolly_attn_phase ph)
+{
+    return ph == WOOLLY_ATTN_DECODE ? "decode" : ph == WOOLLY_ATTN_PREFILL ? "prefill" : "?";
+}
+
+const woolly_profile_attn *woolly_profile_find_attn(const woolly_profile *p, enum woolly_type cache,
+                                                    int32_t head_dim, enum woolly_attn_phase phase,
+                                                    int32_t threads)
+{
+    for (int32_t i = 0; p && i < p->n_attns; i++) {
+        const woolly_profile_attn *r = &p->attns[i];
+        if (r->cache == cache && r->head_dim == head_dim && r->phase == phase && r->threads == threads)
             return r;
     }
     return NULL;
@@ -145,6 +163,62 @@ int woolly_profile_add_matmul(woolly_profile *p, const woolly_profile_matmul *ro
     if (grow((void **)&p->matmuls, p->n_matmuls, &p->cap_matmuls, sizeof *p->matmuls, err))
         return -1;
     p->matmuls[p->n_matmuls++] = *row;
+    return 0;
+}
+
+/* Whether k is an attention kernel this CPU runs for a cache type and head dimension. */
+static int check_attn_kernel(const woolly_kernel *k, enum woolly_type cache, int32_t head_dim,
+                             const char *what, woolly_error *err)
+{
+    if (!k || k->op != WOOLLY_OP_ATTN || k->wtype != cache || (k->head_dim && k->head_dim != head_dim))
+        return woolly_fail(err,
+                           "%s kernel %s is not an attention kernel for a %s cache and head dimension %d",
+                           what, k ? k->name : "(none)", type_name(cache), head_dim);
+    if (!woolly_kernel_runs(k))
+        return woolly_fail(err, "%s kernel %s does not run on this CPU at level %s", what, k->name,
+                           woolly_isa_name(woolly_isa_active()));
+    return 0;
+}
+
+int woolly_profile_add_attn(woolly_profile *p, const woolly_profile_attn *row, woolly_error *err)
+{
+    const enum woolly_type c = row->cache;
+    if (c != WOOLLY_TYPE_F16 && c != WOOLLY_TYPE_F32 && c != WOOLLY_TYPE_Q8_0)
+        return woolly_fail(err, "'%s' is not a KV cache type (F16, F32, Q8_0)", type_name(c));
+    if (row->head_dim < 1 || row->head_dim > WOOLLY_MAX_HEAD_DIM || row->head_dim % 2 ||
+        (c == WOOLLY_TYPE_Q8_0 && row->head_dim % WOOLLY_QK8_0))
+        return woolly_fail(err, "head dimension %d is not one a %s cache holds (even, at most %d%s)",
+                           row->head_dim, type_name(c), WOOLLY_MAX_HEAD_DIM,
+                           c == WOOLLY_TYPE_Q8_0 ? ", a multiple of 32" : "");
+    if (row->phase != WOOLLY_ATTN_DECODE && row->phase != WOOLLY_ATTN_PREFILL)
+        return woolly_fail(err, "attention phase %d is not decode or prefill", (int)row->phase);
+    if (row->threads < 1 || row->threads > WOOLLY_MAX_THREADS)
+        return woolly_fail(err, "threads=%d is outside [1, %d]", row->threads, WOOLLY_MAX_THREADS);
+    const char *ph = woolly_attn_phase_name(row->phase);
+    if (woolly_profile_find_attn(p, c, row->head_dim, row->phase, row->threads))
+        return woolly_fail(err, "a second attn row for a %s cache, head dimension %d, %s, %d threads",
+                           type_name(c), row->head_dim, ph, row->threads);
+    if (check_attn_kernel(row->kernel, c, row->head_dim, "the", err) ||
+        check_attn_kernel(row->default_kernel, c, row->head_dim, "default", err))
+        return -1;
+    const bool decode = row->phase == WOOLLY_ATTN_DECODE;
+    if (decode ? row->queries_per_call != 1
+               : row->queries_per_call < 1 || row->queries_per_call > WOOLLY_PROFILE_MAX_QUERIES_PER_CALL)
+        return woolly_fail(err, "queries_per_call=%d: %s", row->queries_per_call,
+                           decode ? "decode runs one query per call" : "not in [1, 4096]");
+    if (decode ? row->kv_split < 1 || row->kv_split > WOOLLY_ATTN_MAX_PARTS : row->kv_split != 1)
+        return woolly_fail(err, "kv_split=%d: %s", row->kv_split,
+                           decode ? "not in [1, 64]" : "prefill does not split the cache");
+    if ((decode && row->queries != 1) || row->queries < 1 || row->positions < row->queries ||
+        row->positions > WOOLLY_PROFILE_MAX_POSITIONS)
+        return woolly_fail(err, "queries=%d positions=%d: %s", row->queries, row->positions,
+                           decode ? "decode is one query over at least one position"
+                                  : "queries must be at least 1 and at most the positions (at most 2^24)");
+    if (!(row->us >= 0 && row->us < 1e12) || !(row->default_us >= 0 && row->default_us < 1e12))
+        return woolly_fail(err, "times %g and %g us are not in [0, 1e12)", row->us, row->default_us);
+    if (grow((void **)&p->attns, p->n_attns, &p->cap_attns, sizeof *p->attns, err))
+        return -1;
+    p->attns[p->n_attns++] = *row;
     return 0;
 }
 
@@ -287,6 +361,51 @@ static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *er
     return woolly_profile_add_matmul(p, &row, err);
 }
 
+/* "dHEAD_DIM" */
+static int parse_head_dim(const char *w, int32_t *out)
+{
+    return w[0] == 'd' ? parse_i32(w + 1, 1, WOOLLY_MAX_HEAD_DIM, out) : -1;
+}
+
+static int parse_attn_row(woolly_profile *p, char **w, int n, woolly_error *err)
+{
+    static const char *const KEYS[] = {"threads",   "kernel", "queries_per_call", "kv_split",  "queries",
+                                       "positions", "us",     "default",          "default_us"};
+    enum { N_KEYS = sizeof KEYS / sizeof KEYS[0] };
+    if (n != 4 + N_KEYS)
+        return woolly_fail(err, "an attn row is 'attn CACHE dHEAD_DIM decode|prefill' and %d KEY=VALUE words",
+                           N_KEYS);
+    woolly_profile_attn row = {0};
+    const int t = woolly_type_from_name(w[1]);
+    if (t < 0)
+        return woolly_fail(err, "'%s' is not a KV cache type (F16, F32, Q8_0)", w[1]);
+    row.cache = (enum woolly_type)t;
+    if (parse_head_dim(w[2], &row.head_dim))
+        return woolly_fail(err, "'%s' is not a head dimension dN (N in [1, %d])", w[2], WOOLLY_MAX_HEAD_DIM);
+    if (!strcmp(w[3], "decode"))
+        row.phase = WOOLLY_ATTN_DECODE;
+    else if (!strcmp(w[3], "prefill"))
+        row.phase = WOOLLY_ATTN_PREFILL;
+    else
+        return woolly_fail(err, "'%s' is not decode or prefill", w[3]);
+    const char *v[N_KEYS];
+    for (int i = 0; i < N_KEYS; i++)
+        if (!(v[i] = value_of(w[4 + i], KEYS[i])))
+            return woolly_fail(err, "word %d is '%s', expected %s=...", 5 + i, w[4 + i], KEYS[i]);
+    if (parse_i32(v[0], 1, WOOLLY_MAX_THREADS, &row.threads))
+        return woolly_fail(err, "threads=%s is not in [1, %d]", v[0], WOOLLY_MAX_THREADS);
+    if (!(row.kernel = kernel_named(v[1], err)) || !(row.default_kernel = kernel_named(v[7], err)))
+        return -1;
+    int32_t *ints[] = {&row.queries_per_call, &row.kv_split, &row.queries, &row.positions};
+    for (int i = 0; i < 4; i++)
+        if (parse_i32(v[2 + i], 0, WOOLLY_PROFILE_MAX_POSITIONS, ints[i]))
+            return woolly_fail(err, "%s=%s is not an integer in [0, %d]", KEYS[2 + i], v[2 + i],
+                               WOOLLY_PROFILE_MAX_POSITIONS);
+    if (parse_double(v[6], &row.us) || parse_double(v[8], &row.default_us))
+        return woolly_fail(err, "us=%s or default_us=%s is not a number of microseconds", v[6], v[8]);
+    return woolly_profile_add_attn(p, &row, err);
+}
+
 /* The header lines, in order: each is "KEY VALUE" with the value this process has. */
 static int check_header(woolly_profile *p, int idx, char *line, woolly_error *err)
 {
@@ -414,6 +533,10 @@ woolly_profile *woolly_profile_parse(const char *text, size_t len, const char *p
             if (parse_matmul_row(p, w, nw, &why))
                 goto fail;
             rows++;
+        } else if (!strcmp(w[0], "attn")) {
+            if (parse_attn_row(p, w, nw, &why))
+                goto fail;
+            rows++;
         } else if (!strcmp(w[0], "end")) {
             int64_t count;
             if (nw != 2 || parse_i64(w[1], 0, INT32_MAX, &count) || count != rows) {
@@ -423,7 +546,7 @@ woolly_profile *woolly_profile_parse(const char *text, size_t len, const char *p
             }
             ended = true;
         } else {
-            woolly_fail(&why, "'%.40s' is not a profile row (layout, matmul, end)", w[0]);
+            woolly_fail(&why, "'%.40s' is not a profile row (layout, matmul, attn, end)", w[0]);
             goto fail;
         }
     }

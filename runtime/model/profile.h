@@ -15,17 +15,30 @@
  *          default_us=850.1                       (one line) the step (matmul.h) for a class of batch sizes
  *                                                 and a thread count, and its time per call beside the
  *                                                 default's
- *   end 2                                         the number of layout and matmul rows: a cut file fails
+ *   attn F16 d64 decode threads=2 kernel=attn_f16_flash_avx512_d64_b8x64 queries_per_call=1 kv_split=2
+ *          queries=1 positions=4096 us=310.2 default=attn_f16_flash_avx512_d64_b16x64 default_us=330.5
+ *   attn F16 d64 prefill threads=2 kernel=attn_f16_flash_avx512_d64_b16x64 queries_per_call=32 kv_split=1
+ *          queries=512 positions=512 us=9120.0 default=attn_f16_flash_avx512_d64_b16x64 default_us=9400.2
+ *                                                 (one line each) attention for a KV cache type and head
+ *                                                 dimension and a thread count: the kernel (its tile is
+ *                                                 the query block x KV block, `_b16x64`) for one token
+ *                                                 over the cache (decode) and for a block of causal
+ *                                                 queries (prefill); the queries per kernel call of a
+ *                                                 batch (prefill); the KV chunks one token's cache is
+ *                                                 split into across the threads (decode; 1 for
+ *                                                 prefill); what it was measured at (queries, cache
+ *                                                 positions, one layer's heads) and its time beside the
+ *                                                 default's
+ *   end 4                                         the number of layout, matmul and attn rows: a cut file
+ *                                                 fails
  *
  * Kernels are named by name. The header must match this process exactly (format, version, CPU
  * signature, registry hash, ISA level); every row must parse, name kernels this build has and this CPU
- * runs, fit its matrix (woolly_matmul_step_check) and be the only row of its key; a matmul row needs the
- * layout row of its shape before it. Anything else rejects the whole profile: it is used whole or not at
- * all.
+ * runs, fit its matrix (woolly_matmul_step_check) or cache and head dimension, and be the only row of
+ * its key; a matmul row needs the layout row of its shape before it. Anything else rejects the whole
+ * profile: it is used whole or not at all.
  *
- * Attention rows will read `attn CACHE dHEAD_DIM decode|prefill threads=T kernel=NAME kv_block=B
- * q_block=Q kv_split=S us=F default=NAME default_us=F` once attention kernels take block sizes; this
- * format version has none. */
+ * Format 2 added the attn rows (format 1 had none; a format-1 profile is rejected: tune again). */
 #ifndef WOOLLY_PROFILE_H
 #define WOOLLY_PROFILE_H
 
@@ -38,7 +51,7 @@
 #include "registry.h"
 
 #define WOOLLY_PROFILE_MAGIC "woolly-tune-profile"
-#define WOOLLY_PROFILE_FORMAT 1
+#define WOOLLY_PROFILE_FORMAT 2
 #define WOOLLY_PROFILE_MAX_BYTES (4 << 20)
 
 typedef struct woolly_profile_layout {
@@ -58,6 +71,28 @@ typedef struct woolly_profile_matmul {
     double default_us;
 } woolly_profile_matmul;
 
+/* Attention's two cases: one token over the cache, a block of causal queries. */
+enum woolly_attn_phase { WOOLLY_ATTN_DECODE = 0, WOOLLY_ATTN_PREFILL = 1, WOOLLY_ATTN_PHASES };
+const char *woolly_attn_phase_name(enum woolly_attn_phase ph); /* "decode", "prefill" */
+
+/* Bounds of the attn rows' numbers. */
+#define WOOLLY_PROFILE_MAX_QUERIES_PER_CALL 4096
+#define WOOLLY_PROFILE_MAX_POSITIONS (1 << 24)
+
+typedef struct woolly_profile_attn {
+    enum woolly_type cache; /* F16, F32 or Q8_0 */
+    int32_t head_dim;
+    enum woolly_attn_phase phase;
+    int32_t threads;                     /* the context's thread count it applies to */
+    const woolly_kernel *kernel;         /* an attention kernel for this cache and head dimension */
+    int32_t queries_per_call;            /* prefill: queries per kernel call (work item); decode: 1 */
+    int32_t kv_split;                    /* decode: KV chunks of one token's cache; prefill: 1 */
+    int32_t queries, positions;          /* measured at: queries of one sequence, ending at this cache size */
+    double us;                           /* measured, microseconds per layer */
+    const woolly_kernel *default_kernel; /* what runs here without a profile, and its time */
+    double default_us;
+} woolly_profile_attn;
+
 typedef struct woolly_profile {
     char path[1024]; /* where it was read from ("" if not from a file) */
     enum woolly_isa isa;
@@ -67,6 +102,8 @@ typedef struct woolly_profile {
     int32_t n_layouts, cap_layouts;
     woolly_profile_matmul *matmuls;
     int32_t n_matmuls, cap_matmuls;
+    woolly_profile_attn *attns;
+    int32_t n_attns, cap_attns;
 } woolly_profile;
 
 /* An empty profile for this process (its ISA level), to fill and write. NULL if out of memory. */
@@ -76,6 +113,7 @@ void woolly_profile_free(woolly_profile *p);
 /* Adding rows, checked as the parser checks them (duplicates, layouts, steps). 0, or -1 with a message. */
 int woolly_profile_add_layout(woolly_profile *p, const woolly_profile_layout *row, woolly_error *err);
 int woolly_profile_add_matmul(woolly_profile *p, const woolly_profile_matmul *row, woolly_error *err);
+int woolly_profile_add_attn(woolly_profile *p, const woolly_profile_attn *row, woolly_error *err);
 
 /* Parses and checks a profile's text (len bytes); `path` names it in messages. NULL with a message
  * ("PATH line N: ...") if anything is wrong. */
@@ -102,6 +140,10 @@ const woolly_profile_layout *woolly_profile_find_layout(const woolly_profile *p,
 const woolly_profile_matmul *woolly_profile_find_matmul(const woolly_profile *p, enum woolly_type type,
                                                         int64_t rows, int64_t cols,
                                                         enum woolly_tokens_class cls, int32_t threads);
+
+const woolly_profile_attn *woolly_profile_find_attn(const woolly_profile *p, enum woolly_type cache,
+                                                    int32_t head_dim, enum woolly_attn_phase phase,
+                                                    int32_t threads);
 
 /* The header lines' values for this process. */
 void woolly_profile_header_registry(char *buf, size_t n); /* "%016llx" of the registry hash */

@@ -1,0 +1,446 @@
+/* Tuning attention: the search of tune_attn.h, and the bench it measures with. */
+#include "tune_attn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_cache.h"
+#include "timing.h"
+
+/* As the forward pass (runtime/model/forward.c): the work below which another thread does not pay for
+ * waking it, and the cache positions below which one token's KV range is not split. */
+#define ATTN_MIN_WORK_PER_THREAD 65536.0
+#define ATTN_MIN_SPLIT_POSITIONS 256
+/* As the matrices' search (tune_search.c). */
+#define NOISE_MARGIN 0.03
+#define VERIFY_ROUNDS 2
+
+/* Decode is measured over a cache this long (or the model's context, if shorter); prefill with this
+ * many causal queries from position 0 (ditto). */
+enum { DECODE_POSITIONS = 4096, PREFILL_QUERIES = 512, DISTINCT_ROWS = 64 };
+/* KV splits tried for decode (those the runtime would shorten at the measured cache are skipped), and
+ * the multiples of the kernel's query tile tried as queries per call for prefill. */
+static const int32_t SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16};
+static const int32_t QUERY_TILES[] = {2, 4};
+
+static const char *type_name(enum woolly_type t)
+{
+    const woolly_type_info *ti = woolly_type_get(t);
+    return ti ? ti->name : "?";
+}
+
+/* ---- the bench: one layer's attention of the model's heads --------------------------------------- */
+
+typedef struct attn_bench {
+    const woolly_tune_model *m;
+    woolly_threadpool *pool;
+    woolly_kv_cache kv;
+    int32_t n_layers, layer; /* layers of cache rotated over, and the next one a call reads */
+    int32_t n_q, pos0;       /* the queries, at positions pos0 .. pos0 + n_q - 1 */
+    float *q, *out, *part, *ml;
+    /* the candidate */
+    const woolly_kernel *k;
+    int32_t q_per_call, split;
+} attn_bench;
+
+static void bench_close(attn_bench *b)
+{
+    woolly_kv_cache_close(&b->kv);
+    free(b->q), free(b->out), free(b->part), free(b->ml);
+    memset(b, 0, sizeof *b);
+}
+
+/* Deterministic values in [-1, 1). */
+static float next_value(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)(*s >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+static int bench_open(attn_bench *b, const woolly_tune_model *m, enum woolly_type cache,
+                      woolly_threadpool *pool, int32_t n_q, int32_t positions, double rotate_bytes,
+                      woolly_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->m = m, b->pool = pool, b->n_q = n_q, b->pos0 = positions - n_q;
+    const size_t per_layer = woolly_kv_cache_bytes(cache, positions, 1, m->n_head_kv, m->head_dim);
+    double layers = per_layer ? ceil(rotate_bytes / (double)per_layer) : 1;
+    layers = layers < 1 ? 1 : layers > m->n_layer ? m->n_layer : layers;
+    if (woolly_kv_cache_open(&b->kv, cache, positions, 1, (int64_t)layers, m->n_head_kv, m->head_dim, err))
+        return -1;
+    b->n_layers = (int32_t)layers;
+    const size_t q_dim = (size_t)m->n_head * (size_t)m->head_dim, kv_dim = (size_t)m->n_head_kv * m->head_dim;
+    b->q = malloc(sizeof(float) * q_dim * (size_t)n_q);
+    b->out = malloc(sizeof(float) * q_dim * (size_t)n_q);
+    b->part = malloc(sizeof(float) * q_dim * WOOLLY_ATTN_MAX_PARTS);
+    b->ml = malloc(sizeof(float) * 2 * (size_t)m->n_head * WOOLLY_ATTN_MAX_PARTS);
+    float *rows = malloc(sizeof(float) * kv_dim * DISTINCT_ROWS * 2);
+    if (!b->q || !b->out || !b->part || !b->ml || !rows) {
+        free(rows);
+        bench_close(b);
+        return woolly_fail(err, "out of memory for attention of %d queries", n_q);
+    }
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < q_dim * (size_t)n_q; i++)
+        b->q[i] = next_value(&s);
+    for (size_t i = 0; i < kv_dim * DISTINCT_ROWS * 2; i++)
+        rows[i] = next_value(&s);
+    for (int32_t l = 0; l < b->n_layers; l++)
+        for (int32_t p = 0; p < positions; p++) {
+            const size_t r = (size_t)((p * 7 + l) % DISTINCT_ROWS);
+            woolly_kv_cache_store(&b->kv, l, 0, p, rows + 2 * r * kv_dim, rows + (2 * r + 1) * kv_dim);
+        }
+    free(rows);
+    return 0;
+}
+
+/* The kernel arguments for KV head h and queries [t0, t0 + nq) over cache positions [kv0, kv1), as the
+ * forward pass's attn_args. */
+static woolly_attn_args args_for(const attn_bench *b, int32_t h, int32_t t0, int32_t nq, int64_t kv0,
+                                 int64_t kv1)
+{
+    const woolly_tune_model *m = b->m;
+    const int32_t hd = m->head_dim, group = m->n_head / m->n_head_kv;
+    const size_t q_dim = (size_t)m->n_head * hd, first = (size_t)t0 * q_dim + (size_t)h * group * hd;
+    return (woolly_attn_args){
+        .q = b->q + first,
+        .q_stride = (size_t)hd,
+        .q_row_stride = q_dim,
+        .k = woolly_kv_cache_k(&b->kv, b->layer, 0, h),
+        .v = woolly_kv_cache_v(&b->kv, b->layer, 0, h),
+        .kv_row_bytes = b->kv.pos_bytes,
+        .n_q = nq,
+        .pos0 = b->pos0 + t0,
+        .kv0 = kv0,
+        .kv1 = kv1,
+        .head_dim = hd,
+        .n_group = group,
+        .scale = 1.0f / sqrtf((float)hd),
+        .out = b->out + first,
+        .out_stride = (size_t)hd,
+        .out_row_stride = q_dim,
+        .ml = NULL,
+    };
+}
+
+/* The items (KV head, block of q_per_call queries), split across the threads in contiguous stretches of
+ * nearly equal cost, as the forward pass's attn_batch_run for one run. */
+static void batch_run(void *arg, int ith, int nth)
+{
+    const attn_bench *b = arg;
+    const int32_t qb = b->q_per_call, n = b->n_q;
+    double total = 0.0;
+    for (int32_t t0 = 0; t0 < n; t0 += qb)
+        total += (double)b->pos0 + (n - t0 < qb ? n : t0 + qb);
+    total *= b->m->n_head_kv;
+    const double lo = total * ith / nth, hi = total * (ith + 1) / nth;
+    double at = 0.0;
+    for (int32_t h = 0; h < b->m->n_head_kv && at < hi; h++)
+        for (int32_t t0 = 0; t0 < n; t0 += qb) {
+            const int32_t nq = n - t0 < qb ? n - t0 : qb;
+            const double cost = (double)b->pos0 + t0 + nq, mid = at + cost / 2;
+            at += cost;
+            if (mid < lo || mid >= hi)
+                continue;
+            const woolly_attn_args a = args_for(b, h, t0, nq, 0, (int64_t)b->pos0 + t0 + nq);
+            b->k->attn(&a);
+        }
+}
+
+/* One token's (KV head, chunk) items, as the forward pass's attn_split_run. */
+static void split_run(void *arg, int ith, int nth)
+{
+    const attn_bench *b = arg;
+    const woolly_tune_model *m = b->m;
+    const int32_t group = m->n_head / m->n_head_kv, q_dim = m->n_head * m->head_dim;
+    const int64_t n_kv = (int64_t)b->pos0 + 1;
+    long long lo, hi;
+    woolly_split_range((long long)m->n_head_kv * b->split, 1, ith, nth, &lo, &hi);
+    for (long long idx = lo; idx < hi; idx++) {
+        const int32_t h = (int32_t)(idx / b->split), part = (int32_t)(idx % b->split);
+        const int64_t kv0 = n_kv * part / b->split, kv1 = n_kv * (part + 1) / b->split;
+        woolly_attn_args a = args_for(b, h, 0, 1, kv0, kv1);
+        a.out = b->part + (size_t)part * q_dim + (size_t)h * group * m->head_dim;
+        a.ml = b->ml + 2 * ((size_t)part * m->n_head + (size_t)h * group);
+        if (kv0 < kv1)
+            b->k->attn(&a);
+        else
+            for (int32_t g = 0; g < group; g++)
+                a.ml[2 * g] = -INFINITY, a.ml[2 * g + 1] = 0.0f;
+    }
+}
+
+static void combine(attn_bench *b)
+{
+    const woolly_tune_model *m = b->m;
+    const size_t q_dim = (size_t)m->n_head * m->head_dim;
+    const float *outs[WOOLLY_ATTN_MAX_PARTS], *mls[WOOLLY_ATTN_MAX_PARTS];
+    for (int32_t h = 0; h < m->n_head; h++) {
+        for (int32_t i = 0; i < b->split; i++) {
+            outs[i] = b->part + (size_t)i * q_dim + (size_t)h * m->head_dim;
+            mls[i] = b->ml + 2 * ((size_t)i * m->n_head + (size_t)h);
+        }
+        woolly_attn_combine(b->split, outs, mls, m->head_dim, b->out + (size_t)h * m->head_dim);
+    }
+}
+
+/* The threads the forward pass gives this much attention. */
+static int bench_threads(const attn_bench *b)
+{
+    const double work =
+        (double)b->n_q * (b->pos0 + (b->n_q + 1) / 2.0) * b->m->n_head * (double)b->m->head_dim;
+    return woolly_threads_for(b->pool, work, ATTN_MIN_WORK_PER_THREAD);
+}
+
+static void run_once(void *arg)
+{
+    attn_bench *b = arg;
+    const int nth = bench_threads(b);
+    if (b->split > 1) {
+        woolly_threadpool_run_n(b->pool, split_run, b, nth);
+        combine(b);
+    } else {
+        woolly_threadpool_run_n(b->pool, batch_run, b, nth);
+    }
+    b->layer = (b->layer + 1) % b->n_layers;
+}
+
+/* A split as the runtime applies it to this cache: fewer chunks while they would be short. */
+static int32_t effective_split(const attn_bench *b, int32_t split)
+{
+    while (split > 1 && (int64_t)b->pos0 + 1 < (int64_t)split * ATTN_MIN_SPLIT_POSITIONS)
+        split--;
+    return split < WOOLLY_ATTN_MAX_PARTS ? split : WOOLLY_ATTN_MAX_PARTS;
+}
+
+/* The split the runtime picks without a profile (forward.c's attn_n_split). */
+static int32_t default_split(const attn_bench *b)
+{
+    const int nth = bench_threads(b);
+    int32_t a = b->m->n_head_kv, c = nth;
+    while (c) {
+        const int32_t r = a % c;
+        a = c, c = r;
+    }
+    return effective_split(b, nth / a);
+}
+
+/* ---- the search ---------------------------------------------------------------------------------- */
+
+typedef struct attn_step {
+    const woolly_kernel *k;
+    int32_t q_per_call, split;
+} attn_step;
+
+static void step_text(const attn_step *s, enum woolly_attn_phase ph, char *buf, size_t n)
+{
+    if (ph == WOOLLY_ATTN_DECODE)
+        snprintf(buf, n, "%s split=%d", s->k->name, s->split);
+    else
+        snprintf(buf, n, "%s queries=%d", s->k->name, s->q_per_call);
+}
+
+/* Seconds per call of step s (the median of the samples); *pruned as tune_measure. */
+static void measure(attn_bench *b, const tune_attn_env *env, enum woolly_attn_phase ph, const attn_step *s,
+                    double best_s, double *sec, bool *pruned)
+{
+    const tune_timing t = env->timing(env->ctx, true, best_s);
+    b->k = s->k, b->q_per_call = s->q_per_call, b->split = s->split;
+    *pruned = false;
+    const double t0 = woolly_now_s();
+    run_once(b); /* the first call: warm-up, and a bound on the time of the others */
+    const double first = woolly_now_s() - t0;
+    if ((t.prune_s > 0 && first > t.prune_s) || first >= t.cap_s) {
+        *pruned = t.prune_s > 0 && first > t.prune_s;
+        *sec = first;
+    } else {
+        *sec = woolly_time_fn(run_once, b, t.min_sample_s, t.samples, t.cap_s - first).median_s;
+    }
+    char step[160], what[256];
+    step_text(s, ph, step, sizeof step);
+    snprintf(what, sizeof what, "attention %s %s d%d: %s", woolly_attn_phase_name(ph), type_name(b->kv.type),
+             b->m->head_dim, step);
+    env->measured(env->ctx, what);
+}
+
+/* The kernels tried: those of the default's ISA level for this cache and head dimension that this CPU
+ * runs (a lower level's tiles are never faster; the default is one of them). */
+static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim,
+                      const woolly_kernel **out, int max)
+{
+    int nk, n = 0;
+    const woolly_kernel *ks = woolly_kernel_list(&nk);
+    for (int i = 0; i < nk && n < max; i++) {
+        const woolly_kernel *k = &ks[i];
+        if (k->op == WOOLLY_OP_ATTN && k->wtype == cache && (k->head_dim == head_dim || k->head_dim == 0) &&
+            k->isa == def->isa && woolly_kernel_runs(k))
+            out[n++] = k;
+    }
+    return n;
+}
+
+enum { MAX_KERNELS = 32 };
+
+/* Why this model's attention is not tuned for this cache ("" if it is); its default kernel in *def. */
+static const char *untunable(const woolly_tune_model *m, enum woolly_type cache, const woolly_kernel **def)
+{
+    *def = NULL;
+    if (m->n_head < 1 || m->n_head_kv < 1 || m->head_dim < 1 || m->n_layer < 1 || m->n_ctx < 1)
+        return "the model's attention dimensions are not known";
+    if (m->n_head % m->n_head_kv || m->n_head / m->n_head_kv > WOOLLY_MAX_GROUP)
+        return "the model's query heads are not shared evenly by its KV heads";
+    if (cache == WOOLLY_TYPE_Q8_0 && m->head_dim % WOOLLY_QK8_0)
+        return "a Q8_0 cache needs a head dimension that is a multiple of 32";
+    if (!(*def = woolly_kernel_choose_attn(cache, m->head_dim)))
+        return "no attention kernel serves this cache and head dimension";
+    return "";
+}
+
+static void phase_shape(const woolly_tune_model *m, enum woolly_attn_phase ph, int32_t *n_q,
+                        int32_t *positions)
+{
+    const int32_t ctx = m->n_ctx;
+    if (ph == WOOLLY_ATTN_DECODE) {
+        *n_q = 1;
+        *positions = ctx < DECODE_POSITIONS ? ctx : DECODE_POSITIONS;
+    } else {
+        *n_q = *positions = ctx < PREFILL_QUERIES ? ctx : PREFILL_QUERIES;
+    }
+}
+
+int tune_attn_estimate(const woolly_tune_model *m, const woolly_tune_opts *o)
+{
+    const woolly_kernel *def, *ks[MAX_KERNELS];
+    if (*untunable(m, o->kv_cache, &def))
+        return 0;
+    const int nk = candidates(def, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
+    const int decode = nk + (int)(sizeof SPLITS / sizeof SPLITS[0]) + 2 * VERIFY_ROUNDS;
+    const int prefill = nk + (int)(sizeof QUERY_TILES / sizeof QUERY_TILES[0]) + 2 * VERIFY_ROUNDS;
+    return decode + prefill;
+}
+
+static bool same(const attn_step *a, const attn_step *b)
+{
+    return a->k == b->k && a->q_per_call == b->q_per_call && a->split == b->split;
+}
+
+/* Tunes one phase by `deadline`: past it, no more candidates; a choice it leaves unverified is dropped
+ * for the default. */
+static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, const tune_attn_env *env,
+                      const woolly_kernel *def_k, enum woolly_attn_phase ph, double deadline,
+                      woolly_tune_attn_case *out, woolly_error *err)
+{
+    int32_t n_q, positions;
+    phase_shape(m, ph, &n_q, &positions);
+    attn_bench b;
+    if (bench_open(&b, m, o->kv_cache, env->pool, n_q, positions, env->rotate_bytes, err))
+        return -1;
+    const bool decode = ph == WOOLLY_ATTN_DECODE;
+
+    /* The default: what a run without a profile does. */
+    const attn_step def = {def_k, decode ? 1 : def_k->tile_m, decode ? default_split(&b) : 1};
+    double def_s, sec;
+    bool pruned;
+    b.k = def.k, b.q_per_call = def.q_per_call, b.split = def.split;
+    run_once(&b); /* untimed: the buffers' first touch */
+    measure(&b, env, ph, &def, 0, &def_s, &pruned);
+
+    /* Stage 1: every kernel (tile) with the default's blocking. */
+    attn_step best = def;
+    double best_s = def_s;
+    const woolly_kernel *ks[MAX_KERNELS];
+    const int nk = candidates(def_k, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
+    for (int i = 0; i < nk && woolly_now_s() < deadline; i++) {
+        if (ks[i] == def_k)
+            continue;
+        const attn_step s = {ks[i], decode ? 1 : ks[i]->tile_m, def.split};
+        measure(&b, env, ph, &s, best_s, &sec, &pruned);
+        if (!pruned && sec < best_s * (1 - NOISE_MARGIN))
+            best = s, best_s = sec;
+    }
+
+    /* Stage 2: decode's split of the cache, prefill's queries per call, for the best kernel. */
+    const int n_vals =
+        decode ? (int)(sizeof SPLITS / sizeof SPLITS[0]) : (int)(sizeof QUERY_TILES / sizeof QUERY_TILES[0]);
+    const attn_step base = best;
+    for (int i = 0; i < n_vals && woolly_now_s() < deadline; i++) {
+        attn_step s = base;
+        if (decode) {
+            s.split = SPLITS[i];
+            if (effective_split(&b, s.split) != s.split || s.split == base.split)
+                continue;
+        } else {
+            s.q_per_call = QUERY_TILES[i] * base.k->tile_m;
+            if (s.q_per_call > n_q || s.q_per_call > WOOLLY_PROFILE_MAX_QUERIES_PER_CALL)
+                continue;
+        }
+        measure(&b, env, ph, &s, best_s, &sec, &pruned);
+        if (!pruned && sec < best_s * (1 - NOISE_MARGIN))
+            best = s, best_s = sec;
+    }
+
+    /* Stage 3: a choice other than the default, measured again beside it; the lower of each. */
+    *out = (woolly_tune_attn_case){0};
+    if (!same(&best, &def) && woolly_now_s() >= deadline) { /* no time left to check it */
+        best = def, best_s = def_s;
+        out->unchecked = true;
+    }
+    if (!same(&best, &def)) {
+        double v[2] = {INFINITY, INFINITY};
+        for (int round = 0; round < VERIFY_ROUNDS; round++)
+            for (int j = 0; j < 2; j++) {
+                measure(&b, env, ph, j ? &best : &def, 0, &sec, &pruned);
+                v[j] = sec < v[j] ? sec : v[j];
+            }
+        def_s = v[0], best_s = v[1];
+        out->verified = true;
+        if (best_s >= def_s) {
+            best = def, best_s = def_s;
+            out->reverted = true;
+        }
+    }
+    bench_close(&b);
+
+    const woolly_profile_attn row = {.cache = o->kv_cache,
+                                     .head_dim = m->head_dim,
+                                     .phase = ph,
+                                     .threads = o->threads,
+                                     .kernel = best.k,
+                                     .queries_per_call = best.q_per_call,
+                                     .kv_split = best.split,
+                                     .queries = n_q,
+                                     .positions = positions,
+                                     .us = best_s * 1e6,
+                                     .default_kernel = def.k,
+                                     .default_us = def_s * 1e6};
+    out->chosen = row;
+    out->def = row;
+    out->def.kernel = def.k, out->def.queries_per_call = def.q_per_call, out->def.kv_split = def.split;
+    out->def.us = def_s * 1e6;
+    return 0;
+}
+
+int tune_attn_run(const woolly_tune_model *m, const woolly_tune_opts *o, const tune_attn_env *env,
+                  woolly_tune_result *r, woolly_error *err)
+{
+    r->n_attn = 0;
+    const woolly_kernel *def;
+    const char *why = untunable(m, o->kv_cache, &def);
+    if (*why) {
+        snprintf(r->attn_skipped, sizeof r->attn_skipped, "%s", why);
+        return 0;
+    }
+    const double t0 = woolly_now_s();
+    for (int ph = 0; ph < WOOLLY_ATTN_PHASES; ph++) {
+        woolly_tune_attn_case *c = &r->attn[ph];
+        /* decode, with its short calls, before half of the share; prefill in the rest */
+        const double deadline = ph == WOOLLY_ATTN_DECODE ? t0 + (env->deadline - t0) / 2 : env->deadline;
+        if (tune_phase(m, o, env, def, (enum woolly_attn_phase)ph, deadline, c, err) ||
+            woolly_profile_add_attn(r->profile, &c->chosen, err))
+            return -1;
+        r->n_attn++;
+    }
+    return 0;
+}
