@@ -12,7 +12,8 @@
  *   bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] [--tokens 1,4,16,512]
  *                [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]
  * Prints markdown tables (the form bench/RESULTS.md keeps); "(default)" marks the kernel a run without
- * a tuning profile takes for that many tokens. --no-reference skips the scalar reference kernels. */
+ * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
+ * B (and the scalar references, unless --no-reference). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,9 +202,22 @@ static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth
     return t.median_s;
 }
 
+/* Whether k's name contains one of the filter's comma-separated substrings. */
+static bool filter_match(const char *name, const char *filter)
+{
+    for (const char *f = filter; *f;) {
+        const size_t n = strcspn(f, ",");
+        for (const char *p = name; n && *p; p++)
+            if (!strncmp(p, f, n))
+                return true;
+        f += n + (f[n] == ',');
+    }
+    return false;
+}
+
 static bool wanted(const woolly_kernel *k, const opts *o)
 {
-    return !o->filter || strstr(k->name, o->filter) || (k->isa == WOOLLY_ISA_SCALAR && !k->layout);
+    return !o->filter || filter_match(k->name, o->filter) || (k->isa == WOOLLY_ISA_SCALAR && !k->layout);
 }
 
 /* The BLIS baseline kernel (F32 weights), if this build registers one. */
