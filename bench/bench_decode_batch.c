@@ -1,8 +1,9 @@
 /* What continuous batching buys the engine, without a server: N sequences decoding for S steps, either
  * together (one woolly_decode batch of N tokens per step, one multi-sequence context) or one after the
  * other (each its own context, woolly_eval one token at a time, as the server's slots ran before
- * batching). Prints the generated tokens per second (wall time) of the mode asked for, after one
- * untimed step; the prompt (a few tokens per sequence) is evaluated before the clock starts.
+ * batching). Prints the generated tokens per second (wall time) of the mode asked for, and the CPU
+ * time per step (all threads), after one untimed step; the prompt (a few tokens per sequence) is
+ * evaluated before the clock starts.
  *
  *   bench_decode_batch MODEL N_SEQ STEPS batched|sequential [THREADS]
  *
@@ -21,6 +22,14 @@ static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU seconds of every thread of this process: on a shared machine the steadier measure of the work. */
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -77,10 +86,10 @@ int main(int argc, char **argv)
             woolly_get_logits(ctx[batched ? 0 : s], batched ? s * PROMPT + PROMPT - 1 : -1), n_vocab);
 
     /* Decode steps: step 0 is a warm-up. */
-    double t0 = 0.0;
+    double t0 = 0.0, c0 = 0.0;
     for (int step = 0; step <= steps; step++) {
         if (step == 1)
-            t0 = now_s();
+            t0 = now_s(), c0 = cpu_s();
         if (batched) {
             b.n_tokens = 0;
             for (int s = 0; s < n_seq; s++)
@@ -97,9 +106,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    const double dt = now_s() - t0;
-    printf("%s %d sequences x %d steps: %.2f tokens/s aggregate, %.2f per sequence\n", argv[4], n_seq, steps,
-           n_seq * steps / dt, steps / dt);
+    const double dt = now_s() - t0, dc = cpu_s() - c0;
+    printf("%s %d sequences x %d steps: %.2f tokens/s aggregate, %.2f per sequence; %.2f CPU ms per step\n",
+           argv[4], n_seq, steps, n_seq * steps / dt, steps / dt, 1e3 * dc / steps);
     woolly_batch_free(&b);
     for (int s = 0; s < MAX_SEQ; s++)
         woolly_context_close(ctx[s]);

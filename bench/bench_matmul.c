@@ -4,14 +4,16 @@
  *   GEMV (1 token):  GB/s of weights streamed, and its share of this machine's DRAM read bandwidth,
  *                    measured here with the same thread count. The weights rotate over enough copies
  *                    that every call reads them from DRAM, as decode does.
- *   GEMM (4, 16, 512 tokens): 1e9 multiply-adds per second, and the share of the int8 dot-product
- *                    peak, measured here.
+ *   GEMM (2 .. 512 tokens): 1e9 multiply-adds per second (and microseconds per call), and the share
+ *                    of the int8 dot-product peak, measured here.
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
  *   bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] [--tokens 1,4,16,512]
- *                [--filter SUBSTRING] [--min-time SECONDS]
- * Prints markdown tables (the form bench/RESULTS.md keeps). */
+ *                [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]
+ * Prints markdown tables (the form bench/RESULTS.md keeps); "(default)" marks the kernel a run without
+ * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
+ * B (and the scalar references, unless --no-reference). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +57,7 @@ typedef struct opts {
     int tokens[MAX_LIST], n_tokens;
     const char *filter;
     double min_time;
+    bool no_reference; /* skip the scalar reference kernels */
 } opts;
 
 static int parse_list(const char *s, int *out)
@@ -74,8 +77,8 @@ static int parse_list(const char *s, int *out)
 typedef struct weights {
     enum woolly_type type;
     int64_t rows, cols;
-    void *gguf;   /* GGUF rows, random values quantized */
-    float *f32;   /* the same, dequantized (the BLIS baseline's input) */
+    void *gguf; /* GGUF rows, random values quantized */
+    float *f32; /* the same, dequantized (the BLIS baseline's input) */
     struct {
         const woolly_layout *layout;
         void *data[MAX_COPIES];
@@ -122,7 +125,8 @@ static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes
             return i;
         }
     const int i = w->n_lay++;
-    const size_t rb = woolly_row_bytes(w->type, w->cols), lrb = woolly_layout_row_bytes(layout, w->type, w->cols);
+    const size_t rb = woolly_row_bytes(w->type, w->cols),
+                 lrb = woolly_layout_row_bytes(layout, w->type, w->cols);
     const int64_t g = layout ? layout->rows : 1, padded = (w->rows + g - 1) / g * g;
     w->lay[i].layout = layout;
     w->lay[i].bytes = lrb * (size_t)padded;
@@ -198,9 +202,22 @@ static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth
     return t.median_s;
 }
 
+/* Whether k's name contains one of the filter's comma-separated substrings. */
+static bool filter_match(const char *name, const char *filter)
+{
+    for (const char *f = filter; *f;) {
+        const size_t n = strcspn(f, ",");
+        for (const char *p = name; n && *p; p++)
+            if (!strncmp(p, f, n))
+                return true;
+        f += n + (f[n] == ',');
+    }
+    return false;
+}
+
 static bool wanted(const woolly_kernel *k, const opts *o)
 {
-    return !o->filter || strstr(k->name, o->filter) || (k->isa == WOOLLY_ISA_SCALAR && !k->layout);
+    return !o->filter || filter_match(k->name, o->filter) || (k->isa == WOOLLY_ISA_SCALAR && !k->layout);
 }
 
 /* The BLIS baseline kernel (F32 weights), if this build registers one. */
@@ -209,7 +226,8 @@ static const woolly_kernel *blis_kernel(enum woolly_op op)
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++)
-        if (ks[i].op == op && ks[i].wtype == WOOLLY_TYPE_F32 && strstr(ks[i].name, "blis") && woolly_kernel_runs(&ks[i]))
+        if (ks[i].op == op && ks[i].wtype == WOOLLY_TYPE_F32 && strstr(ks[i].name, "blis") &&
+            woolly_kernel_runs(&ks[i]))
             return &ks[i];
     return NULL;
 }
@@ -223,7 +241,8 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
     const int64_t max_m = 512;
     float *x = xmalloc(sizeof(float) * (size_t)(s->cols * max_m));
     float *y = xmalloc(sizeof(float) * (size_t)(s->rows * max_m));
-    void *pack = xmalloc((size_t)(s->cols / 32 + 1) * sizeof(woolly_block_q8x32) * (size_t)max_m + (size_t)s->cols * 4 * (size_t)max_m);
+    void *pack = xmalloc((size_t)(s->cols / 32 + 1) * sizeof(woolly_block_q8x32) * (size_t)max_m +
+                         (size_t)s->cols * 4 * (size_t)max_m);
     for (int64_t i = 0; i < s->cols * max_m; i++)
         x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
     weights wf = {0}; /* F32 copy for the BLIS column, made on first use */
@@ -234,14 +253,23 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
     for (int ti = 0; ti < o->n_tokens; ti++) {
         const int64_t m = o->tokens[ti];
         const enum woolly_op op = m == 1 ? WOOLLY_OP_GEMV : WOOLLY_OP_GEMM;
+        /* What a run without a tuning profile takes for this many tokens on these weights. */
+        enum woolly_act act0;
+        const woolly_layout *lay0;
+        woolly_error derr;
+        const woolly_kernel *def =
+            woolly_matmul_default_format(type, s->cols, WOOLLY_ACT_MASK_ALL, &act0, &lay0, &derr)
+                ? NULL
+                : woolly_matmul_default_kernel(woolly_tokens_class_of(m), type, act0, lay0);
         for (int i = -1; i < n; i++) {
             const woolly_kernel *k = i < 0 ? blis_kernel(op) : &ks[i];
             weights *ww = i < 0 ? &wf : &w;
-            if (!k || (i >= 0 && (k->op != op || k->wtype != type || !woolly_kernel_runs(k) || !wanted(k, o))))
+            if (!k ||
+                (i >= 0 && (k->op != op || k->wtype != type || !woolly_kernel_runs(k) || !wanted(k, o))))
                 continue;
             /* The scalar reference at 512 tokens takes minutes on the big shapes: it is the 4x yardstick at
              * decode and small batches only. */
-            if (k->isa == WOOLLY_ISA_SCALAR && m > 16)
+            if (k->isa == WOOLLY_ISA_SCALAR && (m > 16 || o->no_reference))
                 continue;
             if (i < 0 && !wf.gguf)
                 weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols);
@@ -254,9 +282,11 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
                 if (sec <= 0) {
                     snprintf(cells[t], sizeof cells[t], "n/a");
                 } else if (m == 1) {
-                    snprintf(cells[t], sizeof cells[t], "%.1f GB/s (%.0f us)", (double)bytes / sec / 1e9, sec * 1e6);
+                    snprintf(cells[t], sizeof cells[t], "%.1f GB/s (%.0f us)", (double)bytes / sec / 1e9,
+                             sec * 1e6);
                 } else {
-                    snprintf(cells[t], sizeof cells[t], "%.1f GMAC/s", (double)s->rows * s->cols * m / sec / 1e9);
+                    snprintf(cells[t], sizeof cells[t], "%.1f GMAC/s (%.0f us)",
+                             (double)s->rows * s->cols * m / sec / 1e9, sec * 1e6);
                 }
                 last = sec;
             }
@@ -266,8 +296,8 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
             if (last > 0)
                 share = m == 1 ? (double)bytes / last / 1e9 / lim->dram_read_gbs
                                : (double)s->rows * s->cols * m / last / 1e9 / lim->int8_gmacs;
-            printf("| %lldx%lld %s | %s | %s | %lld |", (long long)s->rows, (long long)s->cols, s->what,
-                   i < 0 ? "F32 (dequantized)" : tname, k->name, (long long)m);
+            printf("| %lldx%lld %s | %s | %s%s | %lld |", (long long)s->rows, (long long)s->cols, s->what,
+                   i < 0 ? "F32 (dequantized)" : tname, k->name, k == def ? " (default)" : "", (long long)m);
             for (int t = 0; t < o->n_threads; t++)
                 printf(" %s |", cells[t]);
             printf(" %.0f%% |\n", 100 * share);
@@ -281,7 +311,11 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
 
 int main(int argc, char **argv)
 {
-    opts o = {.preset = "all", .threads = {1, 2}, .n_threads = 2, .tokens = {1, 4, 16, 512}, .n_tokens = 4,
+    opts o = {.preset = "all",
+              .threads = {1, 2},
+              .n_threads = 2,
+              .tokens = {1, 4, 16, 512},
+              .n_tokens = 4,
               .min_time = 0.15};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -295,9 +329,12 @@ int main(int argc, char **argv)
             o.filter = v, i++;
         else if (!strcmp(a, "--min-time") && v && (o.min_time = atof(v)) > 0)
             i++;
+        else if (!strcmp(a, "--no-reference"))
+            o.no_reference = true;
         else {
-            fprintf(stderr, "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] "
-                            "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]\n");
+            fprintf(stderr,
+                    "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] "
+                    "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]\n");
             return 2;
         }
     }
@@ -313,7 +350,8 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("ISA level %s; limits at %d threads: DRAM read %.1f GB/s, int8 %.0f GMAC/s (%s)\n\n",
-           woolly_isa_name(woolly_isa_active()), max_threads, lim.dram_read_gbs, lim.int8_gmacs, lim.int8_instr);
+           woolly_isa_name(woolly_isa_active()), max_threads, lim.dram_read_gbs, lim.int8_gmacs,
+           lim.int8_instr);
     printf("| shape | weights | kernel | tokens |");
     for (int t = 0; t < o.n_threads; t++)
         printf(" %d thread%s |", o.threads[t], o.threads[t] > 1 ? "s" : "");

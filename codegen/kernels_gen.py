@@ -73,7 +73,8 @@ def expand(spec):
                         layout=layout, layout_name=lay["name"] if lay else ROWS,
                         layout_rows=lay["rows"] if lay else 1, block_struct=lay["block_struct"] if lay else "",
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
-                        default=bool(entry.get("default", False)), max_nmse=entry["max_nmse"],
+                        default=bool(entry.get("default", False)),
+                        small_default=bool(entry.get("small_default", False)), max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
     for entry in spec.get("attn", []):
@@ -141,6 +142,13 @@ def check_defaults(kernels):
         v, m = d["gemv"][0], d["gemm"][0]
         assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
+        small = [k for k in ks if k.get("small_default")]
+        assert len(small) <= 1, f"{w} at {isa}: {len(small)} small_default kernels (need at most one)"
+        for s in small:
+            assert s["op"] == "gemm", f"{s['name']}: small_default is for a GEMM (2-16 tokens)"
+            assert (s["act"], s["layout"]) == (v["act"], v["layout"]), \
+                f"{w} at {isa}: small_default GEMM {s['name']} and default GEMV {v['name']} differ in " \
+                "activations or layout"
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]

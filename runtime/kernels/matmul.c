@@ -164,6 +164,14 @@ int woolly_matmul_step_check(const woolly_matmul_step *s, enum woolly_type type,
     return 0;
 }
 
+const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, enum woolly_type type,
+                                                  enum woolly_act act, const woolly_layout *layout)
+{
+    if (c == WOOLLY_TOKENS_SMALL)
+        return woolly_kernel_choose_small(type, act, layout);
+    return woolly_kernel_choose(woolly_tokens_class_op(c), type, act, layout);
+}
+
 int woolly_matmul_plan_init(woolly_matmul_plan *p, const woolly_matrix *w, const woolly_matmul_step *tuned,
                             woolly_error *err)
 {
@@ -179,7 +187,8 @@ int woolly_matmul_plan_init(woolly_matmul_plan *p, const woolly_matrix *w, const
                                          &why))
                 return woolly_fail(err, "matmul: tensor '%s': %s", w->name ? w->name : "?", why.msg);
             *s = tuned[c];
-        } else if (!(s->kernel = woolly_kernel_choose(op, w->type, w->act, w->layout))) {
+        } else if (!(s->kernel = woolly_matmul_default_kernel((enum woolly_tokens_class)c, w->type, w->act,
+                                                              w->layout))) {
             return woolly_fail(err, "matmul: no %s kernel for %s weights (layout %s) with %s activations",
                                op == WOOLLY_OP_GEMV ? "GEMV" : "GEMM", type_name(w->type),
                                w->layout ? w->layout->name : "rows", woolly_act_name(w->act));

@@ -93,10 +93,16 @@ int woolly_matmul_default_format(enum woolly_type type, int64_t cols, unsigned a
 int woolly_matmul_layout_format(enum woolly_type type, int64_t cols, const woolly_layout *layout,
                                 unsigned act_mask, enum woolly_act *act, woolly_error *err);
 
+/* The kernel a plan takes for class c of a matrix of `type` in `layout` with `act` activations when no
+ * tuning profile says otherwise: the registry's GEMV for one token, its small-batch GEMM for 2-16
+ * (woolly_kernel_choose_small), its GEMM for more. NULL if none serves the slot. */
+const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, enum woolly_type type,
+                                                  enum woolly_act act, const woolly_layout *layout);
+
 /* Chooses the kernels for matrix w: for each class the tuned step if `tuned` gives one (tuned[c].kernel
- * non-NULL; checked with woolly_matmul_step_check), else the registry's kernel for the class's op on
- * the matrix's type, layout and activation format, unblocked. `tuned` may be NULL. Fails with a
- * message if a slot has no kernel or a tuned step does not fit the matrix. */
+ * non-NULL; checked with woolly_matmul_step_check), else the class's default kernel for the matrix's
+ * type, layout and activation format (woolly_matmul_default_kernel), unblocked. `tuned` may be NULL.
+ * Fails with a message if a slot has no kernel or a tuned step does not fit the matrix. */
 int woolly_matmul_plan_init(woolly_matmul_plan *p, const woolly_matrix *w, const woolly_matmul_step *tuned,
                             woolly_error *err);
 

@@ -34,16 +34,33 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 
 #define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
+/* A matmul kernel's default bits (kernels.inc): 1 the default of its op, 2 the default for 2-16 tokens. */
+#define IS_DEFAULT(bits) (((bits)&1) != 0)
+#define IS_SMALL_DEFAULT(bits) (((bits)&2) != 0)
+
 static const woolly_kernel KERNELS[] = {
 #define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
-    {#name,    op,         wtype,         act,  isa, tm, tn, 0, LAYOUT_PTR(layout),                          \
-     features, is_default, woolly_##name, NULL, NULL},
+    {#name,                                                                                                  \
+     op,                                                                                                     \
+     wtype,                                                                                                  \
+     act,                                                                                                    \
+     isa,                                                                                                    \
+     tm,                                                                                                     \
+     tn,                                                                                                     \
+     0,                                                                                                      \
+     LAYOUT_PTR(layout),                                                                                     \
+     features,                                                                                               \
+     IS_DEFAULT(is_default),                                                                                 \
+     IS_SMALL_DEFAULT(is_default),                                                                           \
+     woolly_##name,                                                                                          \
+     NULL,                                                                                                   \
+     NULL},
 #define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, bq, bk, features, is_default)                               \
-    {#name, WOOLLY_OP_ATTN, ctype,      WOOLLY_ACT_F32, isa,           bq,  bk, hd,                          \
-     NULL,  features,       is_default, NULL,           woolly_##name, NULL},
+    {#name,    WOOLLY_OP_ATTN, ctype, WOOLLY_ACT_F32, isa,           bq,  bk, hd, NULL,                      \
+     features, is_default,     false, NULL,           woolly_##name, NULL},
 #define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                         \
-    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act,   isa,  1,    1,                                           \
-     0,     NULL,           features,        false, NULL, NULL, woolly_##name},
+    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act, isa, 1, 1, 0, NULL, features, false, false,                \
+     NULL,  NULL,           woolly_##name},
 #include "kernels.inc"
 };
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
@@ -250,6 +267,19 @@ const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wt
 {
     const slot s = {op, wtype, (int)act, layout, false, -1, -1};
     return best_of(slot_match, &s);
+}
+
+const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woolly_act act,
+                                                const woolly_layout *layout)
+{
+    const woolly_kernel *gemm = woolly_kernel_choose(WOOLLY_OP_GEMM, wtype, act, layout);
+    for (int i = 0; gemm && i < N_KERNELS; i++) {
+        const woolly_kernel *k = &KERNELS[i];
+        if (k->is_small_default && k->op == WOOLLY_OP_GEMM && k->wtype == wtype && k->act == act &&
+            k->layout == layout && k->isa == gemm->isa && woolly_kernel_runs(k))
+            return k;
+    }
+    return gemm;
 }
 
 /* The default GEMV (act < 0) only: the spec's default at the highest level with kernels for wtype. */

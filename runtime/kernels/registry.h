@@ -35,9 +35,9 @@ typedef struct woolly_layout {
 } woolly_layout;
 
 typedef struct woolly_kernel {
-    const char *name;            /* e.g. "q4k_f32_gemv_scalar_1x1" */
+    const char *name; /* e.g. "q4k_f32_gemv_scalar_1x1" */
     enum woolly_op op;
-    enum woolly_type wtype;      /* weight type (matmul) or cache type (attention); F32 for packers */
+    enum woolly_type wtype; /* weight type (matmul) or cache type (attention); F32 for packers */
     enum woolly_act act;
     enum woolly_isa isa;
     int tile_m, tile_n;          /* register tile: tokens x weight rows; attention: queries x KV positions
@@ -47,6 +47,8 @@ typedef struct woolly_kernel {
     unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
     bool is_default;             /* the default of its (weights, ISA) (matmul), of its (cache, ISA, head
                                     dim) (attention) */
+    bool is_small_default;       /* matmul GEMM: the default of its (weights, ISA) for 2-16 tokens, where
+                                    it differs from the GEMM default (see woolly_kernel_choose_small) */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
@@ -79,6 +81,12 @@ bool woolly_kernel_runs(const woolly_kernel *k);
  * listed. NULL if no kernel serves it. */
 const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act,
                                           const woolly_layout *layout);
+
+/* The GEMM for 2-16 tokens (a server step: one token per active request) of the slot that
+ * woolly_kernel_choose(WOOLLY_OP_GEMM, ...) serves: at the level that call picks, the kernel the spec
+ * marks `small_default` (a register tile over all the step's tokens), else that call's kernel. */
+const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woolly_act act,
+                                                const woolly_layout *layout);
 
 /* The default GEMV kernel for weights of `wtype` at the active level: the spec's default at the highest
  * level (at most the active one) that has kernels for these weights. Its activation format and layout
