@@ -36,7 +36,9 @@ Test(info_kernels, lists_the_registry_and_the_selection)
         cr_assert(runs == !strstr(line, " no"), "%s: runs here = %d", line, runs);
         if (ks[i].op == WOOLLY_OP_GEMV || ks[i].op == WOOLLY_OP_GEMM) {
             const woolly_kernel *v = woolly_kernel_default_gemv(ks[i].wtype, -1);
-            const bool sel = woolly_kernel_choose(ks[i].op, ks[i].wtype, v->act, v->layout) == &ks[i];
+            const bool sel = woolly_kernel_choose(ks[i].op, ks[i].wtype, v->act, v->layout) == &ks[i] ||
+                             (ks[i].op == WOOLLY_OP_GEMM &&
+                              woolly_kernel_choose_small(ks[i].wtype, v->act, v->layout) == &ks[i]);
             cr_assert(sel == (strstr(line, "selected") != NULL), "%s: selected = %d", line, sel);
         }
     }

@@ -110,7 +110,7 @@ static woolly_attn_args args_for(const attn_bench *b, int32_t h, int32_t t0, int
         .q_row_stride = q_dim,
         .k = woolly_kv_cache_k(&b->kv, b->layer, 0, h),
         .v = woolly_kv_cache_v(&b->kv, b->layer, 0, h),
-        .kv_row_bytes = b->kv.pos_bytes,
+        .kv_row_bytes = b->kv.head_bytes,
         .n_q = nq,
         .pos0 = b->pos0 + t0,
         .kv0 = kv0,

@@ -423,8 +423,8 @@ static int tune_shape(tuner *t, int si, woolly_error *err)
     for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++) {
         if (!used(sh, c))
             continue;
-        st->def[c].kernel = woolly_kernel_choose(woolly_tokens_class_op((enum woolly_tokens_class)c),
-                                                 sh->type, act0, st->def_layout);
+        st->def[c].kernel = woolly_matmul_default_kernel((enum woolly_tokens_class)c, sh->type, act0,
+                                                         st->def_layout);
         if (!st->def[c].kernel) {
             woolly_fail(err, "%s %lldx%lld: no default kernel for %s tokens", type_name(sh->type),
                         (long long)sh->rows, (long long)sh->cols,

@@ -28,7 +28,8 @@ static void features(unsigned bits, char *buf, size_t cap)
 }
 
 /* Whether k is what a matrix of its weight type gets by default here (its activation format and
- * layout from the default GEMV, WOOLLY_ACT applied), or the packer / attention kernel chosen. */
+ * layout from the default GEMV, WOOLLY_ACT applied; the GEMM for 2-16 tokens and the one for more), or
+ * the packer / attention kernel chosen. */
 static bool selected(const woolly_kernel *k)
 {
     switch (k->op) {
@@ -37,7 +38,8 @@ static bool selected(const woolly_kernel *k)
         const woolly_kernel *v = woolly_kernel_default_gemv(k->wtype, woolly_act_forced());
         if (!v)
             return false;
-        return woolly_kernel_choose(k->op, k->wtype, v->act, v->layout) == k;
+        return woolly_kernel_choose(k->op, k->wtype, v->act, v->layout) == k ||
+               (k->op == WOOLLY_OP_GEMM && woolly_kernel_choose_small(k->wtype, v->act, v->layout) == k);
     }
     case WOOLLY_OP_PACK:
         return woolly_kernel_choose_pack(k->act) == k;
