@@ -41,7 +41,7 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
     const bool ran_out = strstr(out, "the budget ran out") != NULL;
     cr_expect(ran_out || strstr(out, "| gemv | Q4_K | 768x256 | 1 (1) | 2 |") != NULL,
               "no GEMV row for ffn_gate/up:\n%s", out);
-    cr_expect(ran_out || strstr(out, "| gemm | Q4_K | 768x256 | 17+ (32) | 2 |") != NULL,
+    cr_expect(ran_out || strstr(out, "| gemm | Q4_K | 768x256 | 17+ (128) | 2 |") != NULL,
               "no large-batch row:\n%s", out);
     cr_expect(strstr(out, "| Q6_K | 4096x256 | 1 (output.weight) |") != NULL,
               "no layout row for the output:\n%s", out);
