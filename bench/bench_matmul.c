@@ -9,11 +9,14 @@
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
- *   bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] [--tokens 1,4,16,512]
- *                [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]
+ *   bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--threads 1,2]
+ *                [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]
  * Prints markdown tables (the form bench/RESULTS.md keeps); "(default)" marks the kernel a run without
  * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
- * B (and the scalar references, unless --no-reference). */
+ * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets. The
+ * "x scalar" column is the kernel's speed over that of the scalar reference with the same activation
+ * format, at the last thread count (the references are timed first, up to 16 tokens). */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +59,7 @@ typedef struct opts {
     int threads[MAX_LIST], n_threads;
     int tokens[MAX_LIST], n_tokens;
     const char *filter;
+    int64_t shape_rows, shape_cols; /* --shape, 0: every shape */
     double min_time;
     bool no_reference; /* skip the scalar reference kernels */
 } opts;
@@ -261,6 +265,8 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
             woolly_matmul_default_format(type, s->cols, WOOLLY_ACT_MASK_ALL, &act0, &lay0, &derr)
                 ? NULL
                 : woolly_matmul_default_kernel(woolly_tokens_class_of(m), type, act0, lay0);
+        double ref_sec[WOOLLY_ACT_COUNT] = {0}; /* per activation format: the scalar reference's time at
+                                                   the last thread count, once timed */
         for (int i = -1; i < n; i++) {
             const woolly_kernel *k = i < 0 ? blis_kernel(op) : &ks[i];
             weights *ww = i < 0 ? &wf : &w;
@@ -300,7 +306,12 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
                    i < 0 ? "F32 (dequantized)" : tname, k->name, k == def ? " (default)" : "", (long long)m);
             for (int t = 0; t < o->n_threads; t++)
                 printf(" %s |", cells[t]);
-            printf(" %.0f%% |\n", 100 * share);
+            if (i >= 0 && k->isa == WOOLLY_ISA_SCALAR && last > 0)
+                ref_sec[k->act] = last;
+            if (i >= 0 && ref_sec[k->act] > 0 && last > 0)
+                printf(" %.0f%% | %.1fx |\n", 100 * share, ref_sec[k->act] / last);
+            else
+                printf(" %.0f%% | - |\n", 100 * share);
             fflush(stdout);
         }
     }
@@ -329,12 +340,16 @@ int main(int argc, char **argv)
             o.filter = v, i++;
         else if (!strcmp(a, "--min-time") && v && (o.min_time = atof(v)) > 0)
             i++;
+        else if (!strcmp(a, "--shape") && v &&
+                 sscanf(v, "%" SCNd64 "x%" SCNd64, &o.shape_rows, &o.shape_cols) == 2)
+            i++;
         else if (!strcmp(a, "--no-reference"))
             o.no_reference = true;
         else {
-            fprintf(stderr,
-                    "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--threads 1,2] "
-                    "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]\n");
+            fprintf(
+                stderr,
+                "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--threads 1,2] "
+                "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]\n");
             return 2;
         }
     }
@@ -355,10 +370,10 @@ int main(int argc, char **argv)
     printf("| shape | weights | kernel | tokens |");
     for (int t = 0; t < o.n_threads; t++)
         printf(" %d thread%s |", o.threads[t], o.threads[t] > 1 ? "s" : "");
-    printf(" share of limit at %d threads |\n|---|---|---|---|", max_threads);
+    printf(" share of limit at %d threads | x scalar |\n|---|---|---|---|", max_threads);
     for (int t = 0; t < o.n_threads; t++)
         printf("---|");
-    printf("---|\n");
+    printf("---|---|\n");
     const struct {
         const char *name;
         const shape *s;
@@ -372,7 +387,9 @@ int main(int argc, char **argv)
         any = true;
         for (size_t i = 0; i < presets[p].n; i++)
             for (int t = 0; t < presets[p].s[i].n_types; t++)
-                bench_shape(&presets[p].s[i], presets[p].s[i].types[t], &o, &lim);
+                if (!o.shape_rows ||
+                    (presets[p].s[i].rows == o.shape_rows && presets[p].s[i].cols == o.shape_cols))
+                    bench_shape(&presets[p].s[i], presets[p].s[i].types[t], &o, &lim);
     }
     if (!any) {
         fprintf(stderr, "bench_matmul: unknown preset '%s'\n", o.preset);

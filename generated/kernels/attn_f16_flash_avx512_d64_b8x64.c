@@ -265,14 +265,11 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
     const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
     for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
         const int nk = (int)(end - j0 < BK ? end - j0 : BK), nkv = (nk + VL - 1) / VL * VL;
-        if (j0 + 2 * BK <= end) /* the next block: one stream of K and one of V */
-            for (int j = 0; j < BK * (int)rb; j += 64) {
-                __builtin_prefetch(kc + (size_t)(j0 + BK) * rb + (size_t)j);
-                __builtin_prefetch(vc + (size_t)(j0 + BK) * rb + (size_t)j);
-            }
         for (int jc = 0; jc < nkv; jc += VL) {
             vf part[DEC_MAX_GROUP][VL];
             const char *row = kc + (size_t)(j0 + jc) * rb;
+            for (size_t l = 0; l < VL * rb; l += 64) /* the K rows one block ahead */
+                __builtin_prefetch(row + BK * rb + l);
             if (jc + VL <= nk) {
 #pragma GCC unroll 16
                 for (int j = 0; j < VL; j++)
@@ -318,6 +315,9 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             }
             for (int j = 0; j < nk; j++) {
                 const char *row = vc + (size_t)(j0 + j) * rb;
+                if (d0 == 0) /* the V row one block ahead */
+                    for (size_t l = 0; l < rb; l += 64)
+                        __builtin_prefetch(row + BK * rb + l);
                 vf vv[NVD_MAX];
 #pragma GCC unroll 16
                 for (int v = 0; v < nvd; v++)

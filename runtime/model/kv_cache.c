@@ -46,10 +46,11 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
         c->to_f16 = pk->pack;
     }
     const size_t half = woolly_kv_cache_bytes(type, n_ctx, n_layer, n_head_kv, head_dim) / 2 * (size_t)n_seq;
-    /* Zeroed: a kernel never reads an unwritten position, but calloc costs nothing extra for fresh
-     * pages and keeps the memory tools quiet. */
-    c->k = calloc(1, half);
-    c->v = calloc(1, half);
+    /* Huge pages: every decode step streams the cache's filled part from DRAM. Zeroed: a kernel never
+     * reads an unwritten position, but fresh anonymous pages cost nothing to zero and keep the memory
+     * tools quiet. */
+    c->k = woolly_huge_map_open(&c->k_map, half);
+    c->v = woolly_huge_map_open(&c->v_map, half);
     if (!c->k || !c->v) {
         woolly_kv_cache_close(c);
         return woolly_fail(err,
@@ -62,8 +63,8 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
 
 void woolly_kv_cache_close(woolly_kv_cache *c)
 {
-    free(c->k);
-    free(c->v);
+    woolly_huge_map_close(&c->k_map);
+    woolly_huge_map_close(&c->v_map);
     c->k = c->v = NULL;
 }
 

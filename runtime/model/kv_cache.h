@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "huge_map.h"
+
 #include "error.h"
 #include "kernels.h"
 #include "wtype.h"
@@ -22,9 +24,10 @@
 typedef struct woolly_kv_cache {
     enum woolly_type type; /* WOOLLY_TYPE_F16, WOOLLY_TYPE_F32 or WOOLLY_TYPE_Q8_0 */
     int64_t n_ctx, n_seq, n_layer, n_head_kv, head_dim; /* n_ctx: positions per sequence */
-    size_t head_bytes;     /* one head's head_dim values in the cache type: the kernels' kv_row_bytes */
-    void *k, *v;           /* [n_layer][n_seq][n_head_kv][n_ctx][head_bytes] */
-    woolly_pack_fn to_f16; /* the F16 packer of the active level, for an F16 cache */
+    size_t head_bytes; /* one head's head_dim values in the cache type: the kernels' kv_row_bytes */
+    void *k, *v;       /* [n_layer][n_seq][n_head_kv][n_ctx][head_bytes] */
+    woolly_huge_map k_map, v_map; /* the memory of k and v */
+    woolly_pack_fn to_f16;        /* the F16 packer of the active level, for an F16 cache */
 } woolly_kv_cache;
 
 /* Bytes the cache of these dimensions takes (K and V) per sequence of n_ctx positions; 0 if the type

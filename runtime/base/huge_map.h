@@ -1,0 +1,20 @@
+/* Large, zeroed, anonymous memory backed by 2 MiB pages where the kernel allows it.
+ *
+ * The weights and the KV cache are streamed from DRAM on every token. With 4 KiB pages such a stream
+ * pays a TLB miss every 4 KiB and the hardware prefetchers stop at each page boundary; the machines'
+ * transparent huge pages are commonly set to "madvise", so the memory asks for them explicitly. */
+#ifndef WOOLLY_HUGE_MAP_H
+#define WOOLLY_HUGE_MAP_H
+
+#include <stddef.h>
+
+typedef struct {
+    void *base;   /* the mapping, as returned by mmap */
+    size_t bytes; /* its length */
+} woolly_huge_map;
+
+/* At least `bytes` zeroed bytes, 2 MiB aligned; NULL when the memory cannot be mapped. */
+void *woolly_huge_map_open(woolly_huge_map *m, size_t bytes);
+void woolly_huge_map_close(woolly_huge_map *m);
+
+#endif
