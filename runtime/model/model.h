@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "huge_map.h"
 #include "matmul.h"
 #include "profile.h"
 #include "tokenizer.h"
@@ -78,9 +79,8 @@ struct woolly_model {
      * index here is its `id`, which contexts key their per-matrix plans by. */
     woolly_matrix **mats;
     int32_t n_mats;
-    void *repacked; /* anonymous mapping holding the repacked matrices (model_repack.c) */
-    size_t repacked_bytes;
-    woolly_profile *profile; /* the tuning profile this machine's runs use, or NULL for the defaults */
+    woolly_huge_map repacked; /* the anonymous mapping holding the repacked matrices (model_repack.c) */
+    woolly_profile *profile;  /* the tuning profile this machine's runs use, or NULL for the defaults */
 };
 
 /* Chooses each matrix's weight layout and default activation format (model_repack.c): the tuning

@@ -137,7 +137,7 @@ static void drop_pages(const void *p, size_t n)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-enum { HUGE_PAGE = 2 << 20, ALIGN = 64 };
+enum { ALIGN = 64 };
 
 int woolly_model_repack(woolly_model *m, woolly_error *err)
 {
@@ -147,15 +147,9 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
             total += (layout_bytes(m->mats[i]) + ALIGN - 1) / ALIGN * ALIGN;
     if (!total)
         return 0;
-    m->repacked_bytes = total + HUGE_PAGE;
-    void *map = mmap(NULL, m->repacked_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) {
-        m->repacked_bytes = 0;
+    char *dst = woolly_huge_map_open(&m->repacked, total);
+    if (!dst)
         return woolly_fail(err, "%s: cannot map %zu bytes for the repacked weights", m->label, total);
-    }
-    m->repacked = map;
-    char *dst = (char *)(((uintptr_t)map + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-    madvise(dst, total, MADV_HUGEPAGE);
 
     const int n_threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
     woolly_threadpool *pool = woolly_threadpool_open(n_threads, err);
@@ -212,7 +206,5 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
 
 void woolly_model_release_repacked(woolly_model *m)
 {
-    if (m->repacked)
-        munmap(m->repacked, m->repacked_bytes);
-    m->repacked = NULL;
+    woolly_huge_map_close(&m->repacked);
 }
