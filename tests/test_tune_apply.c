@@ -297,7 +297,7 @@ static void observe_attn(const woolly_kernel *k, const woolly_attn_args *a, int 
 }
 
 /* Cache positions filled before the observed token: long enough that a split of 3 stays whole
- * (forward.c keeps each chunk at least 256 positions long). */
+ * (attn_run.c keeps each chunk at least 256 positions long). */
 #define LONG_CACHE 900
 
 /* Runs tiny-llama with the profile at `path`: a prompt of 20 tokens (prefill, observed), the cache

@@ -6,13 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_run.h"
 #include "kv_cache.h"
 #include "timing.h"
 
-/* As the forward pass (runtime/model/forward.c): the work below which another thread does not pay for
- * waking it, and the cache positions below which one token's KV range is not split. */
-#define ATTN_MIN_WORK_PER_THREAD 65536.0
-#define ATTN_MIN_SPLIT_POSITIONS 256
 /* As the matrices' search (tune_search.c). */
 #define NOISE_MARGIN 0.03
 #define VERIFY_ROUNDS 2
@@ -38,7 +35,7 @@ typedef struct attn_bench {
     woolly_threadpool *pool;
     woolly_kv_cache kv;
     int32_t n_layers, layer; /* layers of cache rotated over, and the next one a call reads */
-    int32_t n_q, pos0;       /* the queries, at positions pos0 .. pos0 + n_q - 1 */
+    woolly_seq_run run;      /* the queries: run.n of them, at positions run.pos0 .. */
     float *q, *out, *part, *ml;
     /* the candidate */
     const woolly_kernel *k;
@@ -64,7 +61,8 @@ static int bench_open(attn_bench *b, const woolly_tune_model *m, enum woolly_typ
                       woolly_error *err)
 {
     memset(b, 0, sizeof *b);
-    b->m = m, b->pool = pool, b->n_q = n_q, b->pos0 = positions - n_q;
+    b->m = m, b->pool = pool;
+    b->run = (woolly_seq_run){.row0 = 0, .n = n_q, .seq = 0, .pos0 = positions - n_q};
     const size_t per_layer = woolly_kv_cache_bytes(cache, positions, 1, m->n_head_kv, m->head_dim);
     double layers = per_layer ? ceil(rotate_bytes / (double)per_layer) : 1;
     layers = layers < 1 ? 1 : layers > m->n_layer ? m->n_layer : layers;
@@ -96,135 +94,47 @@ static int bench_open(attn_bench *b, const woolly_tune_model *m, enum woolly_typ
     return 0;
 }
 
-/* The kernel arguments for KV head h and queries [t0, t0 + nq) over cache positions [kv0, kv1), as the
- * forward pass's attn_args. */
-static woolly_attn_args args_for(const attn_bench *b, int32_t h, int32_t t0, int32_t nq, int64_t kv0,
-                                 int64_t kv1)
+/* One layer's attention as the forward pass hands it to the runtime's work split (attn_run.h), with the
+ * candidate for decode and prefill alike, over the next layer of the rotation. */
+static woolly_attn_layer bench_layer(const attn_bench *b)
 {
     const woolly_tune_model *m = b->m;
-    const int32_t hd = m->head_dim, group = m->n_head / m->n_head_kv;
-    const size_t q_dim = (size_t)m->n_head * hd, first = (size_t)t0 * q_dim + (size_t)h * group * hd;
-    return (woolly_attn_args){
-        .q = b->q + first,
-        .q_stride = (size_t)hd,
-        .q_row_stride = q_dim,
-        .k = woolly_kv_cache_k(&b->kv, b->layer, 0, h),
-        .v = woolly_kv_cache_v(&b->kv, b->layer, 0, h),
-        .kv_row_bytes = b->kv.head_bytes,
-        .n_q = nq,
-        .pos0 = b->pos0 + t0,
-        .kv0 = kv0,
-        .kv1 = kv1,
-        .head_dim = hd,
-        .n_group = group,
-        .scale = 1.0f / sqrtf((float)hd),
-        .out = b->out + first,
-        .out_stride = (size_t)hd,
-        .out_row_stride = q_dim,
-        .ml = NULL,
+    return (woolly_attn_layer){
+        .n_head = m->n_head,
+        .n_head_kv = m->n_head_kv,
+        .head_dim = m->head_dim,
+        .scale = 1.0f / sqrtf((float)m->head_dim),
+        .q = b->q,
+        .out = b->out,
+        .runs = &b->run,
+        .n_runs = 1,
+        .kv = &b->kv,
+        .layer = b->layer,
+        .kernel = b->k,
+        .kernel_decode = b->k,
+        .q_per_call = b->q_per_call,
+        .n_split = b->split,
+        .part = b->part,
+        .ml = b->ml,
     };
-}
-
-/* The items (KV head, block of q_per_call queries), split across the threads in contiguous stretches of
- * nearly equal cost, as the forward pass's attn_batch_run for one run. */
-static void batch_run(void *arg, int ith, int nth)
-{
-    const attn_bench *b = arg;
-    const int32_t qb = b->q_per_call, n = b->n_q;
-    double total = 0.0;
-    for (int32_t t0 = 0; t0 < n; t0 += qb)
-        total += (double)b->pos0 + (n - t0 < qb ? n : t0 + qb);
-    total *= b->m->n_head_kv;
-    const double lo = total * ith / nth, hi = total * (ith + 1) / nth;
-    double at = 0.0;
-    for (int32_t h = 0; h < b->m->n_head_kv && at < hi; h++)
-        for (int32_t t0 = 0; t0 < n; t0 += qb) {
-            const int32_t nq = n - t0 < qb ? n - t0 : qb;
-            const double cost = (double)b->pos0 + t0 + nq, mid = at + cost / 2;
-            at += cost;
-            if (mid < lo || mid >= hi)
-                continue;
-            const woolly_attn_args a = args_for(b, h, t0, nq, 0, (int64_t)b->pos0 + t0 + nq);
-            b->k->attn(&a);
-        }
-}
-
-/* One token's (KV head, chunk) items, as the forward pass's attn_split_run. */
-static void split_run(void *arg, int ith, int nth)
-{
-    const attn_bench *b = arg;
-    const woolly_tune_model *m = b->m;
-    const int32_t group = m->n_head / m->n_head_kv, q_dim = m->n_head * m->head_dim;
-    const int64_t n_kv = (int64_t)b->pos0 + 1;
-    long long lo, hi;
-    woolly_split_range((long long)m->n_head_kv * b->split, 1, ith, nth, &lo, &hi);
-    for (long long idx = lo; idx < hi; idx++) {
-        const int32_t h = (int32_t)(idx / b->split), part = (int32_t)(idx % b->split);
-        const int64_t kv0 = n_kv * part / b->split, kv1 = n_kv * (part + 1) / b->split;
-        woolly_attn_args a = args_for(b, h, 0, 1, kv0, kv1);
-        a.out = b->part + (size_t)part * q_dim + (size_t)h * group * m->head_dim;
-        a.ml = b->ml + 2 * ((size_t)part * m->n_head + (size_t)h * group);
-        if (kv0 < kv1)
-            b->k->attn(&a);
-        else
-            for (int32_t g = 0; g < group; g++)
-                a.ml[2 * g] = -INFINITY, a.ml[2 * g + 1] = 0.0f;
-    }
-}
-
-static void combine(attn_bench *b)
-{
-    const woolly_tune_model *m = b->m;
-    const size_t q_dim = (size_t)m->n_head * m->head_dim;
-    const float *outs[WOOLLY_ATTN_MAX_PARTS], *mls[WOOLLY_ATTN_MAX_PARTS];
-    for (int32_t h = 0; h < m->n_head; h++) {
-        for (int32_t i = 0; i < b->split; i++) {
-            outs[i] = b->part + (size_t)i * q_dim + (size_t)h * m->head_dim;
-            mls[i] = b->ml + 2 * ((size_t)i * m->n_head + (size_t)h);
-        }
-        woolly_attn_combine(b->split, outs, mls, m->head_dim, b->out + (size_t)h * m->head_dim);
-    }
-}
-
-/* The threads the forward pass gives this much attention. */
-static int bench_threads(const attn_bench *b)
-{
-    const double work =
-        (double)b->n_q * (b->pos0 + (b->n_q + 1) / 2.0) * b->m->n_head * (double)b->m->head_dim;
-    return woolly_threads_for(b->pool, work, ATTN_MIN_WORK_PER_THREAD);
 }
 
 static void run_once(void *arg)
 {
     attn_bench *b = arg;
-    const int nth = bench_threads(b);
-    if (b->split > 1) {
-        woolly_threadpool_run_n(b->pool, split_run, b, nth);
-        combine(b);
-    } else {
-        woolly_threadpool_run_n(b->pool, batch_run, b, nth);
-    }
+    const woolly_attn_layer a = bench_layer(b);
+    woolly_attn_run(b->pool, &a, woolly_attn_threads(b->pool, &a));
     b->layer = (b->layer + 1) % b->n_layers;
 }
 
-/* A split as the runtime applies it to this cache: fewer chunks while they would be short. */
+/* A split as the runtime applies it to this cache: fewer chunks while they would be short; with 0, the
+ * split it picks without a profile. (A run caps it by its scratch, which holds a profile's split and at
+ * least as many chunks as threads, so only WOOLLY_ATTN_MAX_PARTS can bind here.) */
 static int32_t effective_split(const attn_bench *b, int32_t split)
 {
-    while (split > 1 && (int64_t)b->pos0 + 1 < (int64_t)split * ATTN_MIN_SPLIT_POSITIONS)
-        split--;
-    return split < WOOLLY_ATTN_MAX_PARTS ? split : WOOLLY_ATTN_MAX_PARTS;
-}
-
-/* The split the runtime picks without a profile (forward.c's attn_n_split). */
-static int32_t default_split(const attn_bench *b)
-{
-    const int nth = bench_threads(b);
-    int32_t a = b->m->n_head_kv, c = nth;
-    while (c) {
-        const int32_t r = a % c;
-        a = c, c = r;
-    }
-    return effective_split(b, nth / a);
+    const woolly_attn_layer a = bench_layer(b);
+    return woolly_attn_kv_split(b->m->n_head_kv, woolly_attn_threads(b->pool, &a), (int64_t)b->run.pos0 + 1,
+                                split, WOOLLY_ATTN_MAX_PARTS);
 }
 
 /* ---- the search ---------------------------------------------------------------------------------- */
@@ -340,7 +250,7 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     const bool decode = ph == WOOLLY_ATTN_DECODE;
 
     /* The default: what a run without a profile does. */
-    const attn_step def = {def_k, decode ? 1 : def_k->tile_m, decode ? default_split(&b) : 1};
+    const attn_step def = {def_k, decode ? 1 : def_k->tile_m, decode ? effective_split(&b, 0) : 1};
     double def_s, sec;
     bool pruned;
     b.k = def.k, b.q_per_call = def.q_per_call, b.split = def.split;

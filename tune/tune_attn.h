@@ -2,7 +2,7 @@
  * cache (decode) and the KV split of that token's cache across the threads; the kernel for a block of
  * causal queries (prefill) and the queries per kernel call. Measured on one layer's heads of the model,
  * over caches of its shape rotated over enough layers that a call reads them from where a run would,
- * through the forward pass's own work split (runtime/model/forward.c), and timed as the matrices are. */
+ * through the forward pass's own work split (runtime/model/attn_run.h), and timed as the matrices are. */
 #ifndef WOOLLY_TUNE_ATTN_H
 #define WOOLLY_TUNE_ATTN_H
 

@@ -183,21 +183,6 @@ static int init_attn(woolly_context *c, woolly_error *err)
     return 0;
 }
 
-static woolly_attn_observer g_attn_observer;
-
-void woolly_attn_set_observer(woolly_attn_observer fn)
-{
-    g_attn_observer = fn;
-}
-
-void woolly_attn_call(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth)
-{
-    const woolly_attn_observer observe = g_attn_observer;
-    if (observe)
-        observe(k, a, ith, nth);
-    k->attn(a);
-}
-
 woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *pp, woolly_error *err)
 {
     woolly_context_params p = pp ? *pp : woolly_context_default_params();

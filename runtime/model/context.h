@@ -4,6 +4,7 @@
 #ifndef WOOLLY_CONTEXT_H
 #define WOOLLY_CONTEXT_H
 
+#include "attn_run.h"
 #include "error.h"
 #include "kv_cache.h"
 #include "matmul.h"
@@ -29,12 +30,6 @@ typedef struct woolly_run_state {
     void *pack;                 /* packed activations, when a plan packs (non-F32 activations) */
     void *embd_row;             /* one token embedding row in GGUF's format, when the matrix is repacked */
 } woolly_run_state;
-
-/* A run of a batch: consecutive tokens of one sequence, at consecutive positions. */
-typedef struct woolly_seq_run {
-    int32_t row0, n; /* the batch's tokens row0 .. row0 + n - 1 */
-    int32_t seq, pos0;
-} woolly_seq_run;
 
 struct woolly_context {
     woolly_model *model;
@@ -80,13 +75,6 @@ int woolly_context_decode(woolly_context *c, const woolly_batch *b, woolly_error
  * leaves the logits of the tokens that asked in s.logits (logits_row says where), advances the
  * sequences. */
 void woolly_forward(woolly_context *c, const woolly_batch *b);
-
-/* Every attention kernel call of the forward pass goes through here: observed (tests check that a
- * profile's attention choices reach the kernel), then run. The observer, when set, is called on the
- * calling thread (ith of nth) before the kernel. */
-typedef void (*woolly_attn_observer)(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth);
-void woolly_attn_set_observer(woolly_attn_observer fn);
-void woolly_attn_call(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth);
 
 /* Records a failed call's message for woolly_last_error (this thread). */
 void woolly_set_last_error(const woolly_error *e);

@@ -14,7 +14,8 @@
  * batch, GEMV for one token), so that the weights stream from memory once per step however many
  * sequences decode together; attention runs per run of one sequence's consecutive tokens, over that
  * sequence's cache: the registry's flash kernel per (run, KV head, block of queries), and per (KV head,
- * chunk of the cache) for a lone token at long context, whose partial results are then combined.
+ * chunk of the cache) for a lone token at long context, whose partial results are then combined (that
+ * split across the threads is attn_run.c's, which the tuner measures through too).
  * Nothing is allocated here: every buffer lives in the context's run state. */
 #include <math.h>
 
@@ -91,151 +92,13 @@ static void rope(const woolly_context *c, float *x, int32_t n, int32_t n_heads)
     }
 }
 
-/* Multiply-adds below which another thread does not pay for waking it. */
-#define ATTN_MIN_WORK_PER_THREAD 65536.0
-/* Cache positions below which one token's KV range is not worth splitting across threads. */
-#define ATTN_MIN_SPLIT_POSITIONS 256
-
-typedef struct attn_job {
-    woolly_context *c;
-    int32_t layer;
-    const woolly_seq_run *runs;
-    int32_t n_runs;
-    int32_t q_block; /* queries per work item (a batch) */
-    int32_t n_split; /* KV chunks per head (a lone token), each a partial result */
-} attn_job;
-
-/* The kernel arguments for KV head h and queries [t0, t0 + nq) of run r over its sequence's cache
- * [kv0, kv1). */
-static woolly_attn_args attn_args(const attn_job *j, const woolly_seq_run *r, int32_t h, int32_t t0,
-                                  int32_t nq, int64_t kv0, int64_t kv1)
-{
-    const woolly_context *c = j->c;
-    const woolly_config *p = &c->model->cfg;
-    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
-    const size_t q_dim = (size_t)p->n_head * hd,
-                 first_q = (size_t)(r->row0 + t0) * q_dim + (size_t)h * group * hd;
-    return (woolly_attn_args){
-        .q = c->s.q + first_q,
-        .q_stride = (size_t)hd,
-        .q_row_stride = q_dim,
-        .k = woolly_kv_cache_k(&c->kv, j->layer, r->seq, h),
-        .v = woolly_kv_cache_v(&c->kv, j->layer, r->seq, h),
-        .kv_row_bytes = c->kv.head_bytes,
-        .n_q = nq,
-        .pos0 = r->pos0 + t0,
-        .kv0 = kv0,
-        .kv1 = kv1,
-        .head_dim = hd,
-        .n_group = group,
-        .scale = p->attention_scale,
-        .out = c->s.att + first_q,
-        .out_stride = (size_t)hd,
-        .out_row_stride = q_dim,
-        .ml = NULL,
-    };
-}
-
-/* The positions run r's queries see, summed over its blocks of q_block queries (a block costs the
- * positions its last query sees, so the early blocks of a causal prompt are cheap). */
-static double run_cost(const woolly_seq_run *r, int32_t q_block)
-{
-    double total = 0.0;
-    for (int32_t t0 = 0; t0 < r->n; t0 += q_block)
-        total += (double)r->pos0 + (r->n - t0 < q_block ? r->n : t0 + q_block);
-    return total;
-}
-
-/* A batch: the items (run, KV head, block of q_block queries), run- then head-major, split across the
- * threads in contiguous stretches of nearly equal cost. */
-static void attn_batch_run(void *arg, int ith, int nth)
-{
-    const attn_job *j = arg;
-    const woolly_config *p = &j->c->model->cfg;
-    double total = 0.0;
-    for (int32_t r = 0; r < j->n_runs; r++)
-        total += run_cost(&j->runs[r], j->q_block);
-    total *= p->n_head_kv;
-    const double lo = total * ith / nth, hi = total * (ith + 1) / nth;
-    double at = 0.0;
-    for (int32_t r = 0; r < j->n_runs; r++) {
-        const woolly_seq_run *run = &j->runs[r];
-        if (at + run_cost(run, j->q_block) * p->n_head_kv < lo) { /* all of this run is before ours */
-            at += run_cost(run, j->q_block) * p->n_head_kv;
-            continue;
-        }
-        for (int32_t h = 0; h < p->n_head_kv && at < hi; h++)
-            for (int32_t t0 = 0; t0 < run->n; t0 += j->q_block) {
-                const int32_t nq = run->n - t0 < j->q_block ? run->n - t0 : j->q_block;
-                const double cost = (double)run->pos0 + t0 + nq, mid = at + cost / 2;
-                at += cost;
-                if (mid < lo || mid >= hi)
-                    continue;
-                const woolly_attn_args a = attn_args(j, run, h, t0, nq, 0, (int64_t)run->pos0 + t0 + nq);
-                woolly_attn_call(run->n == 1 ? j->c->attn_decode : j->c->attn, &a, ith, nth);
-            }
-        if (at >= hi)
-            break;
-    }
-}
-
-/* One token: the items (KV head, chunk of its cache positions), n_head_kv * n_split of them, split evenly
- * across the threads; each chunk leaves a partial result (its maximum, sum and unnormalized output) in
- * s.att_part / s.att_ml, which attn_combine merges. */
-static void attn_split_run(void *arg, int ith, int nth)
-{
-    const attn_job *j = arg;
-    const woolly_context *c = j->c;
-    const woolly_config *p = &c->model->cfg;
-    const int32_t group = p->n_head / p->n_head_kv, q_dim = p->n_head * p->head_dim;
-    const woolly_seq_run *run = &j->runs[0];
-    const int64_t n_kv = (int64_t)run->pos0 + 1;
-    long long lo, hi;
-    woolly_split_range((long long)p->n_head_kv * j->n_split, 1, ith, nth, &lo, &hi);
-    for (long long idx = lo; idx < hi; idx++) {
-        const int32_t h = (int32_t)(idx / j->n_split), part = (int32_t)(idx % j->n_split);
-        const int64_t kv0 = n_kv * part / j->n_split, kv1 = n_kv * (part + 1) / j->n_split;
-        woolly_attn_args a = attn_args(j, run, h, 0, 1, kv0, kv1);
-        a.out = c->s.att_part + (size_t)part * q_dim + (size_t)h * group * p->head_dim;
-        a.ml = c->s.att_ml + 2 * ((size_t)part * p->n_head + (size_t)h * group);
-        if (kv0 < kv1)
-            woolly_attn_call(c->attn_decode, &a, ith, nth);
-        else
-            for (int32_t g = 0; g < group; g++)
-                a.ml[2 * g] = -INFINITY, a.ml[2 * g + 1] = 0.0f;
-    }
-}
-
-static void attn_combine(woolly_context *c, int32_t n_split)
-{
-    const woolly_config *p = &c->model->cfg;
-    const size_t q_dim = (size_t)p->n_head * p->head_dim;
-    const float *outs[WOOLLY_ATTN_MAX_PARTS], *mls[WOOLLY_ATTN_MAX_PARTS];
-    for (int32_t h = 0; h < p->n_head; h++) {
-        for (int32_t i = 0; i < n_split; i++) {
-            outs[i] = c->s.att_part + (size_t)i * q_dim + (size_t)h * p->head_dim;
-            mls[i] = c->s.att_ml + 2 * ((size_t)i * p->n_head + (size_t)h);
-        }
-        woolly_attn_combine(n_split, outs, mls, p->head_dim, c->s.att + (size_t)h * p->head_dim);
-    }
-}
-
-/* KV chunks per head for one token: the tuning profile's, else enough that the n_head_kv * chunks items
- * divide evenly among the threads (none when they already do); each at least ATTN_MIN_SPLIT_POSITIONS
- * long. */
+/* KV chunks per head for one token: the tests' forced split (attn_split), else the tuning profile's or
+ * the automatic one (woolly_attn_kv_split), never more than s.att_part holds. */
 static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
 {
     if (c->attn_split > 0)
         return c->attn_split < c->attn_parts ? c->attn_split : c->attn_parts;
-    int32_t a = c->model->cfg.n_head_kv, b = nth;
-    while (b) {
-        const int32_t r = a % b;
-        a = b, b = r;
-    }
-    int32_t split = c->attn_tuned_split > 0 ? c->attn_tuned_split : nth / a;
-    while (split > 1 && n_kv < (int64_t)split * ATTN_MIN_SPLIT_POSITIONS)
-        split--;
-    return split < c->attn_parts ? split : c->attn_parts;
+    return woolly_attn_kv_split(c->model->cfg.n_head_kv, nth, n_kv, c->attn_tuned_split, c->attn_parts);
 }
 
 /* Causal attention of the batch, each run over its own sequence's cache: the token at position pos
@@ -243,20 +106,28 @@ static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
 static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *runs, int32_t n_runs)
 {
     const woolly_config *p = &c->model->cfg;
-    /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
-    double work = 0.0;
-    for (int32_t r = 0; r < n_runs; r++)
-        work += (double)runs[r].n * (runs[r].pos0 + (runs[r].n + 1) / 2.0) * p->n_head * p->head_dim;
-    const int nth = woolly_threads_for(c->pool, work, ATTN_MIN_WORK_PER_THREAD);
-    attn_job job = {c, layer, runs, n_runs, c->attn_q_per_call, 1};
+    woolly_attn_layer a = {
+        .n_head = p->n_head,
+        .n_head_kv = p->n_head_kv,
+        .head_dim = p->head_dim,
+        .scale = p->attention_scale,
+        .q = c->s.q,
+        .out = c->s.att,
+        .runs = runs,
+        .n_runs = n_runs,
+        .kv = &c->kv,
+        .layer = layer,
+        .kernel = c->attn,
+        .kernel_decode = c->attn_decode,
+        .q_per_call = c->attn_q_per_call,
+        .n_split = 1,
+        .part = c->s.att_part,
+        .ml = c->s.att_ml,
+    };
+    const int nth = woolly_attn_threads(c->pool, &a);
     if (n_runs == 1 && runs[0].n == 1)
-        job.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
-    if (job.n_split > 1) {
-        woolly_threadpool_run_n(c->pool, attn_split_run, &job, nth);
-        attn_combine(c, job.n_split);
-    } else {
-        woolly_threadpool_run_n(c->pool, attn_batch_run, &job, nth);
-    }
+        a.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
+    woolly_attn_run(c->pool, &a, nth);
 }
 
 /* x += scale * y over n * d values: a loop the compiler vectorizes at any level (bench/bench_ops). */

@@ -1,0 +1,182 @@
+/* The attention work split the forward pass runs and the tuner measures (runtime/model/attn_run.c),
+ * on its own: a batch of several runs of different sequences, and one token split into KV chunks (one of
+ * them empty), at 1 to 3 threads and several queries per call, against attention computed in double
+ * precision from the values stored in the cache, so that an item the split skips, runs twice or gives the
+ * wrong rows shows; and the rule for the number of KV chunks. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "attn_run.h"
+#include "testutil.h"
+
+/* Float kernels against a double-precision sum over at most N_CTX positions of values of size ~1. */
+#define ATTN_RUN_MAX_ERR 1e-4
+
+enum { N_HEAD = 4, N_HEAD_KV = 2, HEAD_DIM = 64, N_SEQ = 3, N_CTX = 704, MAX_ROWS = 64 };
+enum { Q_DIM = N_HEAD * HEAD_DIM, KV_DIM = N_HEAD_KV * HEAD_DIM };
+
+typedef struct fixture {
+    woolly_kv_cache kv;
+    float *k, *v; /* [N_SEQ][N_CTX][KV_DIM] what the cache holds (F32: exactly) */
+    float q[MAX_ROWS * Q_DIM], out[MAX_ROWS * Q_DIM];
+    float part[WOOLLY_ATTN_MAX_PARTS * Q_DIM], ml[WOOLLY_ATTN_MAX_PARTS * N_HEAD * 2];
+} fixture;
+
+static fixture *fixture_open(void)
+{
+    fixture *f = calloc(1, sizeof *f);
+    cr_assert(f != NULL);
+    woolly_error err;
+    cr_assert_eq(woolly_kv_cache_open(&f->kv, WOOLLY_TYPE_F32, N_CTX, N_SEQ, 1, N_HEAD_KV, HEAD_DIM, &err), 0,
+                 "%s", err.msg);
+    const size_t n = (size_t)N_SEQ * N_CTX * KV_DIM;
+    f->k = malloc(sizeof(float) * n);
+    f->v = malloc(sizeof(float) * n);
+    cr_assert(f->k && f->v);
+    tu_rng r = {0x5EED};
+    for (size_t i = 0; i < n; i++)
+        f->k[i] = tu_rand_normal(&r), f->v[i] = tu_rand_normal(&r);
+    for (int s = 0; s < N_SEQ; s++)
+        for (int p = 0; p < N_CTX; p++) {
+            const size_t at = ((size_t)s * N_CTX + p) * KV_DIM;
+            woolly_kv_cache_store(&f->kv, 0, s, p, f->k + at, f->v + at);
+        }
+    for (int i = 0; i < MAX_ROWS * Q_DIM; i++)
+        f->q[i] = tu_rand_normal(&r);
+    return f;
+}
+
+static void fixture_close(fixture *f)
+{
+    woolly_kv_cache_close(&f->kv);
+    free(f->k), free(f->v), free(f);
+}
+
+/* The largest difference between a's output rows and attention in double precision. */
+static double max_error(const fixture *f, const woolly_attn_layer *a)
+{
+    double worst = 0.0;
+    for (int32_t r = 0; r < a->n_runs; r++)
+        for (int32_t t = 0; t < a->runs[r].n; t++) {
+            const int32_t row = a->runs[r].row0 + t, pos = a->runs[r].pos0 + t, seq = a->runs[r].seq;
+            for (int h = 0; h < N_HEAD; h++) {
+                const int hk = h / (N_HEAD / N_HEAD_KV);
+                const float *q = f->q + (size_t)row * Q_DIM + h * HEAD_DIM;
+                double s[N_CTX], m = -INFINITY, l = 0.0, o[HEAD_DIM] = {0};
+                for (int p = 0; p <= pos; p++) {
+                    const float *k = f->k + ((size_t)seq * N_CTX + p) * KV_DIM + hk * HEAD_DIM;
+                    s[p] = 0.0;
+                    for (int d = 0; d < HEAD_DIM; d++)
+                        s[p] += (double)q[d] * k[d];
+                    s[p] *= a->scale;
+                    m = s[p] > m ? s[p] : m;
+                }
+                for (int p = 0; p <= pos; p++) {
+                    const float *v = f->v + ((size_t)seq * N_CTX + p) * KV_DIM + hk * HEAD_DIM;
+                    const double w = exp(s[p] - m);
+                    l += w;
+                    for (int d = 0; d < HEAD_DIM; d++)
+                        o[d] += w * v[d];
+                }
+                const float *got = f->out + (size_t)row * Q_DIM + h * HEAD_DIM;
+                for (int d = 0; d < HEAD_DIM; d++) {
+                    const double e = isnan(got[d]) ? INFINITY : fabs(got[d] - o[d] / l);
+                    worst = e > worst ? e : worst;
+                }
+            }
+        }
+    return worst;
+}
+
+static woolly_attn_layer layer(fixture *f, const woolly_seq_run *runs, int32_t n_runs)
+{
+    const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F32, HEAD_DIM);
+    cr_assert(k != NULL);
+    return (woolly_attn_layer){.n_head = N_HEAD,
+                               .n_head_kv = N_HEAD_KV,
+                               .head_dim = HEAD_DIM,
+                               .scale = 1.0f / sqrtf(HEAD_DIM),
+                               .q = f->q,
+                               .out = f->out,
+                               .runs = runs,
+                               .n_runs = n_runs,
+                               .kv = &f->kv,
+                               .layer = 0,
+                               .kernel = k,
+                               .kernel_decode = k,
+                               .q_per_call = k->tile_m,
+                               .n_split = 1,
+                               .part = f->part,
+                               .ml = f->ml};
+}
+
+/* Runs a on a pool of `threads`, every thread used, its output first filled with NaN. */
+static void run(fixture *f, const woolly_attn_layer *a, int threads)
+{
+    woolly_error err;
+    woolly_threadpool *pool = woolly_threadpool_open(threads, &err);
+    cr_assert(pool != NULL, "%s", err.msg);
+    for (int i = 0; i < MAX_ROWS * Q_DIM; i++)
+        f->out[i] = NAN;
+    woolly_attn_run(pool, a, threads);
+    woolly_threadpool_close(pool);
+}
+
+Test(attn_run, batch_of_runs_covers_every_query_once)
+{
+    fixture *f = fixture_open();
+    /* a prompt from position 0, a lone token deep in its cache, a continued prompt */
+    const woolly_seq_run runs[] = {{.row0 = 0, .n = 5, .seq = 0, .pos0 = 0},
+                                   {.row0 = 5, .n = 1, .seq = 1, .pos0 = 600},
+                                   {.row0 = 6, .n = 37, .seq = 2, .pos0 = 40}};
+    woolly_attn_layer a = layer(f, runs, 3);
+    const int32_t q_per_call[] = {1, 4, 16};
+    for (int threads = 1; threads <= 3; threads++)
+        for (int i = 0; i < 3; i++) {
+            a.q_per_call = q_per_call[i];
+            run(f, &a, threads);
+            const double e = max_error(f, &a);
+            cr_expect_leq(e, ATTN_RUN_MAX_ERR, "%d threads, %d queries per call: error %.3g", threads,
+                          q_per_call[i], e);
+        }
+    fixture_close(f);
+}
+
+Test(attn_run, split_token_matches_whole)
+{
+    fixture *f = fixture_open();
+    /* deep in the cache; and at position 1, where 3 chunks of 2 positions leave one empty */
+    const int32_t pos[] = {700, 1};
+    for (int i = 0; i < 2; i++) {
+        const woolly_seq_run one = {.row0 = 0, .n = 1, .seq = 1, .pos0 = pos[i]};
+        woolly_attn_layer a = layer(f, &one, 1);
+        for (int threads = 1; threads <= 3; threads++)
+            for (a.n_split = 1; a.n_split <= 5; a.n_split += 2) {
+                run(f, &a, threads);
+                const double e = max_error(f, &a);
+                cr_expect_leq(e, ATTN_RUN_MAX_ERR, "position %d, %d threads, %d chunks: error %.3g", pos[i],
+                              threads, a.n_split, e);
+            }
+    }
+    fixture_close(f);
+}
+
+Test(attn_run, kv_split_rule)
+{
+    /* without a profile: the fewest chunks that make n_head_kv * chunks a multiple of the threads */
+    for (int32_t kv_heads = 1; kv_heads <= 8; kv_heads++)
+        for (int nth = 1; nth <= 16; nth++) {
+            const int32_t s = woolly_attn_kv_split(kv_heads, nth, 1 << 20, 0, WOOLLY_ATTN_MAX_PARTS);
+            cr_expect_eq(kv_heads * s % nth, 0, "%d KV heads, %d threads: %d chunks", kv_heads, nth, s);
+            for (int32_t fewer = 1; fewer < s; fewer++)
+                cr_expect_neq(kv_heads * fewer % nth, 0, "%d KV heads, %d threads: %d chunks would do",
+                              kv_heads, nth, fewer);
+        }
+    /* a short cache keeps chunks of at least 256 positions; a chosen split likewise; max_parts caps */
+    cr_expect_eq(woolly_attn_kv_split(1, 4, 600, 0, WOOLLY_ATTN_MAX_PARTS), 2);
+    cr_expect_eq(woolly_attn_kv_split(1, 4, 255, 0, WOOLLY_ATTN_MAX_PARTS), 1);
+    cr_expect_eq(woolly_attn_kv_split(4, 2, 4096, 8, WOOLLY_ATTN_MAX_PARTS), 8);
+    cr_expect_eq(woolly_attn_kv_split(4, 2, 1000, 8, WOOLLY_ATTN_MAX_PARTS), 3);
+    cr_expect_eq(woolly_attn_kv_split(1, 16, 1 << 20, 0, 4), 4);
+}
