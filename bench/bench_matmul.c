@@ -9,11 +9,13 @@
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
- *   bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--threads 1,2]
- *                [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]
+ *   bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
+ *                [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]
+ *                [--no-reference]
  * Prints markdown tables (the form bench/RESULTS.md keeps); "(default)" marks the kernel a run without
  * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
- * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets. The
+ * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets;
+ * --weights (type names: Q4_K,Q6_K,Q8_0,F16,...) replaces the types Q4_K_M gives each shape. The
  * "x scalar" column is the kernel's speed over that of the scalar reference with the same activation
  * format, at the last thread count (the references are timed first, up to 16 tokens). */
 #include <inttypes.h>
@@ -59,7 +61,9 @@ typedef struct opts {
     int threads[MAX_LIST], n_threads;
     int tokens[MAX_LIST], n_tokens;
     const char *filter;
-    int64_t shape_rows, shape_cols; /* --shape, 0: every shape */
+    int64_t shape_rows, shape_cols;     /* --shape, 0: every shape */
+    enum woolly_type weights[MAX_LIST]; /* --weights, instead of the shapes' own types */
+    int n_weights;
     double min_time;
     bool no_reference; /* skip the scalar reference kernels */
 } opts;
@@ -72,6 +76,26 @@ static int parse_list(const char *s, int *out)
         if (end == s || v < 1 || v > 4096 || (*end && *end != ','))
             return -1;
         out[n++] = (int)v;
+    }
+    return n;
+}
+
+/* A comma-separated list of type names (Q4_K, F16, ...): how many, or -1 if one is unknown. */
+static int parse_types(const char *s, enum woolly_type *out)
+{
+    int n = 0;
+    while (*s && n < MAX_LIST) {
+        char name[16];
+        const size_t len = strcspn(s, ",");
+        if (len == 0 || len >= sizeof name)
+            return -1;
+        memcpy(name, s, len);
+        name[len] = '\0';
+        const int t = woolly_type_from_name(name);
+        if (t < 0)
+            return -1;
+        out[n++] = (enum woolly_type)t;
+        s += len + (s[len] == ',');
     }
     return n;
 }
@@ -343,13 +367,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--shape") && v &&
                  sscanf(v, "%" SCNd64 "x%" SCNd64, &o.shape_rows, &o.shape_cols) == 2)
             i++;
+        else if (!strcmp(a, "--weights") && v && (o.n_weights = parse_types(v, o.weights)) > 0)
+            i++;
         else if (!strcmp(a, "--no-reference"))
             o.no_reference = true;
         else {
-            fprintf(
-                stderr,
-                "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--threads 1,2] "
-                "[--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] [--no-reference]\n");
+            fprintf(stderr, "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] "
+                            "[--weights TYPE,...] "
+                            "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
+                            "[--no-reference]\n");
             return 2;
         }
     }
@@ -385,11 +411,14 @@ int main(int argc, char **argv)
         if (strcmp(o.preset, "all") && strcmp(o.preset, presets[p].name))
             continue;
         any = true;
-        for (size_t i = 0; i < presets[p].n; i++)
-            for (int t = 0; t < presets[p].s[i].n_types; t++)
-                if (!o.shape_rows ||
-                    (presets[p].s[i].rows == o.shape_rows && presets[p].s[i].cols == o.shape_cols))
-                    bench_shape(&presets[p].s[i], presets[p].s[i].types[t], &o, &lim);
+        for (size_t i = 0; i < presets[p].n; i++) {
+            const shape *s = &presets[p].s[i];
+            if (o.shape_rows && (s->rows != o.shape_rows || s->cols != o.shape_cols))
+                continue;
+            const int n_types = o.n_weights ? o.n_weights : s->n_types;
+            for (int t = 0; t < n_types; t++)
+                bench_shape(s, o.n_weights ? o.weights[t] : s->types[t], &o, &lim);
+        }
     }
     if (!any) {
         fprintf(stderr, "bench_matmul: unknown preset '%s'\n", o.preset);
