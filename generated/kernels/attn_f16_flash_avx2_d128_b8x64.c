@@ -258,7 +258,10 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         for (int jc = 0; jc < nkv; jc += VL) {
             vf part[DEC_MAX_GROUP][VL];
             const char *row = kc + (size_t)(j0 + jc) * rb;
-            for (size_t l = 0; l < VL * rb; l += 64) /* the K rows one block ahead */
+            /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
+             * whole next block, which fills the miss buffers and stalls. Past the range it prefetches
+             * lines no one reads, which costs nothing worth a branch (a prefetch never faults). */
+            for (size_t l = 0; l < VL * rb; l += 64)
                 __builtin_prefetch(row + BK * rb + l);
             if (jc + VL <= nk) {
 #pragma GCC unroll 16
