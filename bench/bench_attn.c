@@ -8,7 +8,9 @@
  * not a contender). `bench_attn --variants` compares every block variant instead, at head dim 64,
  * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
  * CPU time (bench_cpu_time.h). `bench_attn --quick` measures llama-1b's shape only (head dim 64, group 4)
- * at n_kv 4096 and 16384 with the best level's default kernels, for comparing a change side by side.
+ * at n_kv 4096 and 16384, and decode at 65536 (128 MiB of F16 K and V: read from DRAM, as a decode
+ * step at depth reads them), with the best level's default kernels, for comparing a change side by side.
+ * The caches are mapped in huge pages, as the runtime's are.
  *
  *   bench_attn [--variants | --quick] */
 #include <math.h>

@@ -1,6 +1,5 @@
 #include "kv_cache.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "quant.h"

@@ -15,9 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "huge_map.h"
-
 #include "error.h"
+#include "huge_map.h"
 #include "kernels.h"
 #include "wtype.h"
 
