@@ -171,7 +171,10 @@ static void profiles(const woolly_layout **la, woolly_matmul_step *a, const wool
         kb[2] = pc_kernel("q4k_q8_gemm_scalar_4x1");
     }
     b[0] = (woolly_matmul_step){kb[0], 4 * kb[0]->tile_n, 0, 512, 256, 2};
-    b[1] = (woolly_matmul_step){kb[1], 8 * kb[1]->tile_n, 2 * kb[1]->tile_m, 256, 512, 1};
+    /* the most whole tiles a small batch holds, so that the blocking shows in its calls */
+    cr_assert(kb[1] && kb[1]->tile_m <= BATCH[1], "a %d-token batch is smaller than one tile", BATCH[1]);
+    b[1] =
+        (woolly_matmul_step){kb[1], 8 * kb[1]->tile_n, BATCH[1] / kb[1]->tile_m * kb[1]->tile_m, 256, 512, 1};
     b[2] = (woolly_matmul_step){kb[2], 2 * kb[2]->tile_n, 4 * kb[2]->tile_m, 512, 1024, 1};
     for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++) {
         if (b[k].rows_per_call == a[k].rows_per_call)
