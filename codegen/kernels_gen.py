@@ -80,22 +80,27 @@ def expand(spec):
     for entry in spec.get("attn", []):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         blocks = entry.get("blocks", [])
-        if blocks:
-            assert entry.get("default") in blocks, f"[[attn]] {entry['isa']}: default must be one of {blocks}"
+        variant = entry.get("variant", "")
+        dot = entry.get("params", {}).get("dot", "f32")  # the tiles' operands: F32, or rounded to BF16
+        assert dot in ("f32", "bf16"), f"[[attn]] {entry['isa']}: dot must be f32 or bf16"
+        if "default" in entry:
+            assert entry["default"] in blocks, f"[[attn]] {entry['isa']}: default must be one of {blocks}"
         for cache in entry["cache"]:
             for hd in entry["head_dims"]:
                 dim = f"d{hd}" if hd else "any"
                 for blk in blocks or [None]:
                     bq, bk = (int(v) for v in blk.split("x")) if blk else (1, 1)
                     name = f"attn_{cache}_flash_{entry['isa']}_{dim}" + (f"_b{blk}" if blk else "")
+                    name += f"_{variant}" if variant else ""
                     kernels.append(dict(
                         kind="attn", name=name, template=entry["template"], isa=entry["isa"], op="attn",
-                        cache=cache, wtype=spec["format"][cache]["type"], act="f32", mr=bq, nr=bk, head_dim=hd,
+                        cache=cache, wtype=spec["format"][cache]["type"], act=dot, act_enum=ACT_ENUM[dot],
+                        mr=bq, nr=bk, head_dim=hd,
                         layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
-                        default=blk is not None and blk == entry["default"], params=entry.get("params", {}),
+                        default=blk is not None and blk == entry.get("default"), params=entry.get("params", {}),
                         max_nmse=entry["max_nmse"],
                         spec_entry=f"[[attn]] {entry['isa']} cache={cache} head_dim={hd}"
-                                   + (f" blocks={blk}" if blk else "")))
+                                   + (f" blocks={blk}" if blk else "") + (f" variant={variant}" if variant else "")))
     for entry in spec.get("pack", []):
         req = features_of(spec, entry, f"[[pack]] {entry['isa']}")
         for act in entry["act"]:
@@ -158,15 +163,15 @@ def check_defaults(kernels):
 
 
 def check_attn_defaults(kernels):
-    """Per (cache, ISA, head dim) with tiled attention kernels: exactly one default (the block sizes the
-    runtime uses without a tuning profile)."""
+    """Per (cache, ISA, head dim, operand format) with tiled attention kernels: exactly one default (the
+    block sizes the runtime uses without a tuning profile)."""
     groups = {}
     for k in kernels:
         if k["kind"] == "attn" and k["head_dim"]:
-            groups.setdefault((k["cache"], k["isa"], k["head_dim"]), []).append(k)
-    for (cache, isa, hd), ks in groups.items():
+            groups.setdefault((k["cache"], k["isa"], k["head_dim"], k["act"]), []).append(k)
+    for (cache, isa, hd, act), ks in groups.items():
         n = sum(k["default"] for k in ks)
-        assert n == 1, f"attention {cache} d{hd} at {isa}: {n} defaults (need exactly one)"
+        assert n == 1, f"attention {cache} d{hd} {act} at {isa}: {n} defaults (need exactly one)"
 
 
 def render(root):

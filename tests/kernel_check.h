@@ -41,7 +41,9 @@ typedef struct kc_attn_case {
 } kc_attn_case;
 
 /* How far the KV range split in two (two partial results, then woolly_attn_combine) may be from one
- * call over the whole range: only the summation order differs. */
+ * call over the whole range: only the summation order differs. A kernel that rounds its operands
+ * (the BF16 tiles) rounds the partial sums differently too: it is held to its own max_nmse instead,
+ * when that is looser. */
 #define KC_ATTN_SPLIT_MAX_NMSE 1e-11
 
 /* Asserts NMSE <= max_nmse over the computed rows against a float64 product of the reference-dequantized
@@ -59,7 +61,7 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
 /* An attention kernel against a float64 softmax attention over the cache values as stored (F16, F32 or
  * Q8_0 rows, padded to an odd byte stride): NMSE <= max_nmse, nothing written past head_dim; and the
  * range split in two partial results combined by woolly_attn_combine gives the same within
- * KC_ATTN_SPLIT_MAX_NMSE. */
+ * KC_ATTN_SPLIT_MAX_NMSE (or max_nmse, the looser). */
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse);
 

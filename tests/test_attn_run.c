@@ -91,7 +91,7 @@ static double max_error(const fixture *f, const woolly_attn_layer *a)
 
 static woolly_attn_layer layer(fixture *f, const woolly_seq_run *runs, int32_t n_runs)
 {
-    const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F32, HEAD_DIM);
+    const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F32, HEAD_DIM, WOOLLY_ACT_F32);
     cr_assert(k != NULL);
     return (woolly_attn_layer){.n_head = N_HEAD,
                                .n_head_kv = N_HEAD_KV,

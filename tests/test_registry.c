@@ -23,10 +23,13 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
     const woolly_kernel *ks = woolly_kernel_list(&n);
     cr_assert_gt(n, 0);
     for (int i = 0; i < n; i++) {
+        /* Attention's BF16 tiles are held to the float64 oracle like the F32 ones, and fall back to the
+         * F32 kernels: their slot is the cache type's. */
+        const bool any_act = ks[i].op == WOOLLY_OP_ATTN;
         bool has_scalar = false;
         for (int j = 0; j < n; j++)
-            has_scalar |= ks[j].op == ks[i].op && ks[j].wtype == ks[i].wtype && ks[j].act == ks[i].act &&
-                          ks[j].isa == WOOLLY_ISA_SCALAR && !ks[j].layout;
+            has_scalar |= ks[j].op == ks[i].op && ks[j].wtype == ks[i].wtype &&
+                          (any_act || ks[j].act == ks[i].act) && ks[j].isa == WOOLLY_ISA_SCALAR && !ks[j].layout;
         cr_assert(has_scalar, "%s: its slot has no scalar reference kernel on GGUF rows", ks[i].name);
     }
     /* Every (op, weights, activations) slot of the reference formats exists. */
@@ -178,12 +181,38 @@ Test(registry, attention_choice_respects_the_head_dimension)
 {
     const int dims[] = {8, 64, 128, 200};
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
-        const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d]);
-        cr_assert_not_null(k, "no F16 attention kernel for head_dim %d", dims[d]);
-        cr_assert_eq(k->op, WOOLLY_OP_ATTN);
-        cr_assert(k->head_dim == 0 || k->head_dim == dims[d], "%s serves head_dim %d, asked %d", k->name,
-                  k->head_dim, dims[d]);
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            const woolly_kernel *k =
+                woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], bf16 ? WOOLLY_ACT_BF16 : WOOLLY_ACT_F32);
+            cr_assert_not_null(k, "no F16 attention kernel for head_dim %d", dims[d]);
+            cr_assert_eq(k->op, WOOLLY_OP_ATTN);
+            cr_assert(k->head_dim == 0 || k->head_dim == dims[d], "%s serves head_dim %d, asked %d", k->name,
+                      k->head_dim, dims[d]);
+        }
     }
+}
+
+/* BF16 tiles where they run, at the level the F32 ones would: head dimensions 64 and 128 on a CPU with
+ * AVX512-BF16 at the AVX-512 level; the F32 kernel everywhere else, and whenever F32 is asked. */
+Test(registry, attention_takes_bf16_tiles_only_where_asked_and_run)
+{
+    const int dims[] = {8, 64, 128, 200};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        const woolly_kernel *f32 = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F32);
+        const woolly_kernel *bf = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_BF16);
+        cr_assert(f32 && bf);
+        cr_assert_eq(f32->act, WOOLLY_ACT_F32, "%s asked for F32 tiles", f32->name);
+        cr_assert_eq(bf->isa, f32->isa, "%s and %s: BF16 tiles at another level", bf->name, f32->name);
+        const bool has = woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 &&
+                         (woolly_cpu_get()->features & WOOLLY_CPU_AVX512BF16) && dims[d] % 64 == 0;
+        if (has)
+            cr_assert(bf->act == WOOLLY_ACT_BF16 && bf->tile_m == f32->tile_m && bf->tile_n == f32->tile_n,
+                      "head_dim %d: %s, not the BF16 twin of %s", dims[d], bf->name, f32->name);
+        else
+            cr_assert_eq(bf, f32, "head_dim %d: %s where no BF16 tiles run", dims[d], bf->name);
+    }
+    cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_Q8 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_BF16);
+    cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
 }
 
 Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)

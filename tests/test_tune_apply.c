@@ -368,7 +368,7 @@ Test(tune_apply, every_tuned_attention_parameter_reaches_the_kernel_call)
     /* without a profile: the default kernel for both, its query tile per call, no split at 2 threads
      * (tiny-llama's 2 KV heads share the threads evenly) */
     observe_attn_run("none");
-    const woolly_kernel *def = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64);
+    const woolly_kernel *def = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64, WOOLLY_ACT_BF16); /* int8 matmuls */
     cr_assert(def != NULL);
     const attn_choice defaults = {def->name, def->name, 0, def->tile_m};
     expect_attn(&defaults, "no profile");

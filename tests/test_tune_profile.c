@@ -429,3 +429,42 @@ Test(profile_run, runs_load_the_profile_from_this_cpus_place_and_bench_names_it)
     rmdir(dir);
     rmdir(cache);
 }
+
+/* Strict accuracy keeps attention's operands in F32: a strict profile naming BF16 tiles is refused for
+ * their rounding (on a CPU without AVX512-BF16, as a kernel that does not run here), and the same row
+ * goes into a default-accuracy profile where the kernel runs. */
+Test(profile, strict_accuracy_refuses_bf16_attention)
+{
+    const woolly_kernel *k = woolly_kernel_by_name("attn_f16_flash_avx512_d64_b16x64_bf16");
+    const woolly_profile_attn row = {.cache = WOOLLY_TYPE_F16,
+                                     .head_dim = 64,
+                                     .phase = WOOLLY_ATTN_PREFILL,
+                                     .threads = 2,
+                                     .kernel = k,
+                                     .queries_per_call = 16,
+                                     .kv_split = 1,
+                                     .queries = 512,
+                                     .positions = 512,
+                                     .us = 9000.0,
+                                     .default_kernel = pc_kernel("attn_f16_flash_scalar_any"),
+                                     .default_us = 9400.0};
+#if defined(__x86_64__)
+    cr_assert_not_null(k, "the BF16 tiles are not in this x86 build");
+#else
+    if (!k)
+        return; /* no AVX-512 kernels in this build: nothing to refuse */
+#endif
+    for (int strict = 0; strict < 2; strict++) {
+        woolly_profile *p = woolly_profile_new(strict, (const int32_t[WOOLLY_TOKENS_CLASSES]){128, 0, 512});
+        cr_assert_not_null(p);
+        woolly_error err = {{0}};
+        const int rc = woolly_profile_add_attn(p, &row, &err);
+        if (!woolly_kernel_runs(k))
+            cr_expect(rc != 0 && strstr(err.msg, "does not run on this CPU"), "%s", err.msg);
+        else if (strict)
+            cr_expect(rc != 0 && strstr(err.msg, "strict accuracy excludes"), "strict: %s", err.msg);
+        else
+            cr_expect_eq(rc, 0, "default accuracy: %s", err.msg);
+        woolly_profile_free(p);
+    }
+}

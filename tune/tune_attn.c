@@ -177,6 +177,8 @@ static void measure(attn_bench *b, const tune_attn_env *env, enum woolly_attn_ph
 
 /* The kernels tried: those of the default's ISA level for this cache and head dimension that this CPU
  * runs (a lower level's tiles are never faster; the default is one of them). */
+/* The attention kernels at the default's level for this cache and head dimension: F32 tiles, and BF16 ones
+ * where the model runs with them (def->act). */
 static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim,
                       const woolly_kernel **out, int max)
 {
@@ -185,7 +187,7 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
     for (int i = 0; i < nk && n < max; i++) {
         const woolly_kernel *k = &ks[i];
         if (k->op == WOOLLY_OP_ATTN && k->wtype == cache && (k->head_dim == head_dim || k->head_dim == 0) &&
-            k->isa == def->isa && woolly_kernel_runs(k))
+            k->isa == def->isa && (k->act == WOOLLY_ACT_F32 || k->act == def->act) && woolly_kernel_runs(k))
             out[n++] = k;
     }
     return n;
@@ -193,9 +195,26 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
 
 enum { MAX_KERNELS = 32 };
 
-/* Why this model's attention is not tuned for this cache ("" if it is); its default kernel in *def. */
-static const char *untunable(const woolly_tune_model *m, enum woolly_type cache, const woolly_kernel **def)
+/* The operand format the model's attention runs with: woolly_attn_act over the default activation
+ * formats of its matrices, as the runtime chooses them. */
+static enum woolly_act attn_act(const woolly_tune_model *m, bool strict)
 {
+    unsigned acts = 0;
+    for (int i = 0; i < m->n_shapes; i++) {
+        enum woolly_act act;
+        const woolly_layout *layout;
+        if (!woolly_matmul_default_format(m->shapes[i].type, m->shapes[i].cols,
+                                          strict ? WOOLLY_ACT_MASK_STRICT : WOOLLY_ACT_MASK_ALL, &act, &layout,
+                                          NULL))
+            acts |= 1u << act;
+    }
+    return woolly_attn_act(acts);
+}
+
+/* Why this model's attention is not tuned for this cache ("" if it is); its default kernel in *def. */
+static const char *untunable(const woolly_tune_model *m, const woolly_tune_opts *o, const woolly_kernel **def)
+{
+    const enum woolly_type cache = o->kv_cache;
     *def = NULL;
     if (m->n_head < 1 || m->n_head_kv < 1 || m->head_dim < 1 || m->n_layer < 1 || m->n_ctx < 1)
         return "the model's attention dimensions are not known";
@@ -203,7 +222,7 @@ static const char *untunable(const woolly_tune_model *m, enum woolly_type cache,
         return "the model's query heads are not shared evenly by its KV heads";
     if (cache == WOOLLY_TYPE_Q8_0 && m->head_dim % WOOLLY_QK8_0)
         return "a Q8_0 cache needs a head dimension that is a multiple of 32";
-    if (!(*def = woolly_kernel_choose_attn(cache, m->head_dim)))
+    if (!(*def = woolly_kernel_choose_attn(cache, m->head_dim, attn_act(m, o->strict))))
         return "no attention kernel serves this cache and head dimension";
     return "";
 }
@@ -223,7 +242,7 @@ static void phase_shape(const woolly_tune_model *m, enum woolly_attn_phase ph, i
 int tune_attn_estimate(const woolly_tune_model *m, const woolly_tune_opts *o)
 {
     const woolly_kernel *def, *ks[MAX_KERNELS];
-    if (*untunable(m, o->kv_cache, &def))
+    if (*untunable(m, o, &def))
         return 0;
     const int nk = candidates(def, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
     const int decode = nk + (int)(sizeof SPLITS / sizeof SPLITS[0]) + 2 * VERIFY_ROUNDS;
@@ -337,7 +356,7 @@ int tune_attn_run(const woolly_tune_model *m, const woolly_tune_opts *o, const t
 {
     r->n_attn = 0;
     const woolly_kernel *def;
-    const char *why = untunable(m, o->kv_cache, &def);
+    const char *why = untunable(m, o, &def);
     if (*why) {
         snprintf(r->attn_skipped, sizeof r->attn_skipped, "%s", why);
         return 0;

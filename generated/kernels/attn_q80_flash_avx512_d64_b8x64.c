@@ -171,8 +171,48 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 
 void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a);
 
-/* Rows [r0, r0 + MR) of S = qs kt over the first nkv (a multiple of VL * NVS) positions of the block. */
-static inline void scores(const float (*qs)[D], const float (*kt)[BK], int r0, int nkv, float (*s)[BK])
+/* The tile's queries and one K and V block, as floats: the queries scaled, K transposed (kt[d][j]). */
+typedef struct q_tile {
+    _Alignas(64) float q[MAX_ROWS][D];
+} q_tile;
+typedef struct kv_block {
+    _Alignas(64) float kt[D][BK];
+    _Alignas(64) float vb[BK][D]; /* first the K block, before its transpose */
+} kv_block;
+
+/* The tiles' probabilities, e^x for x <= 0. */
+static inline vf tile_exp(vf x) { return v_exp(x); }
+
+/* Row r of the tile: query q times scale, or zeros for a padding row (q NULL). */
+static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
+{
+    for (int d = 0; d < D; d++)
+        t->q[r][d] = q ? q[d] * scale : 0.0f;
+}
+
+/* Positions [j0, j0 + nk) of the cache into the block; zeros up to nkv. */
+static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
+{
+    const size_t rb = a->kv_row_bytes;
+    for (int j = 0; j < nkv; j++) {
+        if (j < nk)
+            decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, b->vb[j], D);
+        else
+            memset(b->vb[j], 0, sizeof b->vb[j]);
+    }
+    for (int j = 0; j < nkv; j += VL)
+        for (int d = 0; d < D; d += VL)
+            v_transpose(&b->vb[j][d], D, &b->kt[d][j], BK);
+    for (int j = 0; j < nkv; j++) {
+        if (j < nk)
+            decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, b->vb[j], D);
+        else
+            memset(b->vb[j], 0, sizeof b->vb[j]);
+    }
+}
+
+/* Rows [r0, r0 + MR) of S = Q K^T over the first nkv (a multiple of VL * NVS) positions of the block. */
+static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, float (*s)[BK])
 {
     for (int j0 = 0; j0 < nkv; j0 += VL * NVS) {
         vf acc[MR][NVS];
@@ -182,9 +222,9 @@ static inline void scores(const float (*qs)[D], const float (*kt)[BK], int r0, i
         for (int d = 0; d < D; d++) {
             vf kv[NVS];
             for (int v = 0; v < NVS; v++)
-                kv[v] = v_load(&kt[d][j0 + v * VL]);
+                kv[v] = v_load(&b->kt[d][j0 + v * VL]);
             for (int i = 0; i < MR; i++) {
-                const vf q = v_set1(qs[r0 + i][d]);
+                const vf q = v_set1(t->q[r0 + i][d]);
                 for (int v = 0; v < NVS; v++)
                     acc[i][v] = v_fma(q, kv[v], acc[i][v]);
             }
@@ -195,10 +235,11 @@ static inline void scores(const float (*qs)[D], const float (*kt)[BK], int r0, i
     }
 }
 
-/* out rows [r0, r0 + MR) = out * c + P V over the first nkv positions of the block. */
-static inline void accumulate(const float (*p)[BK], const float (*vb)[D], const float *c, int r0, int nkv,
+/* out rows [r0, r0 + MR) = out * c + P V over the first nkv positions of the block (P zero past nk). */
+static inline void accumulate(const float (*p)[BK], const kv_block *b, const float *c, int r0, int nk, int nkv,
                               float (*out)[D])
 {
+    (void)nkv;
     for (int d0 = 0; d0 < D; d0 += VL * NVO) {
         vf acc[MR][NVO];
         for (int i = 0; i < MR; i++) {
@@ -206,10 +247,10 @@ static inline void accumulate(const float (*p)[BK], const float (*vb)[D], const 
             for (int v = 0; v < NVO; v++)
                 acc[i][v] = v_mul(ci, v_load(&out[r0 + i][d0 + v * VL]));
         }
-        for (int j = 0; j < nkv; j++) {
+        for (int j = 0; j < nk; j++) {
             vf vv[NVO];
             for (int v = 0; v < NVO; v++)
-                vv[v] = v_load(&vb[j][d0 + v * VL]);
+                vv[v] = v_load(&b->vb[j][d0 + v * VL]);
             for (int i = 0; i < MR; i++) {
                 const vf pj = v_set1(p[i][j]);
                 for (int v = 0; v < NVO; v++)
@@ -364,16 +405,14 @@ void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a)
         case 8: decode_one(a, 8); return;
         default: break; /* other groups take the tiles */
         }
-    _Alignas(64) float kt[D][BK];          /* the K block, transposed */
-    _Alignas(64) float vb[BK][D];          /* the V block (first the K block, before its transpose) */
-    _Alignas(64) float qs[MAX_ROWS][D];    /* the tile's queries, scaled; row r = (query r / G, head r % G) */
+    kv_block blk;                          /* the K and V block */
+    q_tile qs;                             /* the tile's queries; row r = (query r / G, head r % G) */
     _Alignas(64) float acc[MAX_ROWS][D];   /* unnormalized outputs */
     _Alignas(64) float s[MR][BK];          /* scores, then probabilities, of MR rows */
     float m[MAX_ROWS], l[MAX_ROWS], c[MR];
     int64_t lim[MAX_ROWS];                 /* a row sees positions < lim */
     const int64_t G = a->n_group;
     const int64_t bq = BQ * G <= MAX_ROWS ? BQ : MAX_ROWS / G;
-    const size_t rb = a->kv_row_bytes;
 
     for (int64_t t0 = 0; t0 < a->n_q; t0 += bq) {
         const int64_t nq = a->n_q - t0 < bq ? a->n_q - t0 : bq;
@@ -381,14 +420,11 @@ void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a)
         for (int r = 0; r < rows_pad; r++) {
             const int64_t t = r / G, g = r % G;
             if (r < rows) {
-                const float *q = a->q + (size_t)(t0 + t) * a->q_row_stride + (size_t)g * a->q_stride;
-                for (int d = 0; d < D; d++)
-                    qs[r][d] = q[d] * a->scale;
+                q_tile_row(&qs, r, a->q + (size_t)(t0 + t) * a->q_row_stride + (size_t)g * a->q_stride, a->scale);
                 const int64_t causal = a->pos0 + t0 + t + 1;
                 lim[r] = causal < a->kv1 ? causal : a->kv1;
             } else { /* padding rows: zero queries that see everything, never stored */
-                for (int d = 0; d < D; d++)
-                    qs[r][d] = 0.0f;
+                q_tile_row(&qs, r, NULL, 0.0f);
                 lim[r] = a->kv1;
             }
             for (int d = 0; d < D; d++)
@@ -401,25 +437,11 @@ void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a)
         for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
             const int nk = (int)(end - j0 < BK ? end - j0 : BK);
             const int nkv = (nk + VL * NVS - 1) / (VL * NVS) * (VL * NVS); /* positions computed */
-            for (int j = 0; j < nkv; j++) {
-                if (j < nk)
-                    decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, vb[j], D);
-                else
-                    memset(vb[j], 0, sizeof vb[j]);
-            }
-            for (int j = 0; j < nkv; j += VL)
-                for (int d = 0; d < D; d += VL)
-                    v_transpose(&vb[j][d], D, &kt[d][j], BK);
-            for (int j = 0; j < nkv; j++) {
-                if (j < nk)
-                    decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, vb[j], D);
-                else
-                    memset(vb[j], 0, sizeof vb[j]);
-            }
+            kv_block_load(&blk, a, j0, nk, nkv);
             /* Rows are in query order, so only the first row's limit can cut a block short. */
             const int masked = lim[0] < j0 + nkv;
             for (int r0 = 0; r0 < rows_pad; r0 += MR) {
-                scores((const float(*)[D])qs, (const float(*)[BK])kt, r0, nkv, s);
+                scores(&qs, &blk, r0, nkv, s);
                 for (int i = 0; i < MR; i++) {
                     const int r = r0 + i;
                     const int64_t vis = lim[r] - j0; /* visible positions of this block, if < nkv */
@@ -439,7 +461,7 @@ void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a)
                     const vf mn = v_set1(mnew);
                     vf sum = v_set1(0.0f);
                     for (int j = 0; j < nkv; j += VL) {
-                        const vf p = v_exp(v_sub(v_load(&s[i][j]), mn));
+                        const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn));
                         v_store(&s[i][j], p);
                         sum = v_add(sum, p);
                     }
@@ -447,7 +469,7 @@ void woolly_attn_q80_flash_avx512_d64_b8x64(const woolly_attn_args *a)
                     l[r] = l[r] * c[i] + v_hsum(sum);
                     m[r] = mnew;
                 }
-                accumulate((const float(*)[BK])s, (const float(*)[D])vb, c, r0, nk, acc);
+                accumulate((const float(*)[BK])s, &blk, c, r0, nk, nkv, acc);
             }
         }
         for (int r = 0; r < rows; r++) {

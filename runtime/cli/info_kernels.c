@@ -44,7 +44,7 @@ static bool selected(const woolly_kernel *k)
     case WOOLLY_OP_PACK:
         return woolly_kernel_choose_pack(k->act) == k;
     case WOOLLY_OP_ATTN:
-        return woolly_kernel_choose_attn(k->wtype, k->head_dim ? k->head_dim : 0) == k;
+        return woolly_kernel_choose_attn(k->wtype, k->head_dim ? k->head_dim : 0, k->act) == k;
     }
     return false;
 }

@@ -30,7 +30,9 @@
  *           p <= pos0 + t (the causal mask). Softmax over scale * q.k, output the weighted sum of v.
  *           K and V are in the cache format: F16, F32, or Q8_0 blocks of 32 along the head dimension.
  *           A kernel tiles queries x KV positions (its q and KV block sizes, `tile_m` x `tile_n` in the
- *           registry, are its variant), masks per tile and skips the tiles above the diagonal.
+ *           registry, are its variant), masks per tile and skips the tiles above the diagonal. Its
+ *           operand format (`act` in the registry) is F32, or BF16: the tiles round q, k, the
+ *           probabilities and v to bfloat16 and sum in F32 (one query per call takes the F32 path).
  *           Final form (ml == NULL): every query sees at least one position (kv0 <= pos0, kv0 < kv1),
  *           out is the normalized result. Partial form (ml != NULL), for splitting one query's KV range
  *           across threads: out holds the unnormalized sum_p e^(s_p - m) v_p, ml the running maximum m
@@ -47,9 +49,10 @@
  *           q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, GGUF rows, tile
  *           1 token x 1 row), q4k_q8_gemm_avx512_r16_4x16 (16-row interleaved weights, 4 x 16 tile);
  *           the variant suffix names a template parameter other than the tile (an unroll, a prefetch).
- *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>[_b<q block>x<KV block>], e.g.
+ *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>[_b<q block>x<KV block>][_bf16], e.g.
  *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
- *           attn_f32_flash_scalar_any is the untiled reference for any head dimension
+ *           attn_f32_flash_scalar_any is the untiled reference for any head dimension; _bf16 marks
+ *           tiles with BF16 operands
  *   pack    pack_<activations>_<isa>
  *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>

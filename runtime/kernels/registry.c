@@ -12,7 +12,7 @@
     void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 #define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
     void woolly_##name(const woolly_matmul_args *a);
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, bq, bk, features, is_default)                               \
+#define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
     void woolly_##name(const woolly_attn_args *a);
 #define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
 #include "kernels.inc"
@@ -55,9 +55,8 @@ static const woolly_kernel KERNELS[] = {
      woolly_##name,                                                                                          \
      NULL,                                                                                                   \
      NULL},
-#define WOOLLY_ATTN_KERNEL(name, ctype, isa, hd, bq, bk, features, is_default)                               \
-    {#name,    WOOLLY_OP_ATTN, ctype, WOOLLY_ACT_F32, isa,           bq,  bk, hd, NULL,                      \
-     features, is_default,     false, NULL,           woolly_##name, NULL},
+#define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
+    {#name, WOOLLY_OP_ATTN, ctype, act, isa, bq, bk, hd, NULL, features, is_default, false, NULL, woolly_##name, NULL},
 #define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                         \
     {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act, isa, 1, 1, 0, NULL, features, false, false,                \
      NULL,  NULL,           woolly_##name},
@@ -308,10 +307,22 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
     return k;
 }
 
-const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim)
+const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act)
 {
+    if (act == WOOLLY_ACT_BF16) {
+        /* Only at the level F32 tiles would run at: BF16 tiles of a lower one never win over them. */
+        const woolly_kernel *f32 = woolly_kernel_choose_attn(cache, head_dim, WOOLLY_ACT_F32);
+        const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, f32 ? (int)f32->isa : -1};
+        const woolly_kernel *k = best_of(slot_match, &s);
+        return k ? k : f32;
+    }
     const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim, -1};
     return best_of(slot_match, &s);
+}
+
+enum woolly_act woolly_attn_act(unsigned matmul_acts)
+{
+    return matmul_acts >> WOOLLY_ACT_Q8 & 1 ? WOOLLY_ACT_BF16 : WOOLLY_ACT_F32;
 }
 
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)

@@ -95,9 +95,17 @@ const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woo
  * activation format applies where the level serving the weights has kernels for it. */
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
-/* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any):
- * the highest level, and at it the default tile. */
-const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim);
+/* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any)
+ * whose tiles read their operands as `act`: WOOLLY_ACT_F32, or WOOLLY_ACT_BF16 (rounded to bfloat16, F32
+ * sums). The highest level, and at it the default tile; for BF16, the F32 kernel where no BF16 one runs
+ * at that level (a CPU without AVX512-BF16, a forced lower level). */
+const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
+
+/* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
+ * (1 << WOOLLY_ACT_*): BF16 where some matrix reads int8 activations, F32 otherwise. Int8 activations
+ * cost a model's logits some 1e-4 of NMSE and BF16 tiles move it by at most about 5e-6; beside F16 or F32 activations
+ * (an F16 model, strict accuracy) the attention keeps F32 operands. */
+enum woolly_act woolly_attn_act(unsigned matmul_acts);
 
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act);

@@ -153,12 +153,15 @@ static int init_plan(woolly_context *c, int32_t i, woolly_error *err)
 
 /* The attention kernels, for decode and for prefill: the tuning profile's for this cache type, head
  * dimension and thread count, else the default (one kernel for both, its query tile per call, the split
- * automatic). Runs before the run state is allocated: a tuned split may need more partial results. */
+ * automatic), with BF16 tiles beside int8 matmuls (woolly_attn_act). Runs before the run state is allocated: a tuned split may need more partial results. */
 static int init_attn(woolly_context *c, woolly_error *err)
 {
     const enum woolly_type cache = woolly_kv_wtype(c->params.kv_type);
     const int32_t hd = c->model->cfg.head_dim;
-    const woolly_kernel *def = woolly_kernel_choose_attn(cache, hd);
+    unsigned acts = 0;
+    for (int32_t i = 0; i < c->model->n_mats; i++)
+        acts |= 1u << c->model->mats[i]->act;
+    const woolly_kernel *def = woolly_kernel_choose_attn(cache, hd, woolly_attn_act(acts));
     if (!def)
         return woolly_fail(err, "no attention kernel for a %s KV cache with head dimension %d",
                            kv_name(c->params.kv_type), hd);

@@ -201,6 +201,9 @@ int woolly_profile_add_attn(woolly_profile *p, const woolly_profile_attn *row, w
     if (check_attn_kernel(row->kernel, c, row->head_dim, "the", err) ||
         check_attn_kernel(row->default_kernel, c, row->head_dim, "default", err))
         return -1;
+    if (p->strict && row->kernel->act != WOOLLY_ACT_F32)
+        return woolly_fail(err, "kernel %s rounds attention to %s, which strict accuracy excludes", row->kernel->name,
+                           woolly_act_name(row->kernel->act));
     const bool decode = row->phase == WOOLLY_ATTN_DECODE;
     if (decode ? row->queries_per_call != 1
                : row->queries_per_call < 1 || row->queries_per_call > WOOLLY_PROFILE_MAX_QUERIES_PER_CALL)
