@@ -85,9 +85,19 @@ void bench_md_row(FILE *f, const bench_run *r, const bench_test *t)
 void bench_md_footer(FILE *f, const bench_run *r)
 {
     fprintf(f, "\nload time: %.3f s\nISA level: %s\nKV cache: %s\n", r->load_s, r->isa, r->kv_type);
-    for (int i = 0; i < r->n_tests; i++)
-        if (i == 0 || r->tests[i].threads != r->tests[i - 1].threads)
+    /* A profile is chosen per thread count: with several counts, one line each, naming the count. */
+    bool several = false;
+    for (int i = 1; i < r->n_tests; i++)
+        several |= r->tests[i].threads != r->tests[0].threads;
+    for (int i = 0; i < r->n_tests; i++) {
+        if (i > 0 && r->tests[i].threads == r->tests[i - 1].threads)
+            continue;
+        if (several)
+            fprintf(f, "tuning profile, %d thread%s: %s\n", r->tests[i].threads, r->tests[i].threads == 1 ? "" : "s",
+                    r->tests[i].profile);
+        else
             fprintf(f, "tuning profile: %s\n", r->tests[i].profile);
+    }
     fprintf(f, "peak RSS: %.2f MiB\n", (double)r->peak_rss / (1024.0 * 1024.0));
     if (!r->roofline)
         return;
