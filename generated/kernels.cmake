@@ -472,46 +472,46 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
@@ -643,46 +643,46 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
@@ -862,20 +862,20 @@ function(woolly_apply_kernel_flags target)
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
-  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
-  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
-  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
-  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   if(WOOLLY_SOURCES_NEON)

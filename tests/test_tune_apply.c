@@ -303,7 +303,10 @@ static void observe_attn(const woolly_kernel *k, const woolly_attn_args *a, int 
  * (attn_run.c keeps each chunk at least 256 positions long). */
 #define LONG_CACHE 900
 
-/* Runs tiny-llama with the profile at `path`: a prompt of 20 tokens (prefill, observed), the cache
+/* The observed prompt's length: longer than the default query tile (32 at AVX-512), so that calls show it. */
+#define PROMPT 40
+
+/* Runs tiny-llama with the profile at `path`: a prompt of PROMPT tokens (prefill, observed), the cache
  * filled to LONG_CACHE, then one token (decode, observed). */
 static void observe_attn_run(const char *path)
 {
@@ -321,9 +324,9 @@ static void observe_attn_run(const char *path)
     memset(g_attn, 0, sizeof g_attn);
     woolly_attn_set_observer(observe_attn);
     g_phase = WOOLLY_ATTN_PREFILL;
-    cr_assert_eq(woolly_eval(c, ids, 20), 0, "%s", woolly_last_error());
+    cr_assert_eq(woolly_eval(c, ids, PROMPT), 0, "%s", woolly_last_error());
     g_phase = -1;
-    for (int at = 20; at < LONG_CACHE; at += 400) {
+    for (int at = PROMPT; at < LONG_CACHE; at += 400) {
         const int n = LONG_CACHE - at < 400 ? LONG_CACHE - at : 400;
         cr_assert_eq(woolly_eval(c, ids + at, n), 0, "%s", woolly_last_error());
     }
@@ -370,7 +373,7 @@ Test(tune_apply, every_tuned_attention_parameter_reaches_the_kernel_call)
     observe_attn_run("none");
     const woolly_kernel *def = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64, WOOLLY_ACT_BF16); /* int8 matmuls */
     cr_assert(def != NULL);
-    const attn_choice defaults = {def->name, def->name, 0, def->tile_m};
+    const attn_choice defaults = {def->name, def->name, 0, def->tile_m < PROMPT ? def->tile_m : PROMPT};
     expect_attn(&defaults, "no profile");
 
     observe_attn_run(pa);

@@ -176,10 +176,10 @@ static void measure(attn_bench *b, const tune_attn_env *env, enum woolly_attn_ph
 }
 
 /* The kernels tried: those of the default's ISA level for this cache and head dimension that this CPU
- * runs (a lower level's tiles are never faster; the default is one of them). */
-/* The attention kernels at the default's level for this cache and head dimension: F32 tiles, and BF16 ones
- * where the model runs with them (def->act). */
-static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim,
+ * runs (a lower level's tiles are never faster; the default is one of them), with F32 operands, and with
+ * BF16 ones where the model's accuracy allows them (act, woolly_attn_act) even where they are not the
+ * default (a CPU whose BF16 dot product does not pay, woolly_kernel_choose_attn). */
+static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim, enum woolly_act act,
                       const woolly_kernel **out, int max)
 {
     int nk, n = 0;
@@ -187,7 +187,7 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
     for (int i = 0; i < nk && n < max; i++) {
         const woolly_kernel *k = &ks[i];
         if (k->op == WOOLLY_OP_ATTN && k->wtype == cache && (k->head_dim == head_dim || k->head_dim == 0) &&
-            k->isa == def->isa && (k->act == WOOLLY_ACT_F32 || k->act == def->act) && woolly_kernel_runs(k))
+            k->isa == def->isa && (k->act == WOOLLY_ACT_F32 || k->act == act) && woolly_kernel_runs(k))
             out[n++] = k;
     }
     return n;
@@ -195,8 +195,8 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
 
 enum { MAX_KERNELS = 32 };
 
-/* The operand format the model's attention runs with: woolly_attn_act over the default activation
- * formats of its matrices, as the runtime chooses them. */
+/* The operand format the model's attention may use: woolly_attn_act over the default activation formats
+ * of its matrices, as the runtime chooses them. */
 static enum woolly_act attn_act(const woolly_tune_model *m, bool strict)
 {
     unsigned acts = 0;
@@ -244,7 +244,7 @@ int tune_attn_estimate(const woolly_tune_model *m, const woolly_tune_opts *o)
     const woolly_kernel *def, *ks[MAX_KERNELS];
     if (*untunable(m, o, &def))
         return 0;
-    const int nk = candidates(def, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
+    const int nk = candidates(def, o->kv_cache, m->head_dim, attn_act(m, o->strict), ks, MAX_KERNELS);
     const int decode = nk + (int)(sizeof SPLITS / sizeof SPLITS[0]) + 2 * VERIFY_ROUNDS;
     const int prefill = nk + (int)(sizeof QUERY_TILES / sizeof QUERY_TILES[0]) + 2 * VERIFY_ROUNDS;
     return decode + prefill;
@@ -280,7 +280,7 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     attn_step best = def;
     double best_s = def_s;
     const woolly_kernel *ks[MAX_KERNELS];
-    const int nk = candidates(def_k, o->kv_cache, m->head_dim, ks, MAX_KERNELS);
+    const int nk = candidates(def_k, o->kv_cache, m->head_dim, attn_act(m, o->strict), ks, MAX_KERNELS);
     for (int i = 0; i < nk && woolly_now_s() < deadline; i++) {
         if (ks[i] == def_k)
             continue;

@@ -307,9 +307,19 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
     return k;
 }
 
+/* Whether BF16 tiles beat F32 ones on this CPU, which no feature bit tells: it depends on how many
+ * vdpbf16ps a core issues per cycle against FMAs. `bench_attn --variants` (one thread, head dim 64, group
+ * 4, n_kv 4096, prefill GFLOP/s, F16 cache), 32x64 tiles: AMD Zen 5 (family 26) 266.8 BF16 against 157.2
+ * F32; Intel Xeon (family 6, model 207) 79.5 against 130.3. Zen 4 is not measured; AMD's cores are taken
+ * alike. Elsewhere BF16 tiles stay tuner candidates. */
+static bool bf16_tiles_pay(void)
+{
+    return !strcmp(woolly_cpu_get()->vendor, "AuthenticAMD");
+}
+
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act)
 {
-    if (act == WOOLLY_ACT_BF16) {
+    if (act == WOOLLY_ACT_BF16 && bf16_tiles_pay()) {
         /* Only at the level F32 tiles would run at: BF16 tiles of a lower one never win over them. */
         const woolly_kernel *f32 = woolly_kernel_choose_attn(cache, head_dim, WOOLLY_ACT_F32);
         const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, f32 ? (int)f32->isa : -1};

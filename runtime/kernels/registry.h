@@ -96,9 +96,10 @@ const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woo
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
 /* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any)
- * whose tiles read their operands as `act`: WOOLLY_ACT_F32, or WOOLLY_ACT_BF16 (rounded to bfloat16, F32
- * sums). The highest level, and at it the default tile; for BF16, the F32 kernel where no BF16 one runs
- * at that level (a CPU without AVX512-BF16, a forced lower level). */
+ * whose tiles may read their operands as `act`: WOOLLY_ACT_F32, or WOOLLY_ACT_BF16 (rounded to bfloat16,
+ * F32 sums). The highest level, and at it the default tile; for BF16, the F32 kernel where no BF16 one
+ * runs at that level (a CPU without AVX512-BF16, a forced lower level) or where BF16 tiles are measured
+ * slower than F32 ones (registry.c, bf16_tiles_pay). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
