@@ -93,8 +93,8 @@ void bench_md_footer(FILE *f, const bench_run *r)
         if (i > 0 && r->tests[i].threads == r->tests[i - 1].threads)
             continue;
         if (several)
-            fprintf(f, "tuning profile, %d thread%s: %s\n", r->tests[i].threads, r->tests[i].threads == 1 ? "" : "s",
-                    r->tests[i].profile);
+            fprintf(f, "tuning profile, %d thread%s: %s\n", r->tests[i].threads,
+                    r->tests[i].threads == 1 ? "" : "s", r->tests[i].profile);
         else
             fprintf(f, "tuning profile: %s\n", r->tests[i].profile);
     }
