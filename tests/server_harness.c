@@ -295,15 +295,23 @@ const char *th_expect_error(json_t *body, const th_resp *r, long status)
 
 typedef struct abort_state {
     int events, want;
+    bool newline; /* the last byte seen was '\n' (an event's "\n\n" may straddle two chunks) */
 } abort_state;
 
+/* Counts events up to the wanted number: one chunk may carry several events when the server runs ahead
+ * of the client, and the client stops at the one it wanted, as a real client would. */
 static size_t on_stream(char *data, size_t size, size_t n, void *ud)
 {
     abort_state *a = ud;
     const size_t len = size * n;
-    for (size_t i = 0; i + 1 < len; i++)
-        if (data[i] == '\n' && data[i + 1] == '\n')
+    for (size_t i = 0; i < len && a->events < a->want; i++) {
+        if (data[i] == '\n' && a->newline) {
             a->events++;
+            a->newline = false;
+        } else {
+            a->newline = data[i] == '\n';
+        }
+    }
     return a->events >= a->want ? 0 : len; /* 0: curl stops and closes the connection */
 }
 
@@ -311,7 +319,7 @@ int th_stream_abort(const th_server *s, const char *path, const char *json, int 
 {
     struct curl_slist *hdrs;
     CURL *c = easy(s, "POST", path, json, strlen(json), &hdrs, NULL, 0);
-    abort_state a = {0, n_events};
+    abort_state a = {0, n_events, false};
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     curl_easy_perform(c);
