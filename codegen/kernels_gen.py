@@ -74,7 +74,8 @@ def expand(spec):
                         layout_rows=lay["rows"] if lay else 1, block_struct=lay["block_struct"] if lay else "",
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
                         default=bool(entry.get("default", False)),
-                        small_default=bool(entry.get("small_default", False)), max_nmse=entry["max_nmse"],
+                        small_default=bool(entry.get("small_default", False)),
+                        intel_default=bool(entry.get("intel_default", False)), max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
     for entry in spec.get("attn", []):
@@ -153,6 +154,13 @@ def check_defaults(kernels):
             assert s["op"] == "gemm", f"{s['name']}: small_default is for a GEMM (2-16 tokens)"
             assert (s["act"], s["layout"]) == (v["act"], v["layout"]), \
                 f"{w} at {isa}: small_default GEMM {s['name']} and default GEMV {v['name']} differ in " \
+                "activations or layout"
+        intel = [k for k in ks if k.get("intel_default")]
+        assert len(intel) <= 1, f"{w} at {isa}: {len(intel)} intel_default kernels (need at most one)"
+        for i in intel:
+            assert i["op"] == "gemv", f"{i['name']}: intel_default is for a GEMV"
+            assert (i["act"], i["layout"]) == (v["act"], v["layout"]), \
+                f"{w} at {isa}: intel_default GEMV {i['name']} and default GEMV {v['name']} differ in " \
                 "activations or layout"
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:

@@ -217,6 +217,41 @@ Test(registry, attention_takes_bf16_tiles_only_where_asked_and_run)
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
 }
 
+/* Per (op, weights, ISA) of matmul kernels: one default on any CPU; on an Intel core it is the spec's
+ * Intel default where there is one, and the spec's default stays the default on every other core. */
+Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
+{
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
+    int n_intel = 0;
+    for (int i = 0; i < n; i++) {
+        const woolly_kernel *v = &ks[i];
+        if (!v->is_intel_default)
+            continue;
+        n_intel++;
+        cr_assert_eq(v->op, WOOLLY_OP_GEMV, "%s: an Intel default that is not a GEMV", v->name);
+        int n_default = 0;
+        const woolly_kernel *d = NULL;
+        for (int j = 0; j < n; j++)
+            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa && ks[j].is_default) {
+                n_default++;
+                d = &ks[j];
+            }
+        cr_assert_eq(n_default, 1, "%s: %d defaults of its weights and level", v->name, n_default);
+        cr_assert_eq(d == v, intel, "%s: default %s on a %s core", v->name, d->name,
+                     woolly_cpu_get()->vendor);
+        cr_assert(d->act == v->act && d->layout == v->layout, "%s and %s differ in format or layout", d->name,
+                  v->name);
+        if (intel && woolly_isa_active() == v->isa && woolly_kernel_runs(v))
+            cr_assert_eq(woolly_kernel_default_gemv(v->wtype, -1), v, "%s is not the GEMV a run takes",
+                         v->name);
+    }
+#if defined(__x86_64__)
+    cr_assert_gt(n_intel, 0, "the spec names no Intel default");
+#endif
+}
+
 Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)
 {
     static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,

@@ -170,7 +170,11 @@ static void profiles(const woolly_layout **la, woolly_matmul_step *a, const wool
         kb[1] = pc_kernel("q4k_f16_gemm_scalar_4x1");
         kb[2] = pc_kernel("q4k_q8_gemm_scalar_4x1");
     }
-    b[0] = (woolly_matmul_step){kb[0], 4 * kb[0]->tile_n, 0, 512, 256, 2};
+    /* calls of up to 4 tiles, within a thread's share of the rows so that the calls show it */
+    const int32_t share = ROWS / THREADS / kb[0]->tile_n * kb[0]->tile_n;
+    cr_assert(share > 0, "%s: a %d-row tile is more than a thread's share of %d rows", kb[0]->name,
+              kb[0]->tile_n, ROWS);
+    b[0] = (woolly_matmul_step){kb[0], 4 * kb[0]->tile_n < share ? 4 * kb[0]->tile_n : share, 0, 512, 256, 2};
     /* the most whole tiles a small batch holds, so that the blocking shows in its calls */
     cr_assert(kb[1] && kb[1]->tile_m <= BATCH[1], "a %d-token batch is smaller than one tile", BATCH[1]);
     b[1] =

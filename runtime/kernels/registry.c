@@ -34,32 +34,50 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 
 #define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
-/* A matmul kernel's default bits (kernels.inc): 1 the default of its op, 2 the default for 2-16 tokens. */
+/* A matmul kernel's default bits (kernels.inc): 1 the default of its op, 2 the default for 2-16 tokens,
+ * 4 the default GEMV on Intel cores. */
 #define IS_DEFAULT(bits) (((bits)&1) != 0)
 #define IS_SMALL_DEFAULT(bits) (((bits)&2) != 0)
+#define IS_INTEL_DEFAULT(bits) (((bits)&4) != 0)
 
-static const woolly_kernel KERNELS[] = {
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
-    {#name,                                                                                                  \
-     op,                                                                                                     \
-     wtype,                                                                                                  \
-     act,                                                                                                    \
-     isa,                                                                                                    \
-     tm,                                                                                                     \
-     tn,                                                                                                     \
-     0,                                                                                                      \
-     LAYOUT_PTR(layout),                                                                                     \
-     features,                                                                                               \
-     IS_DEFAULT(is_default),                                                                                 \
-     IS_SMALL_DEFAULT(is_default),                                                                           \
-     woolly_##name,                                                                                          \
-     NULL,                                                                                                   \
-     NULL},
-#define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
-    {#name, WOOLLY_OP_ATTN, ctype, act, isa, bq, bk, hd, NULL, features, is_default, false, NULL, woolly_##name, NULL},
-#define WOOLLY_PACK_KERNEL(name, act, isa, features)                                                         \
-    {#name, WOOLLY_OP_PACK, WOOLLY_TYPE_F32, act, isa, 1, 1, 0, NULL, features, false, false,                \
-     NULL,  NULL,           woolly_##name},
+/* Not const: woolly_isa_init moves the GEMV defaults to Intel ones on Intel cores (apply_vendor_defaults). */
+static woolly_kernel KERNELS[] = {
+#define WOOLLY_MATMUL_KERNEL(kname, op_, wtype_, act_, isa_, tm, tn, layout_, features_, bits)               \
+    {.name = #kname,                                                                                         \
+     .op = op_,                                                                                              \
+     .wtype = wtype_,                                                                                        \
+     .act = act_,                                                                                            \
+     .isa = isa_,                                                                                            \
+     .tile_m = tm,                                                                                           \
+     .tile_n = tn,                                                                                           \
+     .layout = LAYOUT_PTR(layout_),                                                                          \
+     .features = features_,                                                                                  \
+     .is_default = IS_DEFAULT(bits),                                                                         \
+     .is_intel_default = IS_INTEL_DEFAULT(bits),                                                             \
+     .is_small_default = IS_SMALL_DEFAULT(bits),                                                             \
+     .matmul = woolly_##kname},
+#define WOOLLY_ATTN_KERNEL(kname, ctype, act_, isa_, hd, bq, bk, features_, is_default_)                     \
+    {.name = #kname,                                                                                         \
+     .op = WOOLLY_OP_ATTN,                                                                                   \
+     .wtype = ctype,                                                                                         \
+     .act = act_,                                                                                            \
+     .isa = isa_,                                                                                            \
+     .tile_m = bq,                                                                                           \
+     .tile_n = bk,                                                                                           \
+     .head_dim = hd,                                                                                         \
+     .features = features_,                                                                                  \
+     .is_default = is_default_,                                                                              \
+     .attn = woolly_##kname},
+#define WOOLLY_PACK_KERNEL(kname, act_, isa_, features_)                                                     \
+    {.name = #kname,                                                                                         \
+     .op = WOOLLY_OP_PACK,                                                                                   \
+     .wtype = WOOLLY_TYPE_F32,                                                                               \
+     .act = act_,                                                                                            \
+     .isa = isa_,                                                                                            \
+     .tile_m = 1,                                                                                            \
+     .tile_n = 1,                                                                                            \
+     .features = features_,                                                                                  \
+     .pack = woolly_##kname},
 #include "kernels.inc"
 };
 enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
@@ -157,10 +175,31 @@ static int decide(woolly_error *err)
     return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
 }
 
+/* Where the fastest GEMV differs by vendor, the spec names an Intel default beside the default: on an
+ * Intel core it takes the default's place, for the run, the tuner's baseline and `info --kernels` alike.
+ * The vendor stands for what no feature bit tells, how a core's prefetchers and load buffers meet a
+ * weight stream (the spec gives the figures). */
+static void apply_vendor_defaults(void)
+{
+    if (strcmp(woolly_cpu_get()->vendor, "GenuineIntel") != 0)
+        return;
+    for (int i = 0; i < N_KERNELS; i++) {
+        const woolly_kernel *v = &KERNELS[i];
+        if (!v->is_intel_default)
+            continue;
+        for (int j = 0; j < N_KERNELS; j++) {
+            woolly_kernel *k = &KERNELS[j];
+            if (k->op == v->op && k->wtype == v->wtype && k->isa == v->isa)
+                k->is_default = k == v;
+        }
+    }
+}
+
 int woolly_isa_init(woolly_error *err)
 {
     pthread_mutex_lock(&g_isa.lock);
     if (!g_isa.done) {
+        apply_vendor_defaults();
         g_isa.rc = decide(&g_isa.err);
         g_isa.done = true;
     }
@@ -185,12 +224,14 @@ int woolly_act_forced(void)
 
 const woolly_kernel *woolly_kernel_list(int *n)
 {
+    woolly_isa_init(NULL); /* the defaults are this CPU's */
     *n = N_KERNELS;
     return KERNELS;
 }
 
 const woolly_kernel *woolly_kernel_by_name(const char *name)
 {
+    woolly_isa_init(NULL);
     for (int i = 0; i < N_KERNELS; i++)
         if (!strcmp(KERNELS[i].name, name))
             return &KERNELS[i];

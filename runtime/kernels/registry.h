@@ -45,8 +45,10 @@ typedef struct woolly_kernel {
     int head_dim;                /* attention: the head dimension served, 0 = any */
     const woolly_layout *layout; /* matmul: the weights' layout, NULL for GGUF rows */
     unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
-    bool is_default;             /* the default of its (weights, ISA) (matmul), of its (cache, ISA, head
-                                    dim) (attention) */
+    bool is_default;             /* the default of its (weights, ISA) (matmul) on this CPU, of its
+                                    (cache, ISA, head dim) (attention) */
+    bool is_intel_default;       /* matmul GEMV: the spec's default of its (weights, ISA) on Intel cores,
+                                    which there takes is_default from the spec's other one */
     bool is_small_default;       /* matmul GEMM: the default of its (weights, ISA) for 2-16 tokens, where
                                     it differs from the GEMM default (see woolly_kernel_choose_small) */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
