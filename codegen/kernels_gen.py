@@ -148,20 +148,15 @@ def check_defaults(kernels):
         v, m = d["gemv"][0], d["gemm"][0]
         assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
-        small = [k for k in ks if k.get("small_default")]
-        assert len(small) <= 1, f"{w} at {isa}: {len(small)} small_default kernels (need at most one)"
-        for s in small:
-            assert s["op"] == "gemm", f"{s['name']}: small_default is for a GEMM (2-16 tokens)"
-            assert (s["act"], s["layout"]) == (v["act"], v["layout"]), \
-                f"{w} at {isa}: small_default GEMM {s['name']} and default GEMV {v['name']} differ in " \
-                "activations or layout"
-        intel = [k for k in ks if k.get("intel_default")]
-        assert len(intel) <= 1, f"{w} at {isa}: {len(intel)} intel_default kernels (need at most one)"
-        for i in intel:
-            assert i["op"] == "gemv", f"{i['name']}: intel_default is for a GEMV"
-            assert (i["act"], i["layout"]) == (v["act"], v["layout"]), \
-                f"{w} at {isa}: intel_default GEMV {i['name']} and default GEMV {v['name']} differ in " \
-                "activations or layout"
+        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores.
+        for key, op in (("small_default", "gemm"), ("intel_default", "gemv")):
+            alt = [k for k in ks if k.get(key)]
+            assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} kernels (need at most one)"
+            for a in alt:
+                assert a["op"] == op, f"{a['name']}: {key} is for a {op.upper()}"
+                assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
+                    f"{w} at {isa}: {key} {a['name']} and default GEMV {v['name']} differ in activations " \
+                    "or layout"
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]
