@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "huge_map.h"
 #include "machine_limits.h"
 #include "matmul.h"
 #include "quant.h"
@@ -110,6 +111,7 @@ typedef struct weights {
     struct {
         const woolly_layout *layout;
         void *data[MAX_COPIES];
+        woolly_huge_map maps[MAX_COPIES]; /* in 2 MiB pages, as the model's repacked weights are */
         int copies;
         size_t bytes; /* of one copy */
     } lay[8];
@@ -161,7 +163,11 @@ static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes
     size_t copies = (STREAM_BYTES + w->lay[i].bytes - 1) / w->lay[i].bytes;
     w->lay[i].copies = copies > MAX_COPIES ? MAX_COPIES : copies < 2 ? 2 : (int)copies;
     for (int c = 0; c < w->lay[i].copies; c++) {
-        w->lay[i].data[c] = xmalloc(w->lay[i].bytes);
+        w->lay[i].data[c] = woolly_huge_map_open(&w->lay[i].maps[c], w->lay[i].bytes);
+        if (!w->lay[i].data[c]) {
+            fprintf(stderr, "bench_matmul: out of memory (%zu bytes)\n", w->lay[i].bytes);
+            exit(1);
+        }
         if (layout)
             layout->repack(&(woolly_repack_args){w->gguf, rb, w->lay[i].data[c], lrb, w->cols, 0, w->rows});
         else
@@ -177,7 +183,7 @@ static void weights_free(weights *w)
     free(w->f32);
     for (int i = 0; i < w->n_lay; i++)
         for (int c = 0; c < w->lay[i].copies; c++)
-            free(w->lay[i].data[c]);
+            woolly_huge_map_close(&w->lay[i].maps[c]);
 }
 
 /* ---- timing one kernel ------------------------------------------------------------------------- */

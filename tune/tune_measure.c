@@ -2,43 +2,18 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "huge_map.h"
 #include "quant.h"
 #include "timing.h"
 
-enum { MAX_LAYOUTS = 8, DISTINCT_ROWS = 64, ALIGN = 64, HUGE_PAGE = 2 << 20 };
+enum { MAX_LAYOUTS = 8, DISTINCT_ROWS = 64, ALIGN = 64 };
 
-/* Memory in 2 MiB pages where the kernel gives them: hundreds of MiB of small pages take seconds of page
- * faults on some virtual machines, longer than the measurements. */
-typedef struct huge_map {
-    void *base;
-    size_t size;
-} huge_map;
-
-static void *map_huge(huge_map *m, size_t n)
-{
-    m->size = n + HUGE_PAGE;
-    m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m->base == MAP_FAILED) {
-        m->base = NULL;
-        return NULL;
-    }
-    char *p = (char *)(((uintptr_t)m->base + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
-    madvise(p, n, MADV_HUGEPAGE);
-    return p;
-}
-
-static void unmap_huge(huge_map *m)
-{
-    if (m->base)
-        munmap(m->base, m->size);
-    m->base = NULL;
-}
-
+/* The weight copies are in 2 MiB pages (huge_map.h): the model's are, and hundreds of MiB of small
+ * pages take seconds of page faults on some virtual machines, longer than the measurements. */
 typedef struct layout_copies {
     const woolly_layout *layout; /* NULL: GGUF rows */
-    huge_map map;
+    woolly_huge_map map;
     char *buf; /* copies, `stride` bytes apart */
     size_t stride;
     int copies;
@@ -49,7 +24,7 @@ struct tune_weights {
     enum woolly_type type;
     int64_t rows, cols;
     double rotate_bytes;
-    huge_map gguf_map;
+    woolly_huge_map gguf_map;
     void *gguf; /* GGUF rows */
     layout_copies lay[MAX_LAYOUTS];
     int n_lay;
@@ -82,7 +57,7 @@ tune_weights *tune_weights_open(enum woolly_type type, int64_t rows, int64_t col
     }
     *w = (tune_weights){
         .type = type, .rows = rows, .cols = cols, .rotate_bytes = rotate_bytes, .max_m = max_m};
-    w->gguf = map_huge(&w->gguf_map, rb * (size_t)rows);
+    w->gguf = woolly_huge_map_open(&w->gguf_map, rb * (size_t)rows);
     float *row = malloc(sizeof(float) * (size_t)cols);
     w->x = alloc_aligned(sizeof(float) * (size_t)cols * (size_t)max_m);
     w->y = alloc_aligned(sizeof(float) * (size_t)rows * (size_t)max_m);
@@ -121,10 +96,10 @@ void tune_weights_close(tune_weights *w)
     if (!w)
         return;
     for (int i = 0; i < w->n_lay; i++) {
-        unmap_huge(&w->lay[i].map);
+        woolly_huge_map_close(&w->lay[i].map);
         free(w->lay[i].mats);
     }
-    unmap_huge(&w->gguf_map);
+    woolly_huge_map_close(&w->gguf_map);
     free(w->x);
     free(w->y);
     free(w->pack);
@@ -149,10 +124,10 @@ static layout_copies *copies_of(tune_weights *w, const woolly_layout *layout, wo
     const int copies = n < 1 ? 1 : n > 65536 ? 65536 : (int)(n + 0.999);
     layout_copies *lc = &w->lay[w->n_lay];
     *lc = (layout_copies){.layout = layout, .stride = stride, .copies = copies};
-    lc->buf = map_huge(&lc->map, stride * (size_t)copies);
+    lc->buf = woolly_huge_map_open(&lc->map, stride * (size_t)copies);
     lc->mats = malloc(sizeof *lc->mats * (size_t)copies);
     if (!lc->buf || !lc->mats) {
-        unmap_huge(&lc->map);
+        woolly_huge_map_close(&lc->map);
         free(lc->mats);
         woolly_fail(err, "out of memory for %d copies of %zu bytes", copies, bytes);
         return NULL;
