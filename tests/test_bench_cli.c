@@ -263,6 +263,33 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits, .timeout = 120)
     free(out);
 }
 
+/* Decode at a depth reads the cache too: tiny's K and V are 128 values per layer and position each (its
+ * attn_k is 128x256), over 2 layers: 1024 bytes per position in F16, 4 Q8_0 blocks of 34 bytes per K or
+ * V and layer in Q8_0. A token of tg4 at depth 8 reads 8 + 2.5 positions on average. */
+Test(bench_cli, roofline_counts_the_kv_cache_a_decode_reads, .timeout = 120)
+{
+    static const struct {
+        const char *kv;
+        double per_position;
+    } CASES[] = {{"f16", 2 * 2 * 128 * 2.0}, {"q8_0", 2 * 2 * 4 * 34.0}};
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        char args[256];
+        snprintf(args, sizeof args, "-p 0 -n 4 -d 8 -r 1 -t 1 --kv-type %s --roofline --format json",
+                 CASES[c].kv);
+        char *out = bench(args);
+        json_t *a = parse_tests(out, 1);
+        const json_t *r = json_object_get(json_array_get(a, 0), "roofline");
+        cr_assert(json_is_object(r), "%s", out);
+        cr_expect_eq(num(r, "kv_bytes_per_position"), CASES[c].per_position,
+                     "%s cache: %g bytes per position", CASES[c].kv, num(r, "kv_bytes_per_position"));
+        const double want = num(r, "weight_bytes_per_token") + CASES[c].per_position * (8 + 2.5);
+        cr_expect(fabs(num(r, "bytes_per_token") - want) < 1e-6 * want,
+                  "%s cache: %g bytes per token, expected %g", CASES[c].kv, num(r, "bytes_per_token"), want);
+        json_decref(a);
+        free(out);
+    }
+}
+
 /* `woolly bench -m tiny ARGS` must fail with exit status 2 and a message containing `needle`. */
 static void expect_usage_error(const char *args, const char *needle)
 {

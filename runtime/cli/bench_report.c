@@ -105,10 +105,10 @@ void bench_md_footer(FILE *f, const bench_run *r)
     format_count(macs, sizeof macs, r->macs_layers);
     format_count(out_macs, sizeof out_macs, r->macs_output);
     fprintf(f,
-            "roofline: decode reads %.2f MiB of weights per token (GB/s against DRAM read bandwidth); "
-            "prefill does %s multiply-adds per token plus %s for the output matrix on the last token "
-            "(GMAC/s against the int8 rate)\n",
-            r->bytes_per_token / (1024.0 * 1024.0), macs, out_macs);
+            "roofline: decode reads %.2f MiB of weights per token and %.2f KiB of KV cache per cached "
+            "position (GB/s against DRAM read bandwidth); prefill does %s multiply-adds per token plus %s "
+            "for the output matrix on the last token (GMAC/s against the int8 rate)\n",
+            r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs);
     for (int i = 0; i < r->n_tests; i++) {
         const bench_test *t = &r->tests[i];
         if (!t->has_roof || (i > 0 && t->threads == r->tests[i - 1].threads))
@@ -197,7 +197,13 @@ void bench_write_json(FILE *f, const bench_run *r)
             fputs(", \"int8_instr\": ", f);
             json_string(f, t->roof.int8_instr);
             fputs(t->batched ? ", \"macs_per_token\": " : ", \"bytes_per_token\": ", f);
-            json_number(f, t->batched ? r->macs_layers + r->macs_output / t->n : r->bytes_per_token);
+            json_number(f, t->work_per_token);
+            if (!t->batched) {
+                fputs(", \"weight_bytes_per_token\": ", f);
+                json_number(f, r->bytes_per_token);
+                fputs(", \"kv_bytes_per_position\": ", f);
+                json_number(f, r->kv_bytes_per_position);
+            }
             fputs(", \"work_rate\": ", f);
             json_number(f, t->work_rate);
             fputs(", \"work_unit\": ", f);

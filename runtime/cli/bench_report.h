@@ -27,11 +27,12 @@ typedef struct bench_test {
     int n_samples;
     double mean_ts, std_ts;
     char profile[1200]; /* cli_profile_text of the test's context */
-    /* --roofline: the limits at the test's thread count, the work rate (GB/s of weights read for tg,
-     * GMAC/s for pp) and the limit it is judged against (0: none at this ISA level) */
+    /* --roofline: the limits at the test's thread count, the work per token (bytes read for tg, the
+     * weights and the KV cache at the test's depth; multiply-adds for pp), the work rate (GB/s, GMAC/s)
+     * and the limit it is judged against (0: none at this ISA level) */
     bool has_roof;
     bench_roof roof;
-    double work_rate, limit;
+    double work_per_token, work_rate, limit;
 } bench_test;
 
 typedef struct bench_run {
@@ -43,6 +44,8 @@ typedef struct bench_run {
     int n_tests;
     bool roofline;
     double bytes_per_token; /* weights read per decoded token */
+    double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
+                                     type: what each position of the context adds to a token's reads */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */
     double macs_output;     /* of the output matrix (a prompt's last token only) */
 } bench_run;

@@ -2,9 +2,11 @@
 #include "bench_roofline.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "machine_limits.h"
 #include "tune.h"
+#include "wtype.h"
 
 int bench_work_per_token(const char *cmd, bench_run *r)
 {
@@ -15,6 +17,11 @@ int bench_work_per_token(const char *cmd, bench_run *r)
         return -1;
     }
     r->bytes_per_token = tm.matrix_bytes;
+    const enum woolly_type kv = !r->kv_type || !strcmp(r->kv_type, "f16") ? WOOLLY_TYPE_F16
+                                : !strcmp(r->kv_type, "q8_0")             ? WOOLLY_TYPE_Q8_0
+                                                                          : WOOLLY_TYPE_F32;
+    r->kv_bytes_per_position =
+        2.0 * tm.n_layer * tm.n_head_kv * (double)woolly_row_bytes(kv, tm.head_dim); /* K and V */
     r->macs_layers = r->macs_output = 0.0;
     for (int i = 0; i < tm.n_shapes; i++) {
         const woolly_tune_shape *s = &tm.shapes[i];
@@ -51,11 +58,14 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
     t->has_roof = true;
     t->roof = *roof;
     if (t->batched) {
-        const double macs_per_token = r->macs_layers + r->macs_output / t->n;
-        t->work_rate = macs_per_token * t->mean_ts / 1e9;
+        t->work_per_token = r->macs_layers + r->macs_output / t->n;
+        t->work_rate = t->work_per_token * t->mean_ts / 1e9;
         t->limit = roof->int8_gmacs;
     } else {
-        t->work_rate = r->bytes_per_token * t->mean_ts / 1e9;
+        /* the token at depth + i reads depth + i + 1 positions: depth + (n + 1) / 2 on average */
+        const double positions = t->depth + (t->n + 1) / 2.0;
+        t->work_per_token = r->bytes_per_token + r->kv_bytes_per_position * positions;
+        t->work_rate = t->work_per_token * t->mean_ts / 1e9;
         t->limit = roof->dram_read_gbs;
     }
 }

@@ -1,26 +1,27 @@
 /* `woolly bench --roofline`: the work a token costs (from the model's tensor table) and this machine's
  * limits (tune/machine_limits.h), so that each figure reads as a share of what the machine allows.
  *
- *   decode (tgN)   every matrix is streamed once per token, the output matrix included: weight bytes
- *                  per token x tokens/s, against the DRAM read bandwidth;
+ *   decode (tgN)   every matrix is streamed once per token, the output matrix included, and so is the
+ *                  KV cache of the positions before it (depth + half the test's tokens on average):
+ *                  bytes per token x tokens/s, against the DRAM read bandwidth;
  *   prefill (ppN)  rows x cols multiply-adds per token for every layer matrix, plus the output matrix's
  *                  once per prompt (only the last token's logits are computed), x tokens/s, against the
  *                  int8 multiply-add rate of the instruction the active ISA level's kernels use.
- * Attention's own work (which grows with the depth) and the small ops are not counted: the figure is
- * the matrices' share, a lower bound on the machine's use. */
+ * Prefill's attention (float work that grows with the depth) and the small ops are not counted: the
+ * figure is the matrices' share, a lower bound on the machine's use. */
 #ifndef WOOLLY_CLI_BENCH_ROOFLINE_H
 #define WOOLLY_CLI_BENCH_ROOFLINE_H
 
 #include "bench_report.h"
 
-/* Fills r->bytes_per_token, r->macs_layers and r->macs_output from the GGUF file at r->model_path.
- * Returns 0, or -1 after a message. */
+/* Fills r->bytes_per_token, r->kv_bytes_per_position (for r->kv_type), r->macs_layers and
+ * r->macs_output from the GGUF file at r->model_path. Returns 0, or -1 after a message. */
 int bench_work_per_token(const char *cmd, bench_run *r);
 
 /* Measures the limits with `threads` threads (a few seconds). Returns 0, or -1 after a message. */
 int bench_measure_roof(const char *cmd, int threads, bench_roof *out);
 
-/* Sets t->roof, t->work_rate and t->limit from its mean tokens/s. */
+/* Sets t->roof, t->work_per_token, t->work_rate and t->limit from its mean tokens/s. */
 void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t);
 
 #endif
