@@ -271,6 +271,7 @@ bool woolly_kernel_runs(const woolly_kernel *k)
  * first listed. */
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
+    woolly_isa_init(NULL); /* before `match` reads a default: the Intel ones are applied there */
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
