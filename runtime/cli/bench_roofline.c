@@ -2,11 +2,11 @@
 #include "bench_roofline.h"
 
 #include <stdio.h>
-#include <string.h>
 
+#include "cli_common.h"
+#include "context.h"
 #include "machine_limits.h"
 #include "tune.h"
-#include "wtype.h"
 
 int bench_work_per_token(const char *cmd, bench_run *r)
 {
@@ -17,11 +17,8 @@ int bench_work_per_token(const char *cmd, bench_run *r)
         return -1;
     }
     r->bytes_per_token = tm.matrix_bytes;
-    const enum woolly_type kv = !r->kv_type || !strcmp(r->kv_type, "f16") ? WOOLLY_TYPE_F16
-                                : !strcmp(r->kv_type, "q8_0")             ? WOOLLY_TYPE_Q8_0
-                                                                          : WOOLLY_TYPE_F32;
-    r->kv_bytes_per_position =
-        2.0 * tm.n_layer * tm.n_head_kv * (double)woolly_row_bytes(kv, tm.head_dim); /* K and V */
+    r->kv_bytes_per_position = (double)woolly_kv_cache_bytes(woolly_kv_wtype(cli_kv_type(r->kv_type)), 1,
+                                                             tm.n_layer, tm.n_head_kv, tm.head_dim);
     r->macs_layers = r->macs_output = 0.0;
     for (int i = 0; i < tm.n_shapes; i++) {
         const woolly_tune_shape *s = &tm.shapes[i];

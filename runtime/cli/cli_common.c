@@ -236,13 +236,16 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
                        NULL});
 }
 
+woolly_kv_type cli_kv_type(const char *name)
+{
+    return !strcmp(name, "f32") ? WOOLLY_KV_F32 : !strcmp(name, "q8_0") ? WOOLLY_KV_Q8_0 : WOOLLY_KV_F16;
+}
+
 void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
                         woolly_context_params *p)
 {
     *p = woolly_context_default_params();
-    p->kv_type = !strcmp(o->kv_type, "f32")    ? WOOLLY_KV_F32
-                 : !strcmp(o->kv_type, "q8_0") ? WOOLLY_KV_Q8_0
-                                               : WOOLLY_KV_F16;
+    p->kv_type = cli_kv_type(o->kv_type);
     p->n_ctx = o->n_ctx_given ? o->n_ctx : 0;
     p->n_batch = o->n_batch;
     p->n_threads = o->n_threads;

@@ -77,6 +77,9 @@ void cli_add_model_flag(cli_table *t, const char **path);
 /* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16), --tune-profile. */
 void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
+/* The cache type a --kv-type name (f16, f32, q8_0; checked by the flag table) stands for. */
+woolly_kv_type cli_kv_type(const char *name);
+
 /* Converts to context parameters; warns when the context exceeds the trained length. */
 void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
                         woolly_context_params *p);

@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "context.h"
 #include "cpu.h"
 #include "timing.h"
 #include "tune.h"
@@ -201,9 +202,7 @@ int woolly_cmd_tune(int argc, char **argv)
     }
     woolly_tune_opts o = {.threads = threads,
                           .strict = !strcmp(accuracy, "strict"),
-                          .kv_cache = !strcmp(kv_type, "f32")    ? WOOLLY_TYPE_F32
-                                      : !strcmp(kv_type, "q8_0") ? WOOLLY_TYPE_Q8_0
-                                                                 : WOOLLY_TYPE_F16};
+                          .kv_cache = woolly_kv_wtype(cli_kv_type(kv_type))};
     if (parse_mix(mix_text, o.mix)) {
         fprintf(stderr, "woolly %s: --mix '%s' is not three token counts D,S,L (not all 0)\n", cmd, mix_text);
         return 2;
