@@ -148,12 +148,16 @@ def check_defaults(kernels):
         v, m = d["gemv"][0], d["gemm"][0]
         assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
-        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores.
-        for key, op in (("small_default", "gemm"), ("intel_default", "gemv")):
-            alt = [k for k in ks if k.get(key)]
-            assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} kernels (need at most one)"
+        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores (a GEMV, or a
+        # small-batch GEMM in place of the small default).
+        for k in ks:
+            assert not k["small_default"] or k["op"] == "gemm", f"{k['name']}: small_default is for a GEMM"
+        for key, op in (("small_default", "gemm"), ("intel_default", "gemv"), ("intel_default", "gemm")):
+            alt = [k for k in ks if k.get(key) and k["op"] == op]
+            assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} {op.upper()} kernels (need at most one)"
             for a in alt:
-                assert a["op"] == op, f"{a['name']}: {key} is for a {op.upper()}"
+                assert op == "gemv" or a["params"].get("every_m"), \
+                    f"{a['name']}: a {key} GEMM is a small-batch tile (params every_m)"
                 assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
                     f"{w} at {isa}: {key} {a['name']} and default GEMV {v['name']} differ in activations " \
                     "or layout"

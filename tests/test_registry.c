@@ -217,38 +217,51 @@ Test(registry, attention_takes_bf16_tiles_only_where_asked_and_run)
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
 }
 
-/* Per (op, weights, ISA) of matmul kernels: one default on any CPU; on an Intel core it is the spec's
- * Intel default where there is one, and the spec's default stays the default on every other core. */
+/* Per (op, weights, ISA) of matmul kernels: one default GEMV and at most one small-batch GEMM default
+ * on any CPU; on an Intel core it is the spec's Intel default where there is one, and the spec's
+ * default stays the default on every other core. */
+static bool replaced_default(const woolly_kernel *k)
+{
+    return k->op == WOOLLY_OP_GEMV ? k->is_default : k->is_small_default;
+}
+
 Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
 {
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
-    int n_intel = 0;
+    int n_intel[2] = {0, 0}; /* GEMV, GEMM */
     for (int i = 0; i < n; i++) {
         const woolly_kernel *v = &ks[i];
         if (!v->is_intel_default)
             continue;
-        n_intel++;
-        cr_assert_eq(v->op, WOOLLY_OP_GEMV, "%s: an Intel default that is not a GEMV", v->name);
+        n_intel[v->op == WOOLLY_OP_GEMM]++;
+        cr_assert(v->op == WOOLLY_OP_GEMV || v->op == WOOLLY_OP_GEMM, "%s: an Intel default of another op",
+                  v->name);
         int n_default = 0;
         const woolly_kernel *d = NULL;
         for (int j = 0; j < n; j++)
-            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa && ks[j].is_default) {
+            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa && replaced_default(&ks[j])) {
                 n_default++;
                 d = &ks[j];
             }
-        cr_assert_eq(n_default, 1, "%s: %d defaults of its weights and level", v->name, n_default);
+        cr_assert_eq(n_default, 1, "%s: %d defaults of its op, weights and level", v->name, n_default);
         cr_assert_eq(d == v, intel, "%s: default %s on a %s core", v->name, d->name,
                      woolly_cpu_get()->vendor);
         cr_assert(d->act == v->act && d->layout == v->layout, "%s and %s differ in format or layout", d->name,
                   v->name);
-        if (intel && woolly_isa_active() == v->isa && woolly_kernel_runs(v))
+        if (!intel || woolly_isa_active() != v->isa || !woolly_kernel_runs(v))
+            continue;
+        if (v->op == WOOLLY_OP_GEMV)
             cr_assert_eq(woolly_kernel_default_gemv(v->wtype, -1), v, "%s is not the GEMV a run takes",
                          v->name);
+        else
+            cr_assert_eq(woolly_kernel_choose_small(v->wtype, v->act, v->layout), v,
+                         "%s is not the GEMM a run of a few tokens takes", v->name);
     }
 #if defined(__x86_64__)
-    cr_assert_gt(n_intel, 0, "the spec names no Intel default");
+    cr_assert_gt(n_intel[0], 0, "the spec names no Intel default GEMV");
+    cr_assert_gt(n_intel[1], 0, "the spec names no Intel small-batch GEMM");
 #endif
 }
 

@@ -175,10 +175,10 @@ static int decide(woolly_error *err)
     return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
 }
 
-/* Where the fastest GEMV differs by vendor, the spec names an Intel default beside the default: on an
- * Intel core it takes the default's place, for the run, the tuner's baseline and `info --kernels` alike.
- * The vendor stands for what no feature bit tells, how a core's prefetchers and load buffers meet a
- * weight stream (the spec gives the figures). */
+/* Where the fastest GEMV or small-batch GEMM differs by vendor, the spec names an Intel default beside
+ * the default (a GEMV) or the small default (a GEMM): on an Intel core it takes that one's place, for
+ * the run, the tuner's baseline and `info --kernels` alike. The vendor stands for what no feature bit
+ * tells, how a core's prefetchers and load buffers meet a weight stream (the spec gives the figures). */
 static void apply_vendor_defaults(void)
 {
     if (strcmp(woolly_cpu_get()->vendor, "GenuineIntel") != 0)
@@ -189,8 +189,12 @@ static void apply_vendor_defaults(void)
             continue;
         for (int j = 0; j < N_KERNELS; j++) {
             woolly_kernel *k = &KERNELS[j];
-            if (k->op == v->op && k->wtype == v->wtype && k->isa == v->isa)
+            if (k->op != v->op || k->wtype != v->wtype || k->isa != v->isa)
+                continue;
+            if (v->op == WOOLLY_OP_GEMV)
                 k->is_default = k == v;
+            else
+                k->is_small_default = k == v;
         }
     }
 }

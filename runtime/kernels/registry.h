@@ -47,8 +47,9 @@ typedef struct woolly_kernel {
     unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
     bool is_default;             /* the default of its (weights, ISA) (matmul) on this CPU, of its
                                     (cache, ISA, head dim) (attention) */
-    bool is_intel_default;       /* matmul GEMV: the spec's default of its (weights, ISA) on Intel cores,
-                                    which there takes is_default from the spec's other one */
+    bool is_intel_default;       /* matmul: the spec's default GEMV (or small-batch GEMM) of its (weights,
+                                    ISA) on Intel cores, which there takes is_default (is_small_default)
+                                    from the spec's other one */
     bool is_small_default;       /* matmul GEMM: the default of its (weights, ISA) for 2-16 tokens, where
                                     it differs from the GEMM default (see woolly_kernel_choose_small) */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
