@@ -6,8 +6,8 @@
  * moved to bits 4-5, gives 4 6-bit values of each of 16 rows; one vpdpbusd against 4 broadcast activation
  * bytes adds a 4-term dot product to every row's lane. The low nibbles are one 16-value sub-block and
  * the high nibbles the next, so each (token, group) keeps two accumulator chains per 32 values, which
- * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: the offset costs one
- * integer subtraction, off the multiply ports. Per 32 values and token the two sub-block dots are
+ * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: each chain starts at
+ * -32 x its activations' sum instead of 0, so the offset costs no instruction in the tile. Per 32 values and token the two sub-block dots are
  * scaled in float by d * sc (per row) and the activation block's d.
  *
  * What limits it: vpdpbusd (latency 4, 2 ports on Zen 5) wants 8 or more chains: 2 x tokens x groups
@@ -96,12 +96,18 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            __m512i dot0_1_0 = _mm512_setzero_si512(), dot0_1_1 = _mm512_setzero_si512();
-            __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
-            __m512i dot1_1_0 = _mm512_setzero_si512(), dot1_1_1 = _mm512_setzero_si512();
-            __m512i dot2_0_0 = _mm512_setzero_si512(), dot2_0_1 = _mm512_setzero_si512();
-            __m512i dot2_1_0 = _mm512_setzero_si512(), dot2_1_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
+            __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
+            __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
+            __m512i dot2_1_0 = oa2, dot2_1_1 = ob2;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
                 prefetch_slice(&w1[b], p, pf);
@@ -255,39 +261,30 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             const __m512 sa1 = row_scale(d1, w1[b].sc[2 * p]), sb1 = row_scale(d1, w1[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb2->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb2->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
         }
@@ -320,9 +317,15 @@ static void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
-            __m512i dot2_0_0 = _mm512_setzero_si512(), dot2_0_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
             }
@@ -423,30 +426,21 @@ static void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             }
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb2->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb2->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot2_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
         }
@@ -477,10 +471,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            __m512i dot0_1_0 = _mm512_setzero_si512(), dot0_1_1 = _mm512_setzero_si512();
-            __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
-            __m512i dot1_1_0 = _mm512_setzero_si512(), dot1_1_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
+            __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
+            __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
                 prefetch_slice(&w1[b], p, pf);
@@ -606,27 +604,21 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             const __m512 sa1 = row_scale(d1, w1[b].sc[2 * p]), sb1 = row_scale(d1, w1[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
         }
@@ -654,8 +646,12 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            __m512i dot1_0_0 = _mm512_setzero_si512(), dot1_0_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
             }
@@ -736,21 +732,15 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             }
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb1->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot1_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
         }
@@ -776,8 +766,10 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
-            __m512i dot0_1_0 = _mm512_setzero_si512(), dot0_1_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
+            __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
                 prefetch_slice(&w1[b], p, pf);
@@ -875,15 +867,12 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             const __m512 sa1 = row_scale(d1, w1[b].sc[2 * p]), sb1 = row_scale(d1, w1[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_0, oa)), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_1_1, ob)), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
         }
@@ -906,7 +895,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
             }
@@ -967,12 +958,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             }
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }

@@ -6,8 +6,8 @@
  * moved to bits 4-5, gives 4 6-bit values of each of 16 rows; one vpdpbusd against 4 broadcast activation
  * bytes adds a 4-term dot product to every row's lane. The low nibbles are one 16-value sub-block and
  * the high nibbles the next, so each (token, group) keeps two accumulator chains per 32 values, which
- * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: the offset costs one
- * integer subtraction, off the multiply ports. Per 32 values and token the two sub-block dots are
+ * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: each chain starts at
+ * -32 x its activations' sum instead of 0, so the offset costs no instruction in the tile. Per 32 values and token the two sub-block dots are
  * scaled in float by d * sc (per row) and the activation block's d.
  *
  * What limits it: vpdpbusd (latency 4, 2 ports on Zen 5) wants 8 or more chains: 2 x tokens x groups
@@ -86,7 +86,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            __m512i dot0_0_0 = _mm512_setzero_si512(), dot0_0_1 = _mm512_setzero_si512();
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
+            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
             }
@@ -147,12 +149,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             }
             const __m512 sa0 = row_scale(d0, w0[b].sc[2 * p]), sb0 = row_scale(d0, w0[b].sc[2 * p + 1]);
             {
-                /* 32 * the sums of each 16 activations: q - 32 in the dot product */
-                const __m512i oa = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[0]), 5);
-                const __m512i ob = _mm512_slli_epi32(_mm512_set1_epi32(xb0->sum[1]), 5);
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_0, oa)), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(dot0_0_1, ob)), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }
