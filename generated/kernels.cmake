@@ -373,6 +373,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sbpf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16.c
@@ -389,6 +390,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16_sbpf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32_sbpf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_4x32.c
@@ -545,6 +547,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sbpf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16.c
@@ -561,6 +564,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16_sbpf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32_sbpf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_4x32.c
