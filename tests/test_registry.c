@@ -241,7 +241,8 @@ Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
         int n_default = 0;
         const woolly_kernel *d = NULL;
         for (int j = 0; j < n; j++)
-            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa && replaced_default(&ks[j])) {
+            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
+                replaced_default(&ks[j])) {
                 n_default++;
                 d = &ks[j];
             }
