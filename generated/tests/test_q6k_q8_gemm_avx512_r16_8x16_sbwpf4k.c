@@ -4,7 +4,8 @@
  * q6k_q8_gemm_avx512_r16_8x16_sbwpf4k against the reference (dequantized weights and the activations as packed, float64 dot) on
  * the edge shapes: k of one, two and three blocks (odd block counts), token counts at, below and above
  * the 8-token tile, row ranges that start mid-matrix (at a group boundary, ending in a partial tile), strides padded
- * by primes; and once each accumulating into y and with a prefetch distance. */
+ * by primes; and once each accumulating into y and with a prefetch distance. Wide tiles: row ranges of
+ * one and several 64-row chunks. */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -105,6 +106,17 @@ static const kc_matmul_case CASES[] = {
     {.k = 768, .m = 19, .r0 = 0, .r1 = 16},
     {.k = 768, .m = 19, .r0 = 16, .r1 = 49},
     {.k = 768, .m = 19, .r0 = 0, .r1 = 13},
+    {.k = 256, .m = 1, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 2, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 3, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 4, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 5, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 6, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 7, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 8, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 9, .r0 = 16, .r1 = 117},
+    {.k = 256, .m = 19, .r0 = 16, .r1 = 117},
+    {.k = 768, .m = 2, .r0 = 0, .r1 = 192},
     {.k = 768, .m = 19, .r0 = 16, .r1 = 35, .accumulate = 1},
     {.k = 768, .m = 19, .r0 = 0, .r1 = 37, .prefetch = 512},
 };
