@@ -1,5 +1,6 @@
 #include "huge_map.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
@@ -21,6 +22,19 @@ void *woolly_huge_map_open(woolly_huge_map *m, size_t bytes)
     char *start = (char *)(((uintptr_t)map + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
     madvise(start, bytes, MADV_HUGEPAGE); /* advice: without it (or without THP) the pages are small */
     return start;
+}
+
+int woolly_huge_map_populate(void *start, size_t bytes)
+{
+    if (madvise(start, bytes, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return -1; /* ENOMEM and the like: the memory is not there */
+    /* A kernel before 5.14: a write to each small page faults it in (a huge page on its first). */
+    volatile char *p = start;
+    for (size_t i = 0; i < bytes; i += 4096)
+        p[i] = 0;
+    return 0;
 }
 
 void woolly_huge_map_close(woolly_huge_map *m)

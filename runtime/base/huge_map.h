@@ -15,6 +15,10 @@ typedef struct {
 
 /* At least `bytes` zeroed bytes, 2 MiB aligned; NULL when the memory cannot be mapped. */
 void *woolly_huge_map_open(woolly_huge_map *m, size_t bytes);
+/* Commits the pages of [start, start + bytes), part of a mapping from woolly_huge_map_open, now rather
+ * than at their first write, so that the first use does not wait for them and a shortage of memory
+ * shows here instead of as the OOM killer later. 0, or -1 when the memory is not there. */
+int woolly_huge_map_populate(void *start, size_t bytes);
 void woolly_huge_map_close(woolly_huge_map *m);
 
 #endif

@@ -1,5 +1,7 @@
 #include "kv_cache.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant.h"
@@ -11,6 +13,12 @@ size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_lay
     if (type != WOOLLY_TYPE_F16 && type != WOOLLY_TYPE_F32 && type != WOOLLY_TYPE_Q8_0)
         return 0;
     return 2 * woolly_row_bytes(type, head_dim) * (size_t)n_ctx * (size_t)n_layer * (size_t)n_head_kv;
+}
+
+/* Bytes of the K (or V) half of the cache: every sequence's positions. */
+static size_t half_bytes(const woolly_kv_cache *c)
+{
+    return woolly_kv_cache_bytes(c->type, c->n_ctx, c->n_layer, c->n_head_kv, c->head_dim) / 2 * (size_t)c->n_seq;
 }
 
 int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_seq,
@@ -44,7 +52,7 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
             return woolly_fail(err, "KV cache: no F16 packer in the kernel registry");
         c->to_f16 = pk->pack;
     }
-    const size_t half = woolly_kv_cache_bytes(type, n_ctx, n_layer, n_head_kv, head_dim) / 2 * (size_t)n_seq;
+    const size_t half = half_bytes(c);
     /* Huge pages: every decode step streams the cache's filled part from DRAM. Zeroed: a kernel never
      * reads an unwritten position, but fresh anonymous pages cost nothing to zero and keep the memory
      * tools quiet. */
@@ -57,6 +65,40 @@ int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ct
                            "smaller --ctx-size",
                            2.0 * (double)half / (1024.0 * 1024.0), (long long)n_seq, (long long)n_ctx);
     }
+    return 0;
+}
+
+typedef struct {
+    void *start;
+    size_t bytes;
+    int rc;
+} populate_job;
+
+static void *populate_main(void *arg)
+{
+    populate_job *j = arg;
+    j->rc = woolly_huge_map_populate(j->start, j->bytes);
+    return NULL;
+}
+
+int woolly_kv_cache_populate(woolly_kv_cache *c, woolly_error *err)
+{
+    const size_t half = half_bytes(c);
+    /* K on a second thread while this one does V: the kernel zeroes the pages, and two cores do it
+     * in about half the time (a large server cache takes seconds). */
+    populate_job k = {c->k, half, -1};
+    pthread_t t;
+    const bool threaded = pthread_create(&t, NULL, populate_main, &k) == 0;
+    if (!threaded)
+        populate_main(&k);
+    const int rc_v = woolly_huge_map_populate(c->v, half);
+    if (threaded)
+        pthread_join(t, NULL);
+    if (k.rc || rc_v)
+        return woolly_fail(err,
+                           "KV cache: the system cannot provide %.1f MiB for %lld sequences of %lld positions; "
+                           "try a smaller --ctx-size or fewer --parallel slots",
+                           2.0 * (double)half / (1024.0 * 1024.0), (long long)c->n_seq, (long long)c->n_ctx);
     return 0;
 }
 

@@ -36,6 +36,10 @@ size_t woolly_kv_cache_bytes(enum woolly_type type, int64_t n_ctx, int64_t n_lay
 
 int woolly_kv_cache_open(woolly_kv_cache *c, enum woolly_type type, int64_t n_ctx, int64_t n_seq,
                          int64_t n_layer, int64_t n_head_kv, int64_t head_dim, woolly_error *err);
+/* Commits the whole cache's memory now (it is otherwise committed as positions are first written): for
+ * a server, whose slots would each pay for their pages on their first requests. A clear error when the
+ * memory is not there. */
+int woolly_kv_cache_populate(woolly_kv_cache *c, woolly_error *err);
 void woolly_kv_cache_close(woolly_kv_cache *c);
 
 /* Stores the K and V rows (n_head_kv * head_dim floats each) of one position of one sequence of one
