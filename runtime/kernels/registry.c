@@ -35,12 +35,13 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 #define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
 /* A matmul kernel's default bits (kernels.inc): 1 the default of its op, 2 the default for 2-16 tokens,
- * 4 the default GEMV on Intel cores. */
+ * 4 the default GEMV, or the default for 2-16 tokens of a GEMM, on Intel cores. */
 #define IS_DEFAULT(bits) (((bits)&1) != 0)
 #define IS_SMALL_DEFAULT(bits) (((bits)&2) != 0)
 #define IS_INTEL_DEFAULT(bits) (((bits)&4) != 0)
 
-/* Not const: woolly_isa_init moves the GEMV defaults to Intel ones on Intel cores (apply_vendor_defaults). */
+/* Not const: on Intel cores woolly_isa_init moves the defaults the spec gives Intel ones for to those
+ * (apply_vendor_defaults). */
 static woolly_kernel KERNELS[] = {
 #define WOOLLY_MATMUL_KERNEL(kname, op_, wtype_, act_, isa_, tm, tn, layout_, features_, bits)               \
     {.name = #kname,                                                                                         \
