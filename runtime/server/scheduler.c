@@ -243,17 +243,17 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
         srv_scheduler_close(s);
         return NULL;
     }
-    /* Every slot's cache is committed now: a slot's first requests would otherwise wait while the
-     * kernel zeroes its pages (a step of 64 prompt tokens for four new llama-1b slots at -c 512 took
-     * 400-460 ms against 170-210 once warm), and a machine short of memory fails here with a message
-     * instead of later. */
-    if (woolly_kv_cache_populate(&s->ctx->kv, err)) {
-        srv_scheduler_close(s);
-        return NULL;
-    }
     if (woolly_context_n_batch(s->ctx) < cfg->n_slots) {
         woolly_fail(err, "the batch size %d is below the %d slots (a context of %d positions is too small)",
                     woolly_context_n_batch(s->ctx), cfg->n_slots, woolly_context_n_ctx(s->ctx));
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    /* Every slot's cache is committed now, after the cheap checks: a slot's first requests would
+     * otherwise wait while the kernel zeroes its pages (a step of 64 prompt tokens for four new
+     * llama-1b slots at -c 512 took 400-460 ms against 170-210 once warm), and a machine short of
+     * memory fails here with a message instead of later. */
+    if (woolly_kv_cache_populate(&s->ctx->kv, err)) {
         srv_scheduler_close(s);
         return NULL;
     }
