@@ -7,8 +7,9 @@
  * bytes adds a 4-term dot product to every row's lane. The low nibbles are one 16-value sub-block and
  * the high nibbles the next, so each (token, group) keeps two accumulator chains per 32 values, which
  * the int8 activation block's per-16 sums turn into sum (q - 32) x exactly: each chain starts at
- * -32 x its activations' sum instead of 0, so the offset costs no instruction in the tile. Per 32 values and token the two sub-block dots are
- * scaled in float by d * sc (per row) and the activation block's d.
+ * -32 x its activations' sum instead of 0, which spares a subtraction per chain after the dot products.
+ * Per 32 values and token the two sub-block dots are scaled in float by d * sc (per row) and the
+ * activation block's d.
  *
  * What limits it: vpdpbusd (latency 4, 2 ports on Zen 5) wants 8 or more chains: 2 x tokens x groups
  * here; the float scale work (a multiply and two FMAs per token, group and 32 values) shares its ports.
