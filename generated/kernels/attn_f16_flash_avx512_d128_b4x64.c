@@ -40,8 +40,8 @@ static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 
 /* e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes' expf coefficients,
- * about 2 ulp), 2^n into the exponent bits. Inputs below -87.3 (e^x under the smallest normal float),
- * -inf included, give 0. */
+ * about 2 ulp), times 2^n by vscalefps (one instruction for the exponent arithmetic). Inputs below -87.3
+ * (e^x under the smallest normal float), -inf included, give 0. */
 static inline vf v_exp(vf x)
 {
     const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
@@ -58,8 +58,7 @@ static inline vf v_exp(vf x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps((__mmask16)~tiny, p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_scalef_ps((__mmask16)~tiny, p, n);
 }
 
 /* A 16 x 16 tile: dst row i = src column i. Unpacks pair rows, then 128-bit lanes are transposed. */
@@ -395,6 +394,38 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
     }
 }
 
+/* The online softmax of MR rows of scores over nkv positions: each row's new maximum, s turned into
+ * e^(s - max), the row's sum l rescaled by c = e^(old max - new max) and grown by the block's. The rows
+ * go side by side, so their reductions and exponentials overlap instead of waiting on one another. A row
+ * that has seen nothing yet (all -inf so far) keeps m = -inf and gets p = 0, c = 0: its output is zero. */
+static inline void softmax_rows(float (*s)[BK], int nkv, float *m, float *l, float *c)
+{
+    vf mv[MR], sum[MR], mn[MR];
+    float mnew[MR];
+    for (int i = 0; i < MR; i++)
+        mv[i] = v_set1(-INFINITY);
+    for (int j = 0; j < nkv; j += VL)
+        for (int i = 0; i < MR; i++)
+            mv[i] = v_max(mv[i], v_load(&s[i][j]));
+    for (int i = 0; i < MR; i++) {
+        const float mx = v_hmax(mv[i]);
+        mnew[i] = mx > m[i] ? mx : m[i];
+        mn[i] = v_set1(mnew[i] == -INFINITY ? 0.0f : mnew[i]); /* e^(-inf - 0) = 0 */
+        sum[i] = v_set1(0.0f);
+    }
+    for (int j = 0; j < nkv; j += VL)
+        for (int i = 0; i < MR; i++) {
+            const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn[i]));
+            v_store(&s[i][j], p);
+            sum[i] = v_add(sum[i], p);
+        }
+    for (int i = 0; i < MR; i++) {
+        c[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mnew[i]);
+        l[i] = l[i] * c[i] + v_hsum(sum[i]);
+        m[i] = mnew[i];
+    }
+}
+
 void woolly_attn_f16_flash_avx512_d128_b4x64(const woolly_attn_args *a)
 {
     if (a->n_q == 1)
@@ -442,33 +473,13 @@ void woolly_attn_f16_flash_avx512_d128_b4x64(const woolly_attn_args *a)
             const int masked = lim[0] < j0 + nkv;
             for (int r0 = 0; r0 < rows_pad; r0 += MR) {
                 scores(&qs, &blk, r0, nkv, s);
-                for (int i = 0; i < MR; i++) {
-                    const int r = r0 + i;
-                    const int64_t vis = lim[r] - j0; /* visible positions of this block, if < nkv */
-                    if (masked)
+                if (masked)
+                    for (int i = 0; i < MR; i++) {
+                        const int64_t vis = lim[r0 + i] - j0; /* visible positions of this block */
                         for (int64_t j = vis < 0 ? 0 : vis; j < nkv; j++)
                             s[i][j] = -INFINITY;
-                    vf mv = v_set1(-INFINITY);
-                    for (int j = 0; j < nkv; j += VL)
-                        mv = v_max(mv, v_load(&s[i][j]));
-                    const float mx = v_hmax(mv), mnew = mx > m[r] ? mx : m[r];
-                    if (mnew == -INFINITY) { /* sees nothing yet */
-                        c[i] = 1.0f;
-                        for (int j = 0; j < nkv; j++)
-                            s[i][j] = 0.0f;
-                        continue;
                     }
-                    const vf mn = v_set1(mnew);
-                    vf sum = v_set1(0.0f);
-                    for (int j = 0; j < nkv; j += VL) {
-                        const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn));
-                        v_store(&s[i][j], p);
-                        sum = v_add(sum, p);
-                    }
-                    c[i] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mnew);
-                    l[r] = l[r] * c[i] + v_hsum(sum);
-                    m[r] = mnew;
-                }
+                softmax_rows(s, nkv, m + r0, l + r0, c);
                 accumulate((const float(*)[BK])s, &blk, c, r0, nk, nkv, acc);
             }
         }

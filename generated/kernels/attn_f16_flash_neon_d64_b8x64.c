@@ -375,6 +375,38 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
     }
 }
 
+/* The online softmax of MR rows of scores over nkv positions: each row's new maximum, s turned into
+ * e^(s - max), the row's sum l rescaled by c = e^(old max - new max) and grown by the block's. The rows
+ * go side by side, so their reductions and exponentials overlap instead of waiting on one another. A row
+ * that has seen nothing yet (all -inf so far) keeps m = -inf and gets p = 0, c = 0: its output is zero. */
+static inline void softmax_rows(float (*s)[BK], int nkv, float *m, float *l, float *c)
+{
+    vf mv[MR], sum[MR], mn[MR];
+    float mnew[MR];
+    for (int i = 0; i < MR; i++)
+        mv[i] = v_set1(-INFINITY);
+    for (int j = 0; j < nkv; j += VL)
+        for (int i = 0; i < MR; i++)
+            mv[i] = v_max(mv[i], v_load(&s[i][j]));
+    for (int i = 0; i < MR; i++) {
+        const float mx = v_hmax(mv[i]);
+        mnew[i] = mx > m[i] ? mx : m[i];
+        mn[i] = v_set1(mnew[i] == -INFINITY ? 0.0f : mnew[i]); /* e^(-inf - 0) = 0 */
+        sum[i] = v_set1(0.0f);
+    }
+    for (int j = 0; j < nkv; j += VL)
+        for (int i = 0; i < MR; i++) {
+            const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn[i]));
+            v_store(&s[i][j], p);
+            sum[i] = v_add(sum[i], p);
+        }
+    for (int i = 0; i < MR; i++) {
+        c[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mnew[i]);
+        l[i] = l[i] * c[i] + v_hsum(sum[i]);
+        m[i] = mnew[i];
+    }
+}
+
 void woolly_attn_f16_flash_neon_d64_b8x64(const woolly_attn_args *a)
 {
     if (a->n_q == 1)
@@ -422,33 +454,13 @@ void woolly_attn_f16_flash_neon_d64_b8x64(const woolly_attn_args *a)
             const int masked = lim[0] < j0 + nkv;
             for (int r0 = 0; r0 < rows_pad; r0 += MR) {
                 scores(&qs, &blk, r0, nkv, s);
-                for (int i = 0; i < MR; i++) {
-                    const int r = r0 + i;
-                    const int64_t vis = lim[r] - j0; /* visible positions of this block, if < nkv */
-                    if (masked)
+                if (masked)
+                    for (int i = 0; i < MR; i++) {
+                        const int64_t vis = lim[r0 + i] - j0; /* visible positions of this block */
                         for (int64_t j = vis < 0 ? 0 : vis; j < nkv; j++)
                             s[i][j] = -INFINITY;
-                    vf mv = v_set1(-INFINITY);
-                    for (int j = 0; j < nkv; j += VL)
-                        mv = v_max(mv, v_load(&s[i][j]));
-                    const float mx = v_hmax(mv), mnew = mx > m[r] ? mx : m[r];
-                    if (mnew == -INFINITY) { /* sees nothing yet */
-                        c[i] = 1.0f;
-                        for (int j = 0; j < nkv; j++)
-                            s[i][j] = 0.0f;
-                        continue;
                     }
-                    const vf mn = v_set1(mnew);
-                    vf sum = v_set1(0.0f);
-                    for (int j = 0; j < nkv; j += VL) {
-                        const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn));
-                        v_store(&s[i][j], p);
-                        sum = v_add(sum, p);
-                    }
-                    c[i] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mnew);
-                    l[r] = l[r] * c[i] + v_hsum(sum);
-                    m[r] = mnew;
-                }
+                softmax_rows(s, nkv, m + r0, l + r0, c);
                 accumulate((const float(*)[BK])s, &blk, c, r0, nk, nkv, acc);
             }
         }

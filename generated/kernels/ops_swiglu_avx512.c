@@ -29,8 +29,8 @@ static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 
 /* e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-6 polynomial (Cephes' expf coefficients,
- * about 2 ulp), 2^n into the exponent bits. Inputs below -87.3 (e^x under the smallest normal float),
- * -inf included, give 0. */
+ * about 2 ulp), times 2^n by vscalefps (one instruction for the exponent arithmetic). Inputs below -87.3
+ * (e^x under the smallest normal float), -inf included, give 0. */
 static inline vf v_exp(vf x)
 {
     const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
@@ -47,8 +47,7 @@ static inline vf v_exp(vf x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps((__mmask16)~tiny, p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_scalef_ps((__mmask16)~tiny, p, n);
 }
 
 /* A 16 x 16 tile: dst row i = src column i. Unpacks pair rows, then 128-bit lanes are transposed. */
