@@ -3,12 +3,16 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Jobs in a forward pass come in quick succession (a few per layer), so a thread that has just finished
- * one spins briefly before sleeping on the condition variable: waking a sleeping thread costs tens of
- * microseconds, a decode step of a small model only a few hundred. */
-enum { SPIN_ITERS = 2000 };
+ * one spins before sleeping on the condition variable: waking a sleeping thread costs tens of
+ * microseconds, and a gap between two jobs (one thread's share of a matmul ending before the other's, the
+ * serial work between layers) can be longer than that. The spin is bounded in time, not in pauses, whose
+ * length differs several-fold between cores. */
+enum { SPIN_NS = 300000, SPIN_CHECK = 32 /* pauses between two reads of the clock */ };
 
 typedef struct worker {
     woolly_threadpool *pool;
@@ -41,6 +45,30 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One pause of a spin; false once the spin has lasted SPIN_NS. */
+typedef struct spin {
+    unsigned n;
+    uint64_t until;
+} spin;
+
+static bool spin_on(spin *s)
+{
+    cpu_relax();
+    if (++s->n % SPIN_CHECK)
+        return true;
+    const uint64_t t = now_ns();
+    if (!s->until)
+        s->until = t + SPIN_NS;
+    return t < s->until;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -48,10 +76,8 @@ static void *worker_main(void *arg)
     unsigned seen = 0;
     for (;;) {
         unsigned g = atomic_load(&p->generation);
-        for (int i = 0; i < SPIN_ITERS && g == seen && !atomic_load(&p->stop); i++) {
-            cpu_relax();
+        for (spin s = {0}; g == seen && !atomic_load(&p->stop) && spin_on(&s);)
             g = atomic_load(&p->generation);
-        }
         if (g == seen) {
             pthread_mutex_lock(&p->lock);
             while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop))
@@ -164,8 +190,8 @@ void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, 
 
     fn(arg, 0, n_use);
 
-    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->pending) > 0; i++)
-        cpu_relax();
+    for (spin s = {0}; atomic_load(&p->pending) > 0 && spin_on(&s);)
+        ;
     if (atomic_load(&p->pending) > 0) {
         pthread_mutex_lock(&p->lock);
         while (atomic_load(&p->pending) > 0)
