@@ -2,6 +2,7 @@
 #include "attn_run.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 /* Multiply-adds below which another thread does not pay for waking it. */
 #define ATTN_MIN_WORK_PER_THREAD 65536.0
@@ -37,46 +38,94 @@ static woolly_attn_args head_args(const woolly_attn_layer *a, const woolly_seq_r
     };
 }
 
-/* The positions run r's queries see, summed over its blocks of q_block queries (a block costs the
- * positions its last query sees, so the early blocks of a causal prompt are cheap). */
-static double run_cost(const woolly_seq_run *r, int32_t q_block)
+/* An item of a batch: KV head h of a run, its queries [t0, t0 + nq). Items go run-major, then by head,
+ * then by block of q_per_call queries; an item costs the positions its last query sees (so the early
+ * blocks of a causal prompt are cheap). */
+typedef struct attn_item {
+    const woolly_seq_run *run;
+    int32_t h, t0, nq;
+} attn_item;
+
+static int64_t run_items(const woolly_attn_layer *a, const woolly_seq_run *r)
 {
-    double total = 0.0;
-    for (int32_t t0 = 0; t0 < r->n; t0 += q_block)
-        total += (double)r->pos0 + (r->n - t0 < q_block ? r->n : t0 + q_block);
-    return total;
+    return (int64_t)a->n_head_kv * ((r->n + a->q_per_call - 1) / a->q_per_call);
 }
 
-/* A batch: the items (run, KV head, block of q_per_call queries), run- then head-major, split across the
- * threads in contiguous stretches of nearly equal cost. */
+static attn_item item_at(const woolly_attn_layer *a, int64_t i)
+{
+    const woolly_seq_run *r = a->runs;
+    for (; i >= run_items(a, r); r++)
+        i -= run_items(a, r);
+    const int32_t blocks = (r->n + a->q_per_call - 1) / a->q_per_call,
+                  t0 = (int32_t)(i % blocks) * a->q_per_call;
+    return (attn_item){r, (int32_t)(i / blocks), t0, r->n - t0 < a->q_per_call ? r->n - t0 : a->q_per_call};
+}
+
+static double item_cost(const attn_item *it)
+{
+    return (double)it->run->pos0 + it->t0 + it->nq;
+}
+
+static void run_item(const woolly_attn_layer *a, const attn_item *it, int ith, int nth)
+{
+    const woolly_attn_args args =
+        head_args(a, it->run, it->h, it->t0, it->nq, 0, (int64_t)it->run->pos0 + it->t0 + it->nq);
+    woolly_attn_call(it->run->n == 1 ? a->kernel_decode : a->kernel, &args, ith, nth);
+}
+
+/* A batch across the threads: each first runs a contiguous stretch of the items before `shared`, of
+ * nearly equal cost, then the threads take the rest one item at a time, the costliest first, each the
+ * next one free, so that a thread slowed by something outside the job does not keep the others
+ * waiting (as the matmuls do). */
+typedef struct attn_batch_job {
+    const woolly_attn_layer *a;
+    int64_t n_items, shared; /* items [shared, n_items) are taken one by one */
+    double static_cost;      /* the cost of items [0, shared) */
+    atomic_llong next;       /* shared items taken so far */
+} attn_batch_job;
+
+enum { SHARED_PART = 4 /* the last quarter of the cost */ };
+
+static void batch_prepare(attn_batch_job *j, const woolly_attn_layer *a)
+{
+    double total = 0.0;
+    j->a = a;
+    j->n_items = 0;
+    for (int32_t r = 0; r < a->n_runs; r++)
+        j->n_items += run_items(a, &a->runs[r]);
+    for (int64_t i = 0; i < j->n_items; i++) {
+        const attn_item it = item_at(a, i);
+        total += item_cost(&it);
+    }
+    j->shared = j->n_items;
+    j->static_cost = 0.0;
+    for (int64_t i = 0; i < j->n_items; i++) {
+        const attn_item it = item_at(a, i);
+        if (j->static_cost + item_cost(&it) / 2 >= total - total / SHARED_PART) {
+            j->shared = i;
+            break;
+        }
+        j->static_cost += item_cost(&it);
+    }
+    atomic_init(&j->next, 0);
+}
+
 static void batch_run(void *arg, int ith, int nth)
 {
-    const woolly_attn_layer *a = arg;
-    const int32_t qb = a->q_per_call;
-    double total = 0.0;
-    for (int32_t r = 0; r < a->n_runs; r++)
-        total += run_cost(&a->runs[r], qb);
-    total *= a->n_head_kv;
-    const double lo = total * ith / nth, hi = total * (ith + 1) / nth;
+    attn_batch_job *j = arg;
+    const woolly_attn_layer *a = j->a;
+    const double lo = j->static_cost * ith / nth, hi = j->static_cost * (ith + 1) / nth;
     double at = 0.0;
-    for (int32_t r = 0; r < a->n_runs; r++) {
-        const woolly_seq_run *run = &a->runs[r];
-        if (at + run_cost(run, qb) * a->n_head_kv < lo) { /* all of this run is before ours */
-            at += run_cost(run, qb) * a->n_head_kv;
-            continue;
-        }
-        for (int32_t h = 0; h < a->n_head_kv && at < hi; h++)
-            for (int32_t t0 = 0; t0 < run->n; t0 += qb) {
-                const int32_t nq = run->n - t0 < qb ? run->n - t0 : qb;
-                const double cost = (double)run->pos0 + t0 + nq, mid = at + cost / 2;
-                at += cost;
-                if (mid < lo || mid >= hi)
-                    continue;
-                const woolly_attn_args args = head_args(a, run, h, t0, nq, 0, (int64_t)run->pos0 + t0 + nq);
-                woolly_attn_call(run->n == 1 ? a->kernel_decode : a->kernel, &args, ith, nth);
-            }
-        if (at >= hi)
-            break;
+    for (int64_t i = 0; i < j->shared && at < hi; i++) {
+        const attn_item it = item_at(a, i);
+        const double cost = item_cost(&it), mid = at + cost / 2;
+        at += cost;
+        if (mid >= lo && mid < hi)
+            run_item(a, &it, ith, nth);
+    }
+    for (long long k; (k = atomic_fetch_add(&j->next, 1)) < j->n_items - j->shared;) {
+        const attn_item it = item_at(a, j->n_items - 1 - k);
+        run_item(a, &it, ith, nth);
     }
 }
 
@@ -148,7 +197,9 @@ void woolly_attn_run(woolly_threadpool *pool, const woolly_attn_layer *a, int nt
         woolly_threadpool_run_n(pool, split_run, (void *)a, nth);
         combine(a);
     } else {
-        woolly_threadpool_run_n(pool, batch_run, (void *)a, nth);
+        attn_batch_job j;
+        batch_prepare(&j, a);
+        woolly_threadpool_run_n(pool, batch_run, &j, nth);
     }
 }
 

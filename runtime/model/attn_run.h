@@ -2,8 +2,9 @@
  * split the forward pass runs (forward.c) and the tuner measures (tune/tune_attn.c), written once so that
  * what is tuned is what runs.
  *
- * A batch of several queries is cut into items (run, KV head, block of q_per_call queries), handed to
- * the threads in contiguous stretches of nearly equal cost. One token at long context is cut instead
+ * A batch of several queries is cut into items (run, KV head, block of q_per_call queries): each thread
+ * runs a contiguous stretch of the first three quarters of their cost, then the threads take the rest
+ * one item at a time, whichever is free. One token at long context is cut instead
  * into (KV head, chunk of its cache positions) items, so that few KV heads still keep every thread busy;
  * each chunk leaves a partial result (its maximum, sum and unnormalized output) that
  * woolly_attn_combine then merges. */
