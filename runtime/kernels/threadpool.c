@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Jobs in a forward pass come in quick succession (a few per layer), so a thread that has just finished
  * one spins before sleeping on the condition variable: waking a sleeping thread costs tens of
@@ -22,6 +23,8 @@ typedef struct worker {
 
 struct woolly_threadpool {
     int n;
+    uint64_t spin_ns; /* SPIN_NS, or 0 when the threads outnumber the CPUs: a spinning thread would
+                         hold a CPU that one with work needs */
     worker *workers; /* n - 1 of them; the caller of run is thread 0 */
 
     pthread_mutex_t lock;
@@ -52,20 +55,22 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* One pause of a spin; false once the spin has lasted SPIN_NS. */
+/* One pause of a spin; false once the spin has lasted the pool's spin_ns. */
 typedef struct spin {
     unsigned n;
     uint64_t until;
 } spin;
 
-static bool spin_on(spin *s)
+static bool spin_on(spin *s, const woolly_threadpool *p)
 {
+    if (!p->spin_ns)
+        return false;
     cpu_relax();
     if (++s->n % SPIN_CHECK)
         return true;
     const uint64_t t = now_ns();
     if (!s->until)
-        s->until = t + SPIN_NS;
+        s->until = t + p->spin_ns;
     return t < s->until;
 }
 
@@ -76,7 +81,7 @@ static void *worker_main(void *arg)
     unsigned seen = 0;
     for (;;) {
         unsigned g = atomic_load(&p->generation);
-        for (spin s = {0}; g == seen && !atomic_load(&p->stop) && spin_on(&s);)
+        for (spin s = {0}; g == seen && !atomic_load(&p->stop) && spin_on(&s, p);)
             g = atomic_load(&p->generation);
         if (g == seen) {
             pthread_mutex_lock(&p->lock);
@@ -109,6 +114,8 @@ woolly_threadpool *woolly_threadpool_open(int n_threads, woolly_error *err)
         return NULL;
     }
     p->n = n_threads;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->spin_ns = cpus > 0 && n_threads > cpus ? 0 : SPIN_NS;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -190,7 +197,7 @@ void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, 
 
     fn(arg, 0, n_use);
 
-    for (spin s = {0}; atomic_load(&p->pending) > 0 && spin_on(&s);)
+    for (spin s = {0}; atomic_load(&p->pending) > 0 && spin_on(&s, p);)
         ;
     if (atomic_load(&p->pending) > 0) {
         pthread_mutex_lock(&p->lock);
