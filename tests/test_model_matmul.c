@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "matmul.h"
 #include "quant.h"
@@ -152,6 +153,68 @@ Test(matmul, threads_split_rows_without_changing_the_result)
             woolly_threadpool_close(p);
         }
     }
+    free(wdata);
+    free(deq);
+}
+
+/* Rows each thread ran and the calls that covered each row, seen by the observer; thread 0 is made slow. */
+enum { SLOW_ROWS = 1024, SLOW_K = 1024 };
+static atomic_int g_row_calls[SLOW_ROWS];
+static atomic_llong g_thread_rows[3];
+
+static void observe_slow_thread0(const woolly_matrix *w, const woolly_kernel *k, const woolly_matmul_args *a,
+                                 int ith, int nth)
+{
+    (void)w, (void)k, (void)nth;
+    for (int64_t r = a->r0; r < a->r1; r++)
+        atomic_fetch_add(&g_row_calls[r], 1);
+    atomic_fetch_add(&g_thread_rows[ith], a->r1 - a->r0);
+    if (ith == 0) {
+        const struct timespec slow = {0, 50 * 1000 * 1000};
+        nanosleep(&slow, NULL);
+    }
+}
+
+/* A thread slowed by something outside the job leaves the rows after its own share to the others:
+ * every row is still computed once, the result is unchanged, and the slow thread runs no more than
+ * its own share. */
+Test(matmul, a_slow_thread_leaves_the_shared_rows_to_the_others)
+{
+    enum { M = 5 };
+    float *deq;
+    void *wdata = random_q4k(SLOW_ROWS, SLOW_K, &deq);
+    const woolly_matrix w = woolly_matrix_rows(wdata, WOOLLY_TYPE_Q4_K, SLOW_ROWS, SLOW_K, "w");
+    woolly_matmul_plan plan;
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_matmul_plan_init(&plan, &w, NULL, &err), 0, "%s", err.msg);
+    static float x[M * SLOW_K], y[M * SLOW_ROWS], want[M * SLOW_ROWS];
+    tu_rng rng = {5};
+    for (int i = 0; i < M * SLOW_K; i++)
+        x[i] = tu_rand_normal(&rng);
+    woolly_threadpool *one = woolly_threadpool_open(1, &err), *three = woolly_threadpool_open(3, &err);
+    cr_assert(one && three, "%s", err.msg);
+    for (int m = 1; m <= M; m += M - 1) {
+        woolly_matmul(one, &plan, &w, x, m, want, SLOW_ROWS, NULL);
+        for (int r = 0; r < SLOW_ROWS; r++)
+            atomic_init(&g_row_calls[r], 0);
+        for (int t = 0; t < 3; t++)
+            atomic_init(&g_thread_rows[t], 0);
+        memset(y, 0xFF, sizeof y);
+        woolly_matmul_set_observer(observe_slow_thread0);
+        woolly_matmul(three, &plan, &w, x, m, y, SLOW_ROWS, NULL);
+        woolly_matmul_set_observer(NULL);
+        cr_expect(memcmp(y, want, sizeof(float) * (size_t)(m * SLOW_ROWS)) == 0,
+                  "m %d: 3 threads, one slow, differ from one thread", m);
+        for (int r = 0; r < SLOW_ROWS; r++)
+            cr_expect_eq(atomic_load(&g_row_calls[r]), 1, "m %d: row %d computed %d times", m, r,
+                         atomic_load(&g_row_calls[r]));
+        const long long slow = atomic_load(&g_thread_rows[0]);
+        /* Its own share: a third of the first three quarters (a static split would give it a third). */
+        cr_expect(slow <= SLOW_ROWS / 4, "m %d: the slow thread ran %lld rows, more than its own share of %d",
+                  m, slow, SLOW_ROWS / 4);
+    }
+    woolly_threadpool_close(one);
+    woolly_threadpool_close(three);
     free(wdata);
     free(deq);
 }
