@@ -5,7 +5,9 @@
  * wrong rows shows; and the rule for the number of KV chunks. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "attn_run.h"
 #include "testutil.h"
@@ -140,6 +142,44 @@ Test(attn_run, batch_of_runs_covers_every_query_once)
             cr_expect_leq(e, ATTN_RUN_MAX_ERR, "%d threads, %d queries per call: error %.3g", threads,
                           q_per_call[i], e);
         }
+    fixture_close(f);
+}
+
+static atomic_int g_calls_by[3];
+
+static void observe_slow_thread0(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth)
+{
+    (void)k, (void)a, (void)nth;
+    atomic_fetch_add(&g_calls_by[ith], 1);
+    if (ith == 0) {
+        const struct timespec slow = {0, 50 * 1000 * 1000};
+        nanosleep(&slow, NULL);
+    }
+}
+
+/* A thread slowed by something outside the job leaves the batch's last items to the others: the output
+ * is still right (each item once), and the slow thread runs only items of its own stretch, fewer than
+ * an equal split would give it. */
+Test(attn_run, a_slow_thread_leaves_the_shared_items_to_the_others)
+{
+    fixture *f = fixture_open();
+    /* 8 sequences' next tokens at about the same depth, as a server step has them: 16 items of equal
+     * cost, of which thread 0's own stretch is 4 */
+    woolly_seq_run runs[8];
+    for (int32_t r = 0; r < 8; r++)
+        runs[r] = (woolly_seq_run){.row0 = r, .n = 1, .seq = r % N_SEQ, .pos0 = 600 + r};
+    woolly_attn_layer a = layer(f, runs, 8);
+    for (int t = 0; t < 3; t++)
+        atomic_init(&g_calls_by[t], 0);
+    woolly_attn_set_observer(observe_slow_thread0);
+    run(f, &a, 3);
+    woolly_attn_set_observer(NULL);
+    const double e = max_error(f, &a);
+    cr_expect_leq(e, ATTN_RUN_MAX_ERR, "3 threads, one slow: error %.3g", e);
+    const int calls = atomic_load(&g_calls_by[0]) + atomic_load(&g_calls_by[1]) + atomic_load(&g_calls_by[2]);
+    cr_expect_eq(calls, 8 * N_HEAD_KV, "%d kernel calls for %d items", calls, 8 * N_HEAD_KV);
+    cr_expect_leq(atomic_load(&g_calls_by[0]), 4, "the slow thread ran %d of 16 items, more than its own 4",
+                  atomic_load(&g_calls_by[0]));
     fixture_close(f);
 }
 
