@@ -322,8 +322,8 @@ Test(matmul, activation_packers)
                           "block %d value %d: %g packed as %d x %g", b, i, x[b * 32 + i], q[b].q[i], q[b].d);
         }
         cr_expect_float_eq(q[b].d, amax / 127.0f, 1e-6f * amax + 1e-30f);
-        cr_expect_eq(q[b].sum[0], sum[0]);
-        cr_expect_eq(q[b].sum[1], sum[1]);
+        cr_expect_eq(q[b].off[0], -32 * sum[0]);
+        cr_expect_eq(q[b].off[1], -32 * sum[1]);
         cr_expect_float_eq(q[b].ds, q[b].d * (float)(sum[0] + sum[1]), 1e-5f * fabsf(q[b].ds) + 1e-30f);
     }
     cr_expect_eq(q[1].d, 0.0f);

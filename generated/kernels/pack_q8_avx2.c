@@ -47,8 +47,9 @@ void woolly_pack_q8_avx2(const float *x, int64_t k, void *dst)
         const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         _mm256_storeu_si256((__m256i *)b->q, _mm256_permutevar8x32_epi32(bytes, order));
         b->d = d;
-        b->sum[0] = hsum(_mm256_add_epi32(q[0], q[1]));
-        b->sum[1] = hsum(_mm256_add_epi32(q[2], q[3]));
-        b->ds = d * (float)(b->sum[0] + b->sum[1]);
+        const int32_t sum0 = hsum(_mm256_add_epi32(q[0], q[1])), sum1 = hsum(_mm256_add_epi32(q[2], q[3]));
+        b->off[0] = -32 * sum0;
+        b->off[1] = -32 * sum1;
+        b->ds = d * (float)(sum0 + sum1);
     }
 }

@@ -22,8 +22,9 @@ void woolly_pack_q8_avx512(const float *x, int64_t k, void *dst)
         _mm_storeu_si128((__m128i *)b->q, _mm512_cvtsepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(b->q + 16), _mm512_cvtsepi32_epi8(q1));
         b->d = d;
-        b->sum[0] = _mm512_reduce_add_epi32(q0);
-        b->sum[1] = _mm512_reduce_add_epi32(q1);
-        b->ds = d * (float)(b->sum[0] + b->sum[1]);
+        const int32_t sum0 = _mm512_reduce_add_epi32(q0), sum1 = _mm512_reduce_add_epi32(q1);
+        b->off[0] = -32 * sum0;
+        b->off[1] = -32 * sum1;
+        b->ds = d * (float)(sum0 + sum1);
     }
 }

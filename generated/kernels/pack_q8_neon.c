@@ -25,14 +25,16 @@ void woolly_pack_q8_neon(const float *x, int64_t k, void *dst)
         int32x4_t q[8];
         for (int i = 0; i < 8; i++)
             q[i] = vcvtnq_s32_f32(vmulq_n_f32(v[i], inv));
+        int32_t sum[2];
         for (int half = 0; half < 2; half++) {
             const int32x4_t *p = q + 4 * half;
             const int16x8_t lo = vcombine_s16(vqmovn_s32(p[0]), vqmovn_s32(p[1]));
             const int16x8_t hi = vcombine_s16(vqmovn_s32(p[2]), vqmovn_s32(p[3]));
             vst1q_s8(b->q + 16 * half, vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi)));
-            b->sum[half] = vaddvq_s32(vaddq_s32(vaddq_s32(p[0], p[1]), vaddq_s32(p[2], p[3])));
+            sum[half] = vaddvq_s32(vaddq_s32(vaddq_s32(p[0], p[1]), vaddq_s32(p[2], p[3])));
+            b->off[half] = -32 * sum[half];
         }
         b->d = d;
-        b->ds = d * (float)(b->sum[0] + b->sum[1]);
+        b->ds = d * (float)(sum[0] + sum[1]);
     }
 }

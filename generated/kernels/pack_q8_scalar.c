@@ -24,8 +24,8 @@ void woolly_pack_q8_scalar(const float *x, int64_t k, void *dst)
             sum[i / 16] += b->q[i];
         }
         b->d = d;
-        b->sum[0] = sum[0];
-        b->sum[1] = sum[1];
+        b->off[0] = -32 * sum[0];
+        b->off[1] = -32 * sum[1];
         b->ds = d * (float)(sum[0] + sum[1]);
     }
 }

@@ -83,7 +83,8 @@ static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int
  * 16 * 127 in magnitude). */
 static inline __m256i sums16(const woolly_block_q8x32 *xb)
 {
-    return _mm256_broadcastd_epi32(_mm_packs_epi32(_mm_loadl_epi64((const __m128i *)xb->sum), _mm_setzero_si128()));
+    const __m128i sums = _mm_sub_epi32(_mm_setzero_si128(), _mm_srai_epi32(_mm_loadl_epi64((const __m128i *)xb->off), 5));
+    return _mm256_broadcastd_epi32(_mm_packs_epi32(sums, _mm_setzero_si128()));
 }
 
 /* Stores rows [g0, g0 + nrow) of token t (or adds them to y). */

@@ -97,16 +97,19 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             __m512i dot2_1_0 = oa2, dot2_1_1 = ob2;
             if (pf) {
@@ -318,14 +321,17 @@ static void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -472,12 +478,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
             if (pf) {
@@ -647,11 +655,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -767,8 +777,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
             if (pf) {
@@ -896,8 +907,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);

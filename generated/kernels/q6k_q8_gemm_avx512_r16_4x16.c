@@ -95,17 +95,21 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
             const woolly_block_q8x32 *xb3 = &x3[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -275,11 +279,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -392,8 +398,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);

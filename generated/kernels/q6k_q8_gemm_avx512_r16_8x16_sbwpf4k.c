@@ -113,29 +113,37 @@ static void tile_8x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb5 = &x5[8 * b + p];
             const woolly_block_q8x32 *xb6 = &x6[8 * b + p];
             const woolly_block_q8x32 *xb7 = &x7[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa4 = _mm512_set1_epi32(-32 * xb4->sum[0]), ob4 = _mm512_set1_epi32(-32 * xb4->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0]), ob4 = _mm512_set1_epi32(xb4->off[1]);
             __m512i dot4_0_0 = oa4, dot4_0_1 = ob4;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa5 = _mm512_set1_epi32(-32 * xb5->sum[0]), ob5 = _mm512_set1_epi32(-32 * xb5->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa5 = _mm512_set1_epi32(xb5->off[0]), ob5 = _mm512_set1_epi32(xb5->off[1]);
             __m512i dot5_0_0 = oa5, dot5_0_1 = ob5;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa6 = _mm512_set1_epi32(-32 * xb6->sum[0]), ob6 = _mm512_set1_epi32(-32 * xb6->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa6 = _mm512_set1_epi32(xb6->off[0]), ob6 = _mm512_set1_epi32(xb6->off[1]);
             __m512i dot6_0_0 = oa6, dot6_0_1 = ob6;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa7 = _mm512_set1_epi32(-32 * xb7->sum[0]), ob7 = _mm512_set1_epi32(-32 * xb7->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa7 = _mm512_set1_epi32(xb7->off[0]), ob7 = _mm512_set1_epi32(xb7->off[1]);
             __m512i dot7_0_0 = oa7, dot7_0_1 = ob7;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -428,26 +436,33 @@ static void tile_7x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb4 = &x4[8 * b + p];
             const woolly_block_q8x32 *xb5 = &x5[8 * b + p];
             const woolly_block_q8x32 *xb6 = &x6[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa4 = _mm512_set1_epi32(-32 * xb4->sum[0]), ob4 = _mm512_set1_epi32(-32 * xb4->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0]), ob4 = _mm512_set1_epi32(xb4->off[1]);
             __m512i dot4_0_0 = oa4, dot4_0_1 = ob4;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa5 = _mm512_set1_epi32(-32 * xb5->sum[0]), ob5 = _mm512_set1_epi32(-32 * xb5->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa5 = _mm512_set1_epi32(xb5->off[0]), ob5 = _mm512_set1_epi32(xb5->off[1]);
             __m512i dot5_0_0 = oa5, dot5_0_1 = ob5;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa6 = _mm512_set1_epi32(-32 * xb6->sum[0]), ob6 = _mm512_set1_epi32(-32 * xb6->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa6 = _mm512_set1_epi32(xb6->off[0]), ob6 = _mm512_set1_epi32(xb6->off[1]);
             __m512i dot6_0_0 = oa6, dot6_0_1 = ob6;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -710,23 +725,29 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb3 = &x3[8 * b + p];
             const woolly_block_q8x32 *xb4 = &x4[8 * b + p];
             const woolly_block_q8x32 *xb5 = &x5[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa4 = _mm512_set1_epi32(-32 * xb4->sum[0]), ob4 = _mm512_set1_epi32(-32 * xb4->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0]), ob4 = _mm512_set1_epi32(xb4->off[1]);
             __m512i dot4_0_0 = oa4, dot4_0_1 = ob4;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa5 = _mm512_set1_epi32(-32 * xb5->sum[0]), ob5 = _mm512_set1_epi32(-32 * xb5->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa5 = _mm512_set1_epi32(xb5->off[0]), ob5 = _mm512_set1_epi32(xb5->off[1]);
             __m512i dot5_0_0 = oa5, dot5_0_1 = ob5;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -959,20 +980,25 @@ static void tile_5x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
             const woolly_block_q8x32 *xb3 = &x3[8 * b + p];
             const woolly_block_q8x32 *xb4 = &x4[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa4 = _mm512_set1_epi32(-32 * xb4->sum[0]), ob4 = _mm512_set1_epi32(-32 * xb4->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0]), ob4 = _mm512_set1_epi32(xb4->off[1]);
             __m512i dot4_0_0 = oa4, dot4_0_1 = ob4;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -1181,20 +1207,24 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
             const woolly_block_q8x32 *xb3 = &x3[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             __m512i dot2_1_0 = oa2, dot2_1_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
             __m512i dot3_1_0 = oa3, dot3_1_1 = ob3;
             if (pf) {
@@ -1448,17 +1478,21 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
             const woolly_block_q8x32 *xb3 = &x3[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa3 = _mm512_set1_epi32(-32 * xb3->sum[0]), ob3 = _mm512_set1_epi32(-32 * xb3->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0]), ob3 = _mm512_set1_epi32(xb3->off[1]);
             __m512i dot3_0_0 = oa3, dot3_0_1 = ob3;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -1636,16 +1670,19 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             __m512i dot2_1_0 = oa2, dot2_1_1 = ob2;
             if (pf) {
@@ -1857,14 +1894,17 @@ static void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
             const woolly_block_q8x32 *xb2 = &x2[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa2 = _mm512_set1_epi32(-32 * xb2->sum[0]), ob2 = _mm512_set1_epi32(-32 * xb2->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0]), ob2 = _mm512_set1_epi32(xb2->off[1]);
             __m512i dot2_0_0 = oa2, dot2_0_1 = ob2;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -2019,14 +2059,16 @@ static void tile_2x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
             __m512i dot0_2_0 = oa0, dot0_2_1 = ob0;
             __m512i dot0_3_0 = oa0, dot0_3_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
             __m512i dot1_2_0 = oa1, dot1_2_1 = ob1;
@@ -2308,12 +2350,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             __m512i dot1_1_0 = oa1, dot1_1_1 = ob1;
             if (pf) {
@@ -2483,11 +2527,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
             const woolly_block_q8x32 *xb1 = &x1[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa1 = _mm512_set1_epi32(-32 * xb1->sum[0]), ob1 = _mm512_set1_epi32(-32 * xb1->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0]), ob1 = _mm512_set1_epi32(xb1->off[1]);
             __m512i dot1_0_0 = oa1, dot1_0_1 = ob1;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);
@@ -2609,8 +2655,9 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d3 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w3[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
             __m512i dot0_2_0 = oa0, dot0_2_1 = ob0;
@@ -2825,8 +2872,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             __m512i dot0_1_0 = oa0, dot0_1_1 = ob0;
             if (pf) {
@@ -2954,8 +3002,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);

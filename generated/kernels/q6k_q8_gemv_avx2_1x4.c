@@ -65,7 +65,7 @@ static inline void block32(const decoded *w, int j, const woolly_block_q8x32 *xb
     const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w->q[j], x), w->sc[j]);
     const float f = w->d * xb->d;
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(f), *acc);
-    *off += f * (float)(32 * (w->sc0[j] * xb->sum[0] + w->sc1[j] * xb->sum[1]));
+    *off -= f * (float)(w->sc0[j] * xb->off[0] + w->sc1[j] * xb->off[1]);
 }
 
 /* Tokens [t0, t0 + 1) against rows [r, r + 4). */

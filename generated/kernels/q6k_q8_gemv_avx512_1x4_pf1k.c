@@ -7,8 +7,9 @@
  * in order; so the activations pair up as they come (two 32-value blocks per vector) and vpdpbusd leaves
  * 4-value partial sums in lanes, 4 lanes per 16-value sub-block. The lanes are scaled in float by a
  * per-lane vector (the row's scales, permuted, times the activation blocks' d) and summed across lanes
- * once per row at the end. The offset of 32 is sum over sub-blocks of d * sc * (activation d * sum of
- * the 16): one 16-lane FMA per row and block against a vector built once per block for all rows.
+ * once per row at the end. The offset of 32 is sum over sub-blocks of d * sc * (activation d * off, the
+ * block's -32 x the sum of the 16): one 16-lane FMA per row and block against a vector built once per
+ * block for all rows.
  *
  * Against q6k_r16 it needs no repack but does more work per byte, which a GEMV streaming from DRAM hides.
  * Prefetch: 1024 bytes ahead in each row unless the call asks for another distance.
@@ -42,8 +43,8 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
     const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(4));
     const __m512i sel2 = _mm512_add_epi32(sel0, _mm512_set1_epi32(8));
     const __m512i sel3 = _mm512_add_epi32(sel0, _mm512_set1_epi32(12));
-    /* byte offsets, from a block's first activation block, of the sums of each 16 and of their d */
-    const __m512i sum_at = _mm512_setr_epi32(8, 12, 56, 60, 104, 108, 152, 156, 200, 204, 248, 252, 296, 300, 344, 348);
+    /* byte offsets, from a block's first activation block, of the offsets (off) of each 16 and of their d */
+    const __m512i off_at = _mm512_setr_epi32(8, 12, 56, 60, 104, 108, 152, 156, 200, 204, 248, 252, 296, 300, 344, 348);
     const __m512i d_at = _mm512_setr_epi32(0, 0, 48, 48, 96, 96, 144, 144, 192, 192, 240, 240, 288, 288, 336, 336);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 1024;
@@ -62,8 +63,8 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
         const __m512i xa1 = pair_q(xb + 4, xb + 5), xb1 = pair_q(xb + 6, xb + 7);
         const __m512 da0 = pair_d(xb + 0, xb + 1), db0 = pair_d(xb + 2, xb + 3);
         const __m512 da1 = pair_d(xb + 4, xb + 5), db1 = pair_d(xb + 6, xb + 7);
-        /* activation d times the sum of each 16, per sub-block */
-        const __m512 sums = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_i32gather_epi32(sum_at, (const void *)xb, 1)),
+        /* activation d times the offset of each 16, per sub-block */
+        const __m512 offs = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_i32gather_epi32(off_at, (const void *)xb, 1)),
                                           _mm512_i32gather_ps(d_at, (const void *)xb, 1));
         {
             const woolly_block_q6_k *w = w0 + b;
@@ -101,7 +102,7 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), _mm512_mul_ps(_mm512_permutexvar_ps(sel2, sc), da1), acc0);
                 acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), _mm512_mul_ps(_mm512_permutexvar_ps(sel3, sc), db1), acc0);
             }
-            off0 = _mm512_fmadd_ps(sc, sums, off0);
+            off0 = _mm512_fmadd_ps(sc, offs, off0);
         }
         {
             const woolly_block_q6_k *w = w1 + b;
@@ -139,7 +140,7 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
                 acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), _mm512_mul_ps(_mm512_permutexvar_ps(sel2, sc), da1), acc1);
                 acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), _mm512_mul_ps(_mm512_permutexvar_ps(sel3, sc), db1), acc1);
             }
-            off1 = _mm512_fmadd_ps(sc, sums, off1);
+            off1 = _mm512_fmadd_ps(sc, offs, off1);
         }
         {
             const woolly_block_q6_k *w = w2 + b;
@@ -177,7 +178,7 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
                 acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), _mm512_mul_ps(_mm512_permutexvar_ps(sel2, sc), da1), acc2);
                 acc2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), _mm512_mul_ps(_mm512_permutexvar_ps(sel3, sc), db1), acc2);
             }
-            off2 = _mm512_fmadd_ps(sc, sums, off2);
+            off2 = _mm512_fmadd_ps(sc, offs, off2);
         }
         {
             const woolly_block_q6_k *w = w3 + b;
@@ -215,14 +216,14 @@ static void tile(const woolly_matmul_args *a, int64_t t, int64_t r, int64_t nr)
                 acc3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), _mm512_mul_ps(_mm512_permutexvar_ps(sel2, sc), da1), acc3);
                 acc3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), _mm512_mul_ps(_mm512_permutexvar_ps(sel3, sc), db1), acc3);
             }
-            off3 = _mm512_fmadd_ps(sc, sums, off3);
+            off3 = _mm512_fmadd_ps(sc, offs, off3);
         }
     }
     float out[R];
-    out[0] = _mm512_reduce_add_ps(_mm512_fnmadd_ps(off0, _mm512_set1_ps(32.0f), acc0));
-    out[1] = _mm512_reduce_add_ps(_mm512_fnmadd_ps(off1, _mm512_set1_ps(32.0f), acc1));
-    out[2] = _mm512_reduce_add_ps(_mm512_fnmadd_ps(off2, _mm512_set1_ps(32.0f), acc2));
-    out[3] = _mm512_reduce_add_ps(_mm512_fnmadd_ps(off3, _mm512_set1_ps(32.0f), acc3));
+    out[0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, off0));
+    out[1] = _mm512_reduce_add_ps(_mm512_add_ps(acc1, off1));
+    out[2] = _mm512_reduce_add_ps(_mm512_add_ps(acc2, off2));
+    out[3] = _mm512_reduce_add_ps(_mm512_add_ps(acc3, off3));
     float *y = a->y + (size_t)t * a->y_stride + (size_t)r;
     for (int64_t i = 0; i < nr; i++)
         y[i] = a->accumulate ? y[i] + out[i] : out[i];

@@ -87,8 +87,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         for (int p = 0; p < 8; p++) {
             const woolly_block_q8x32 *xb0 = &x0[8 * b + p];
-            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x. */
-            const __m512i oa0 = _mm512_set1_epi32(-32 * xb0->sum[0]), ob0 = _mm512_set1_epi32(-32 * xb0->sum[1]);
+            /* Each dot starts at -32 x the sum of its 16 activations, which makes it sum (q - 32) x; the
+             * block holds that start, so that it is a broadcast from memory (a load, not a vector op). */
+            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0]), ob0 = _mm512_set1_epi32(xb0->off[1]);
             __m512i dot0_0_0 = oa0, dot0_0_1 = ob0;
             if (pf) {
                 prefetch_slice(&w0[b], p, pf);

@@ -91,7 +91,7 @@ static inline void chunk_scale(const wblock *b, int c, wscale *s)
  * activations' sum of each 16. */
 static inline float32x4_t chunk_dot_q8(const wscale *s, int32x4_t lo, int32x4_t hi, const woolly_block_q8x32 *x)
 {
-    const int32x4_t l = vsubq_s32(lo, vdupq_n_s32(32 * x->sum[0])), h = vsubq_s32(hi, vdupq_n_s32(32 * x->sum[1]));
+    const int32x4_t l = vaddq_s32(lo, vdupq_n_s32(x->off[0])), h = vaddq_s32(hi, vdupq_n_s32(x->off[1]));
     const float32x4_t p = vfmaq_f32(vmulq_f32(vcvtq_f32_s32(l), s->mul[0]), vcvtq_f32_s32(h), s->mul[1]);
     return vmulq_n_f32(p, x->d);
 }

@@ -30,7 +30,7 @@ static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int
 static inline __m256i block_dot(const __m256i w[8], const __m256i aw[8], const woolly_block_q8x32 *xb)
 {
     (void)aw;
-    __m256i s = _mm256_set1_epi32(-128 * (xb->sum[0] + xb->sum[1]));
+    __m256i s = _mm256_set1_epi32(4 * (xb->off[0] + xb->off[1])); /* -128 x the sum of the 32 */
     #pragma GCC unroll 16
     for (int h = 0; h < 8; h++)
         s = _mm256_dpbusd_avx_epi32(s, w[h], bcast4(xb->q + 4 * h));

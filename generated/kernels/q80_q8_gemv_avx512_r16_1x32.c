@@ -144,7 +144,7 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].d));
         {
             /* 128 * the sum of the 32 activations, the excess of the unsigned weights */
-            const __m512i o = _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(x0[b].sum[0]), _mm512_set1_epi32(x0[b].sum[1])), 7);
+            const __m512i o = _mm512_set1_epi32(-4 * (x0[b].off[0] + x0[b].off[1]));
             const __m512 dx = _mm512_set1_ps(x0[b].d);
             const __m512i i0 = _mm512_sub_epi32(dot0_0_0, o);
             acc0_0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(d0, dx), acc0_0);
@@ -228,7 +228,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         {
             /* 128 * the sum of the 32 activations, the excess of the unsigned weights */
-            const __m512i o = _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(x0[b].sum[0]), _mm512_set1_epi32(x0[b].sum[1])), 7);
+            const __m512i o = _mm512_set1_epi32(-4 * (x0[b].off[0] + x0[b].off[1]));
             const __m512 dx = _mm512_set1_ps(x0[b].d);
             const __m512i i0 = _mm512_sub_epi32(dot0_0_0, o);
             acc0_0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(d0, dx), acc0_0);

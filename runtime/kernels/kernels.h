@@ -341,12 +341,13 @@ enum woolly_act {
 };
 
 /* One block of 32 int8 activations, x[i] ~ d * q[i] with d = max|x| / 127 and q = round(x / d) (ties
- * to even; d = 0 and q = 0 for an all-zero block). The sums save the kernels reductions: a K-quant's
- * min term needs d * sum(q) over the 32 (ds), Q6_K's offset of 32 the integer sum of each 16. */
+ * to even; d = 0 and q = 0 for an all-zero block). The other fields save the kernels reductions: a
+ * K-quant's min term needs d * sum(q) over the 32 (ds); Q6_K's offset of 32 takes -32 x the integer sum
+ * of each 16 (off), where its dot products start, loaded as it is (the sums themselves are -off / 32). */
 typedef struct {
     float d;
-    float ds;       /* d * (sum[0] + sum[1]) */
-    int32_t sum[2]; /* sum of q[0..15], of q[16..31] */
+    float ds;       /* d * (sum of the 32 q) */
+    int32_t off[2]; /* -32 x (sum of q[0..15]), -32 x (sum of q[16..31]) */
     int8_t q[32];
 } woolly_block_q8x32;
 _Static_assert(sizeof(woolly_block_q8x32) == 48, "Q8 activation block is 48 bytes");
