@@ -250,9 +250,7 @@ typedef struct matmul_job {
     int64_t m, k, total_rows;
     enum woolly_act act;
     woolly_pack_fn pack;
-    int64_t shared_from; /* rows [shared_from, total_rows) go in chunks to whichever thread is free */
-    int n_chunks;
-    atomic_int next_chunk;
+    atomic_int next_chunk; /* the chunks of the shared rows taken so far */
 } matmul_job;
 
 static void pack_job(void *arg, int ith, int nth)
@@ -342,20 +340,21 @@ static void run_span(const matmul_job *j, int64_t p0, int64_t p1, int ith, int n
  * waiting. */
 enum { SHARED_PART = 4 /* the last quarter of the rows */, CHUNKS_PER_THREAD = 8 };
 
-/* Each thread first runs its own contiguous share of the rows before shared_from, one sequential stream
- * of weights; then the threads take the rest in chunks, each the next one free. A thread slowed by
- * something outside the job (a busy sibling hyperthread, another process, the hypervisor) therefore no
- * longer keeps the others waiting at the end of every matmul. Measured on a shared 2-core VM, the time
- * between the first and the last thread finishing, as a share of the matmul time: a decode step 8-11%
- * with every row split statically, 3-4% this way; a step of 8 tokens 16-20%, 3%. */
+/* Each thread first runs its own contiguous share of the first three quarters of the rows, one
+ * sequential stream of weights; then the threads take the rest in chunks, each the next one free. A
+ * thread slowed by something outside the job (a busy sibling hyperthread, another process, the
+ * hypervisor) therefore no longer keeps the others waiting at the end of every matmul. Measured on a
+ * shared 2-core VM, the time between the first and the last thread finishing, as a share of the matmul
+ * time: a decode step 8-11% with every row split statically, 3-4% this way; a step of 8 tokens 16-20%,
+ * 3%. */
 static void matmul_job_run(void *arg, int ith, int nth)
 {
     matmul_job *j = arg;
-    run_span(j, j->shared_from * ith / nth, j->shared_from * (ith + 1) / nth, ith, nth);
-    const int64_t shared = j->total_rows - j->shared_from;
-    for (int c; (c = atomic_fetch_add(&j->next_chunk, 1)) < j->n_chunks;)
-        run_span(j, j->shared_from + shared * c / j->n_chunks,
-                 j->shared_from + shared * (c + 1) / j->n_chunks, ith, nth);
+    const int64_t shared = nth > 1 ? j->total_rows / SHARED_PART : 0, own = j->total_rows - shared;
+    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
+    run_span(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
+    for (int c; (c = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
+        run_span(j, own + shared * c / n_chunks, own + shared * (c + 1) / n_chunks, ith, nth);
 }
 
 /* Multiply-adds below which another thread does not pay for waking it (a few microseconds). */
@@ -393,8 +392,6 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     const int nth = threads > 0 ? threads
                                 : woolly_threads_for(pool, (double)m * (double)j.total_rows * (double)j.k,
                                                      MATMUL_MIN_WORK_PER_THREAD);
-    j.shared_from = nth > 1 ? j.total_rows - j.total_rows / SHARED_PART : j.total_rows;
-    j.n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
     atomic_init(&j.next_chunk, 0);
     if (j.act != WOOLLY_ACT_F32) {
         j.xk = pack;
