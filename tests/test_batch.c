@@ -1,7 +1,8 @@
 /* Multi-sequence batches (woolly_decode): several sequences in one forward pass give each sequence the
  * logits it gets alone; greedy text on stories260K (reference kernels, no tuning profile) is the same
- * alone and batched; a sequence that ends mid-batch frees its cache region at once; bad batches are
- * clear errors that evaluate nothing. */
+ * alone and batched; a sequence that ends mid-batch frees its cache region at once; a sequence that
+ * copies another's beginning goes on as if it had evaluated it; bad batches are clear errors that
+ * evaluate nothing. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,56 @@ Test(batch, ending_a_sequence_frees_its_cache_at_once)
     cr_assert_eq(woolly_eval(lone, STORY, 6), 0);
     cr_expect_leq(tu_nmse(woolly_get_logits(c, 0), woolly_get_logits(lone, -1), 512), BATCH_MAX_NMSE);
     woolly_context_close(lone);
+    woolly_batch_free(&b);
+    woolly_context_close(c);
+    woolly_model_close(m);
+}
+
+/* A sequence that takes another's first positions (woolly_seq_copy) goes on from them with the logits
+ * of a context that evaluated the whole story itself; the source and a third sequence are untouched;
+ * bad copies are clear errors that change nothing. */
+Test(batch, a_copied_beginning_continues_like_an_evaluated_one)
+{
+    woolly_model *m = open_model("stories260K");
+    woolly_context *c = open_ctx(m, 8, 8, 3);
+    woolly_batch b;
+    cr_assert_eq(woolly_batch_init(&b, 8), 0);
+    for (int i = 0; i < 6; i++)
+        woolly_batch_add(&b, STORY[i], i, 0, i == 5);
+    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(decode_one(c, &b, STORY[7 - i], i, 2), 0, "%s", woolly_last_error());
+
+    cr_assert_eq(woolly_seq_copy(c, 0, 1, 5), 0, "%s", woolly_last_error());
+    cr_expect_eq(woolly_seq_n_past(c, 1), 5);
+    cr_expect_eq(woolly_seq_n_past(c, 0), 6, "the source is untouched");
+    cr_expect_eq(woolly_seq_n_past(c, 2), 2, "a third sequence is untouched");
+    /* Sequence 1 goes on from position 5 with the story's own token 5, then 6. */
+    woolly_context *lone = open_ctx(m, 8, 8, 1);
+    for (int i = 5; i < 7; i++) {
+        cr_assert_eq(decode_one(c, &b, STORY[i], i, 1), 0, "%s", woolly_last_error());
+        cr_assert_eq(woolly_eval(lone, STORY, i + 1), 0);
+        cr_expect_leq(tu_nmse(woolly_get_logits(c, 0), woolly_get_logits(lone, -1), 512), BATCH_MAX_NMSE,
+                      "position %d", i);
+        woolly_seq_rewind(lone, 0, 0);
+    }
+    woolly_context_close(lone);
+
+    const struct {
+        int32_t src, dst, n;
+        const char *what;
+    } bad[] = {{0, 0, 2, "two different ids"},
+               {0, 3, 2, "two different ids"},
+               {-1, 1, 2, "two different ids"},
+               {0, 1, 7, "its cache holds 6"},
+               {2, 1, -1, "its cache holds 2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(woolly_seq_copy(c, bad[i].src, bad[i].dst, bad[i].n), -1, "copy %d -> %d of %d",
+                     bad[i].src, bad[i].dst, bad[i].n);
+        cr_expect(strstr(woolly_last_error(), bad[i].what) != NULL, "'%s' does not say '%s'",
+                  woolly_last_error(), bad[i].what);
+        cr_expect_eq(woolly_seq_n_past(c, 1), 7, "a refused copy changes nothing");
+    }
     woolly_batch_free(&b);
     woolly_context_close(c);
     woolly_model_close(m);

@@ -1,7 +1,8 @@
 /* `woolly serve` with several requests at once: the text of a request is the same alone and beside
  * others, the slots take turns (a short request is not stuck behind a long one), a client that leaves
  * frees its slot at once (streaming, waiting, or queued), a full queue answers 503 with Retry-After, and
- * a conversation that goes on reuses its slot's cache. */
+ * a conversation that goes on reuses its slot's cache, and a beginning another slot holds is copied from it.
+ */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -337,6 +338,12 @@ Test(server_concurrency, prompt_caching_reuses_a_conversation)
     char *t1 = text_of(&r, false);
     th_resp_free(&r);
     r = th_post(&s, "/v1/completions", "{\"prompt\":\"The cat sat\",\"max_tokens\":10,\"temperature\":0}");
+    json_t *cat = th_json(&r);
+    /* It shares BOS with the story: the one token copied from the story's slot into the empty one. */
+    const long long cat_cached = json_integer_value(json_object_get(
+        json_object_get(json_object_get(cat, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    cr_expect_eq(cat_cached, 1);
+    json_decref(cat);
     th_resp_free(&r);
 
     char *prompt2 = th_fmt("Once upon a time%s She", t1);
@@ -354,7 +361,7 @@ Test(server_concurrency, prompt_caching_reuses_a_conversation)
     cr_expect_str_eq(
         json_string_value(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "text")), want);
     /* "The cat sat" took the empty slot: sharing only BOS is no reason to evict the story. */
-    cr_expect_eq(th_metric(&s, "woolly_prompt_tokens_cached_total"), (double)cached,
+    cr_expect_eq(th_metric(&s, "woolly_prompt_tokens_cached_total"), (double)(cat_cached + cached),
                  "the metric disagrees with the usage");
     json_decref(b);
     th_resp_free(&r);
@@ -395,6 +402,45 @@ Test(server_concurrency, prompt_caching_reuses_a_conversation)
     free(chat);
     free(args);
     free(model_path);
+}
+
+/* A request whose prompt begins as another slot's did (a shared system prompt) copies that beginning's
+ * keys and values from it, while that slot is still busy, and answers as a cold evaluation does. The
+ * busy request must outlast the second at any kernel speed: 4000 tokens of the F16 test model. */
+Test(server_concurrency, a_shared_beginning_is_copied_from_a_busy_slot)
+{
+    const char *model = tu_data("models/tiny-llama-f16.gguf");
+    th_server s;
+    th_start(&s, NULL, "-m %s --parallel 2 -c 4096", model);
+    /* 16 tokens in common (BOS included) with this model's tokenizer, then 4 and 3 of their own */
+    const char *shared = "Once upon a time, in a small village by the sea, there lived";
+    char *long_body =
+        th_fmt("{\"prompt\":\"%s an old fisherman\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}",
+               shared);
+    th_bg *running = th_bg_stream(&s, "/v1/completions", long_body);
+    cr_assert(th_bg_wait_events(running, 1, 60000)); /* its prompt is in its slot's cache */
+    char *prompt = th_fmt("%s a young girl", shared);
+    char *body = th_fmt("{\"prompt\":\"%s\",\"max_tokens\":16,\"temperature\":0}", prompt);
+    th_resp r = th_post(&s, "/v1/completions", body);
+    json_t *b = th_json(&r);
+    json_t *usage = json_object_get(b, "usage");
+    const long long cached =
+        json_integer_value(json_object_get(json_object_get(usage, "prompt_tokens_details"), "cached_tokens"));
+    cr_expect_eq(cached, 16, "%lld prompt tokens came from the other slot, not the 16 in common", cached);
+    cr_expect_eq(json_integer_value(json_object_get(usage, "prompt_tokens")), 19);
+    cr_expect_eq(th_metric(&s, "woolly_slots_busy"), 1, "the first request was no longer running");
+    char *want = th_woolly_run(model, prompt, 16, "-c 4096");
+    cr_expect_str_eq(
+        json_string_value(json_object_get(json_array_get(json_object_get(b, "choices"), 0), "text")), want);
+    json_decref(b);
+    th_resp_free(&r);
+    th_bg_close(running);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    free(want);
+    free(body);
+    free(prompt);
+    free(long_body);
 }
 
 /* A stream waiting in the queue longer than the idle timeout is kept open by comments, and completes. The

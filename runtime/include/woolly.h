@@ -180,6 +180,11 @@ int32_t woolly_seq_n_past(const woolly_context *c, int32_t seq_id);
 /* Forgets a sequence's cache from position n_past on; 0 clears it, and its whole region is free for
  * new tokens at once. 0, or -1 with a message. */
 int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past);
+/* Makes sequence dst's cache the first n positions of sequence src's (n <= woolly_seq_n_past(c, src)),
+ * copied, not evaluated: the keys and values of a position depend only on the tokens up to it, so two
+ * sequences that begin alike (a shared system prompt) need that beginning evaluated once. Whatever dst
+ * held is forgotten; src is unchanged. 0, or -1 with a message (a bad id, src == dst, n out of range). */
+int woolly_seq_copy(woolly_context *c, int32_t src, int32_t dst, int32_t n);
 
 /* ---- sampling ------------------------------------------------------------------------------------- */
 

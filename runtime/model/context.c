@@ -536,3 +536,24 @@ int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past)
     /* The last call's logits stay readable: other sequences of its batch still need theirs. */
     return 0;
 }
+
+int woolly_seq_copy(woolly_context *c, int32_t src, int32_t dst, int32_t n)
+{
+    woolly_error err;
+    const int32_t n_seq = c->params.n_seq_max;
+    if (src < 0 || src >= n_seq || dst < 0 || dst >= n_seq || src == dst) {
+        woolly_fail(&err, "cannot copy sequence %d into sequence %d: two different ids in [0, %d) are needed",
+                    src, dst, n_seq);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    if (n < 0 || n > c->seq_len[src]) {
+        woolly_fail(&err, "cannot copy %d positions of sequence %d: its cache holds %d", n, src,
+                    c->seq_len[src]);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    woolly_kv_cache_copy(&c->kv, src, dst, n);
+    c->seq_len[dst] = n;
+    return 0;
+}

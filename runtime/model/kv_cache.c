@@ -140,6 +140,17 @@ void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64
     }
 }
 
+void woolly_kv_cache_copy(woolly_kv_cache *c, int64_t src, int64_t dst, int64_t n)
+{
+    const size_t bytes = (size_t)n * c->head_bytes; /* one head's stream is contiguous in positions */
+    for (int64_t l = 0; l < c->n_layer; l++)
+        for (int64_t h = 0; h < c->n_head_kv; h++) {
+            const size_t from = offset(c, l, src, h, 0), to = offset(c, l, dst, h, 0);
+            memcpy((char *)c->k + to, (const char *)c->k + from, bytes);
+            memcpy((char *)c->v + to, (const char *)c->v + from, bytes);
+        }
+}
+
 const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head)
 {
     return (const char *)c->k + offset(c, layer, seq, head, 0);

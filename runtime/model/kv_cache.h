@@ -48,6 +48,10 @@ void woolly_kv_cache_close(woolly_kv_cache *c);
 void woolly_kv_cache_store(woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t pos, const float *k,
                            const float *v);
 
+/* Copies positions [0, n) of sequence src into sequence dst, every layer and head, K and V (src != dst,
+ * n <= n_ctx): the rows of a shared beginning, which depend only on the tokens up to them. */
+void woolly_kv_cache_copy(woolly_kv_cache *c, int64_t src, int64_t dst, int64_t n);
+
 /* Start of head h's keys / values of a sequence in a layer (position 0), for the attention kernels:
  * position p at + p * head_bytes. */
 const void *woolly_kv_cache_k(const woolly_kv_cache *c, int64_t layer, int64_t seq, int64_t head);

@@ -82,6 +82,23 @@ static int pick_slot(srv_scheduler *s, const srv_job *j)
     return best >= 0 ? best : spare;
 }
 
+/* The slot other than `taker` (busy or free) whose cache holds the longest beginning of the prompt, if
+ * longer than what taker holds itself: a beginning many requests share (a system prompt, a template)
+ * is then copied instead of evaluated again. -1 if none. */
+static int prefix_donor(const srv_scheduler *s, int taker, const srv_job *j, int32_t *n)
+{
+    int donor = -1;
+    *n = srv_slot_reusable(&s->slots[taker], j->prompt, j->n_prompt);
+    for (int i = 0; i < s->n_slots; i++) {
+        const int32_t r = i == taker ? 0 : srv_slot_reusable(&s->slots[i], j->prompt, j->n_prompt);
+        if (r > *n) {
+            donor = i;
+            *n = r;
+        }
+    }
+    return donor;
+}
+
 /* Ends a job that never reached a slot. */
 static void finish_unstarted(srv_scheduler *s, srv_job *j, srv_finish why, const char *error)
 {
@@ -105,6 +122,10 @@ static void admit(srv_scheduler *s)
         s->busy[i] = true;
         s->n_busy++;
         slot->last_used = ++s->clock;
+        int32_t n_shared;
+        const int donor = prefix_donor(s, i, j, &n_shared);
+        if (donor >= 0)
+            srv_slot_adopt(slot, &s->slots[donor], n_shared); /* on failure the prompt is evaluated whole */
         srv_slot_attach(slot, j); /* a failure is reported through slot->finish */
     }
 }

@@ -5,7 +5,8 @@
  * that. So the scheduler is the one place where forward passes are issued.
  *
  * The slot remembers the tokens in its KV cache after a job ends: a later job whose prompt starts with
- * them (a conversation that goes on) evaluates only the rest (prompt caching). */
+ * them (a conversation that goes on) evaluates only the rest (prompt caching). A slot can also take the
+ * beginning another slot holds (a system prompt that many requests share), copied rather than evaluated. */
 #ifndef WOOLLY_SRV_SLOT_H
 #define WOOLLY_SRV_SLOT_H
 
@@ -49,6 +50,11 @@ void srv_slot_close(srv_slot *s);
 /* How many leading tokens of a prompt the slot's cache holds (at most n - 1: the last prompt token is
  * always evaluated, for its logits). */
 int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t n);
+
+/* Makes the slot's cache the first n tokens of donor's (n <= srv_slot_reusable(donor, ...) for the prompt
+ * to come), copying their keys and values. The slot is free; the donor may be busy: its first n tokens
+ * do not change while it runs. 0, or -1 (then the slot's cache is empty). */
+int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n);
 
 /* Takes a job (the slot holds a reference until srv_slot_detach). 0, or -1 when its sampler cannot be
  * made (the job is finished with an error then). */
