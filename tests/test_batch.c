@@ -237,6 +237,15 @@ static int decode_one(woolly_context *c, woolly_batch *b, woolly_token t, int32_
     return woolly_decode(c, b);
 }
 
+/* STORY[0 .. n) as sequence seq's prompt, in one batch, keeping the last token's logits. */
+static void story_prompt(woolly_context *c, woolly_batch *b, int n, int32_t seq)
+{
+    b->n_tokens = 0;
+    for (int i = 0; i < n; i++)
+        woolly_batch_add(b, STORY[i], i, seq, i == n - 1);
+    cr_assert_eq(woolly_decode(c, b), 0, "%s", woolly_last_error());
+}
+
 /* A sequence whose context is full gets a clear error while the other goes on; clearing it frees its
  * whole region at once (the next prompt fills it again, with the logits of a fresh context), and does
  * not touch the other sequence. */
@@ -246,9 +255,7 @@ Test(batch, ending_a_sequence_frees_its_cache_at_once)
     woolly_context *c = open_ctx(m, 8, 8, 2);
     woolly_batch b;
     cr_assert_eq(woolly_batch_init(&b, 8), 0);
-    for (int i = 0; i < 8; i++)
-        woolly_batch_add(&b, STORY[i], i, 0, i == 7);
-    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    story_prompt(c, &b, 8, 0);
     float first[512];
     memcpy(first, woolly_get_logits(c, 7), sizeof first);
     cr_assert_eq(woolly_seq_n_past(c, 0), 8);
@@ -265,10 +272,7 @@ Test(batch, ending_a_sequence_frees_its_cache_at_once)
     cr_assert_eq(woolly_seq_rewind(c, 0, 0), 0);
     cr_expect_eq(woolly_seq_n_past(c, 0), 0);
     cr_expect_eq(woolly_seq_n_past(c, 1), 5, "the other sequence is untouched");
-    b.n_tokens = 0;
-    for (int i = 0; i < 8; i++)
-        woolly_batch_add(&b, STORY[i], i, 0, i == 7);
-    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    story_prompt(c, &b, 8, 0);
     cr_expect_leq(tu_nmse(woolly_get_logits(c, 7), first, 512), 1e-12);
 
     /* The other sequence goes on as if nothing happened: its next logits equal those of a lone
@@ -292,9 +296,7 @@ Test(batch, a_copied_beginning_continues_like_an_evaluated_one)
     woolly_context *c = open_ctx(m, 8, 8, 3);
     woolly_batch b;
     cr_assert_eq(woolly_batch_init(&b, 8), 0);
-    for (int i = 0; i < 6; i++)
-        woolly_batch_add(&b, STORY[i], i, 0, i == 5);
-    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    story_prompt(c, &b, 6, 0);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(decode_one(c, &b, STORY[7 - i], i, 2), 0, "%s", woolly_last_error());
 
