@@ -40,11 +40,8 @@ int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t
 
 int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n)
 {
-    if (woolly_seq_copy(s->ctx, donor->id, s->id, n)) {
-        s->n_cache = 0;
-        woolly_seq_rewind(s->ctx, s->id, 0);
+    if (woolly_seq_copy(s->ctx, donor->id, s->id, n))
         return -1;
-    }
     memcpy(s->cache, donor->cache, sizeof *s->cache * (size_t)n);
     s->n_cache = n;
     return 0;

@@ -53,7 +53,7 @@ int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t
 
 /* Makes the slot's cache the first n tokens of donor's (n <= srv_slot_reusable(donor, ...) for the prompt
  * to come), copying their keys and values. The slot is free; the donor may be busy: its first n tokens
- * do not change while it runs. 0, or -1 (then the slot's cache is empty). */
+ * do not change while it runs. 0, or -1 (then nothing changed). */
 int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n);
 
 /* Takes a job (the slot holds a reference until srv_slot_detach). 0, or -1 when its sampler cannot be
