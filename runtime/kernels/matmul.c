@@ -1,7 +1,6 @@
 #include "matmul.h"
 
 #include <stdatomic.h>
-
 #include <string.h>
 
 woolly_matrix woolly_matrix_rows(const void *data, enum woolly_type type, int64_t rows, int64_t cols,

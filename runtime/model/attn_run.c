@@ -74,9 +74,10 @@ static void run_item(const woolly_attn_layer *a, const attn_item *it, int ith, i
 }
 
 /* A batch across the threads: each first runs a contiguous stretch of the items before `shared`, of
- * nearly equal cost, then the threads take the rest one item at a time, the costliest first, each the
- * next one free, so that a thread slowed by something outside the job does not keep the others
- * waiting (as the matmuls do). */
+ * nearly equal cost, then the threads take the rest one item at a time, each the next one free, so that
+ * a thread slowed by something outside the job does not keep the others waiting (as the matmuls do).
+ * The rest goes from the last item backwards: within a KV head, the later blocks of a causal prompt
+ * see more positions, so the larger items go before the smaller ones. */
 typedef struct attn_batch_job {
     const woolly_attn_layer *a;
     int64_t n_items, shared; /* items [shared, n_items) are taken one by one */
