@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "huge_map.h"
 #include "machine_limits.h"
 #include "matmul.h"
@@ -54,8 +55,15 @@ static const shape GRANITE_8B[] = {
     {"output (tied)", 49152, 4096, 1, {WOOLLY_TYPE_Q6_K}},
 };
 
-enum { MAX_LIST = 8, MAX_COPIES = 64 };
-static const size_t STREAM_BYTES = (size_t)384 << 20; /* GEMV: rotate over at least this much */
+enum { MAX_LIST = 8 };
+
+/* GEMV rotates over copies of the weights that add up to 4x the L3 and at least 384 MiB, so that every
+ * call reads them from DRAM: an Intel Xeon here has 260 MiB of L3. */
+static size_t stream_bytes(void)
+{
+    const size_t floor = (size_t)384 << 20, l3 = (size_t)woolly_cpu_get()->l3_bytes;
+    return 4 * l3 > floor ? 4 * l3 : floor;
+}
 
 typedef struct opts {
     const char *preset;
@@ -110,10 +118,10 @@ typedef struct weights {
     float *f32; /* the same, dequantized (the BLIS baseline's input) */
     struct {
         const woolly_layout *layout;
-        void *data[MAX_COPIES];
-        woolly_huge_map maps[MAX_COPIES]; /* in 2 MiB pages, as the model's repacked weights are */
+        woolly_huge_map map; /* every copy, in 2 MiB pages as the model's repacked weights are */
+        char *data;          /* copy c at data + c * stride */
         int copies;
-        size_t bytes; /* of one copy */
+        size_t bytes, stride; /* of one copy; between copies (bytes in whole 4 KiB pages) */
     } lay[8];
     int n_lay;
 } weights;
@@ -160,18 +168,21 @@ static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes
     const int64_t g = layout ? layout->rows : 1, padded = (w->rows + g - 1) / g * g;
     w->lay[i].layout = layout;
     w->lay[i].bytes = lrb * (size_t)padded;
-    size_t copies = (STREAM_BYTES + w->lay[i].bytes - 1) / w->lay[i].bytes;
-    w->lay[i].copies = copies > MAX_COPIES ? MAX_COPIES : copies < 2 ? 2 : (int)copies;
+    w->lay[i].stride = (w->lay[i].bytes + 4095) / 4096 * 4096;
+    const size_t copies = (stream_bytes() + w->lay[i].stride - 1) / w->lay[i].stride;
+    w->lay[i].copies = copies < 2 ? 2 : (int)copies;
+    w->lay[i].data = woolly_huge_map_open(&w->lay[i].map, w->lay[i].stride * (size_t)w->lay[i].copies);
+    if (!w->lay[i].data) {
+        fprintf(stderr, "bench_matmul: out of memory (%d copies of %zu bytes)\n", w->lay[i].copies,
+                w->lay[i].bytes);
+        exit(1);
+    }
     for (int c = 0; c < w->lay[i].copies; c++) {
-        w->lay[i].data[c] = woolly_huge_map_open(&w->lay[i].maps[c], w->lay[i].bytes);
-        if (!w->lay[i].data[c]) {
-            fprintf(stderr, "bench_matmul: out of memory (%zu bytes)\n", w->lay[i].bytes);
-            exit(1);
-        }
+        char *copy = w->lay[i].data + (size_t)c * w->lay[i].stride;
         if (layout)
-            layout->repack(&(woolly_repack_args){w->gguf, rb, w->lay[i].data[c], lrb, w->cols, 0, w->rows});
+            layout->repack(&(woolly_repack_args){w->gguf, rb, copy, lrb, w->cols, 0, w->rows});
         else
-            memcpy(w->lay[i].data[c], w->gguf, w->lay[i].bytes);
+            memcpy(copy, w->gguf, w->lay[i].bytes);
     }
     *bytes = w->lay[i].bytes;
     return i;
@@ -182,15 +193,14 @@ static void weights_free(weights *w)
     free(w->gguf);
     free(w->f32);
     for (int i = 0; i < w->n_lay; i++)
-        for (int c = 0; c < w->lay[i].copies; c++)
-            woolly_huge_map_close(&w->lay[i].maps[c]);
+        woolly_huge_map_close(&w->lay[i].map);
 }
 
 /* ---- timing one kernel ------------------------------------------------------------------------- */
 
 typedef struct run {
     woolly_threadpool *pool;
-    woolly_matrix mats[MAX_COPIES];
+    woolly_matrix *mats; /* one per copy */
     woolly_matmul_plan plan;
     int copies, next;
     const float *x;
@@ -216,8 +226,10 @@ static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth
     r.pool = woolly_threadpool_open(nth, NULL);
     if (!r.pool)
         return -1;
+    r.mats = xmalloc(sizeof *r.mats * (size_t)r.copies);
     for (int c = 0; c < r.copies; c++) {
-        r.mats[c] = woolly_matrix_rows(w->lay[li].data[c], w->type, w->rows, w->cols, "bench");
+        r.mats[c] = woolly_matrix_rows(w->lay[li].data + (size_t)c * w->lay[li].stride, w->type, w->rows,
+                                       w->cols, "bench");
         r.mats[c].layout = k->layout;
         r.mats[c].row_bytes = woolly_layout_row_bytes(k->layout, w->type, w->cols);
         r.mats[c].act = k->act;
@@ -228,11 +240,13 @@ static double time_kernel(const woolly_kernel *k, weights *w, int64_t m, int nth
     if (woolly_matmul_plan_init(&r.plan, &r.mats[0], steps, &err)) {
         fprintf(stderr, "bench_matmul: %s\n", err.msg);
         woolly_threadpool_close(r.pool);
+        free(r.mats);
         return -1;
     }
     run_once(&r); /* warm-up: page faults, thread start */
     const woolly_timing t = woolly_time_fn(run_once, &r, min_time, 5, 20 * min_time);
     woolly_threadpool_close(r.pool);
+    free(r.mats);
     return t.median_s;
 }
 

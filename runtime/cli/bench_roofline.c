@@ -41,7 +41,7 @@ int bench_measure_roof(const char *cmd, int threads, bench_roof *out)
     if (woolly_measure_limits(threads, &l)) {
         fprintf(stderr,
                 "woolly %s: --roofline: cannot measure the machine's limits with %d threads (no memory "
-                "for the 256 MiB read buffer, or no thread pool)\n",
+                "for the read buffer of 4x the L3 and at least 256 MiB, or no thread pool)\n",
                 cmd, threads);
         return -1;
     }

@@ -82,8 +82,8 @@ static uint64_t peak_rss_bytes(void)
     return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024ull;
 }
 
-/* Resets VmHWM to the current RSS (Linux 4.0+), so that the limits' 256 MiB read buffer does not count
- * as the model's memory. False if it cannot. */
+/* Resets VmHWM to the current RSS (Linux 4.0+), so that the limits' read buffer (4x the L3, at least 256 MiB)
+ * does not count as the model's memory. False if it cannot. */
 static bool clear_peak_rss(void)
 {
     FILE *f = fopen("/proc/self/clear_refs", "w");
