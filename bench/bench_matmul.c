@@ -6,6 +6,7 @@
  *                    that every call reads them from DRAM, as decode does.
  *   GEMM (2 .. 512 tokens): 1e9 multiply-adds per second (and microseconds per call), and the share
  *                    of the int8 dot-product peak, measured here.
+ *   The limits are measured before the table and again after it, to show how far they drifted.
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
@@ -444,5 +445,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_matmul: unknown preset '%s'\n", o.preset);
         return 2;
     }
+    /* On a shared machine the limits drift over the minutes of a table: measured again, they show how
+     * far the shares above (against the first measurement) can be off. */
+    woolly_limits end;
+    if (woolly_measure_limits(max_threads, &end) == 0)
+        printf(
+            "\nlimits again at the end: DRAM read %.1f GB/s, int8 %.0f GMAC/s (the shares use the first)\n",
+            end.dram_read_gbs, end.int8_gmacs);
     return 0;
 }
