@@ -300,10 +300,12 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             vf part[DEC_MAX_GROUP][VL];
             const char *row = kc + (size_t)(j0 + jc) * rb;
             /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
-             * whole next block, which fills the miss buffers and stalls. Past the range it prefetches
-             * lines no one reads, which costs nothing worth a branch (a prefetch never faults). */
-            for (size_t l = 0; l < VL * rb; l += 64)
-                __builtin_prefetch(row + BK * rb + l);
+             * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
+             * are read by no one, from DRAM, and at a short context (a server's decode steps) the
+             * prefetches that wait for them were a third of this kernel's time. */
+            if (j0 + BK + jc < end)
+                for (size_t l = 0; l < VL * rb; l += 64)
+                    __builtin_prefetch(row + BK * rb + l);
             if (jc + VL <= nk) {
 #pragma GCC unroll 16
                 for (int j = 0; j < VL; j++)
@@ -349,7 +351,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             }
             for (int j = 0; j < nk; j++) {
                 const char *row = vc + (size_t)(j0 + j) * rb;
-                if (d0 == 0) /* the V row one block ahead */
+                if (d0 == 0 && j0 + BK + j < end) /* the V row one block ahead, within the range */
                     for (size_t l = 0; l < rb; l += 64)
                         __builtin_prefetch(row + BK * rb + l);
                 vf vv[NVD_MAX];
