@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
 #include "huge_map.h"
 #include "machine_limits.h"
 #include "matmul.h"
@@ -57,14 +56,6 @@ static const shape GRANITE_8B[] = {
 };
 
 enum { MAX_LIST = 8 };
-
-/* GEMV rotates over copies of the weights that add up to 4x the L3 and at least 384 MiB, so that every
- * call reads them from DRAM: an Intel Xeon here has 260 MiB of L3. */
-static size_t stream_bytes(void)
-{
-    const size_t floor = (size_t)384 << 20, l3 = (size_t)woolly_cpu_get()->l3_bytes;
-    return 4 * l3 > floor ? 4 * l3 : floor;
-}
 
 typedef struct opts {
     const char *preset;
@@ -170,7 +161,10 @@ static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes
     w->lay[i].layout = layout;
     w->lay[i].bytes = lrb * (size_t)padded;
     w->lay[i].stride = (w->lay[i].bytes + 4095) / 4096 * 4096;
-    const size_t copies = (stream_bytes() + w->lay[i].stride - 1) / w->lay[i].stride;
+    /* GEMV rotates over copies that add up to 4x the L3 (at least 384 MiB), so that every call reads
+     * them from DRAM: an Intel Xeon here has 260 MiB of L3. */
+    const size_t copies =
+        (woolly_dram_stream_bytes((size_t)384 << 20) + w->lay[i].stride - 1) / w->lay[i].stride;
     w->lay[i].copies = copies < 2 ? 2 : (int)copies;
     w->lay[i].data = woolly_huge_map_open(&w->lay[i].map, w->lay[i].stride * (size_t)w->lay[i].copies);
     if (!w->lay[i].data) {

@@ -18,12 +18,12 @@
 
 /* ---- DRAM read bandwidth ---------------------------------------------------------------------- */
 
-/* The buffer read: 4x the L3 and at least 256 MiB. A buffer the L3 holds part of reads faster than
- * DRAM: 256 MiB against the 260 MiB L3 of an Intel Xeon here read 32.6-33.6 GB/s at best on 2 threads,
- * 1 and 4 GiB 29.3-30.5, which would make the limit high and every share of it low. */
-static size_t dram_bytes(void)
+/* A buffer the L3 holds part of reads faster than DRAM: 256 MiB against the 260 MiB L3 of an Intel Xeon
+ * here read 32.6-33.6 GB/s at best on 2 threads, 1 and 4 GiB 29.3-30.5, which would make the limit high
+ * and every share of it low. */
+size_t woolly_dram_stream_bytes(size_t floor)
 {
-    const size_t floor = (size_t)256 << 20, l3 = (size_t)woolly_cpu_get()->l3_bytes;
+    const size_t l3 = (size_t)woolly_cpu_get()->l3_bytes;
     return 4 * l3 > floor ? 4 * l3 : floor;
 }
 
@@ -68,7 +68,7 @@ static void run_on_pool(void *p)
 
 static double dram_read_gbs(woolly_threadpool *pool)
 {
-    const size_t bytes = dram_bytes();
+    const size_t bytes = woolly_dram_stream_bytes((size_t)256 << 20);
     uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED)
         return 0.0;

@@ -11,6 +11,8 @@
 #ifndef WOOLLY_TUNE_MACHINE_LIMITS_H
 #define WOOLLY_TUNE_MACHINE_LIMITS_H
 
+#include <stddef.h>
+
 typedef struct woolly_limits {
     int threads;
     double dram_read_gbs; /* GB/s (1e9 bytes) reading a buffer far larger than the caches */
@@ -21,5 +23,9 @@ typedef struct woolly_limits {
 /* Measures both limits with `threads` threads (about a second in all). Returns 0, or -1 if the pool
  * or the buffer cannot be had. */
 int woolly_measure_limits(int threads, woolly_limits *out);
+
+/* Bytes a stream must span to be read from DRAM rather than partly from the L3: 4x the L3 (from the
+ * CPU's cache sizes), and at least `floor`. */
+size_t woolly_dram_stream_bytes(size_t floor);
 
 #endif
