@@ -1,5 +1,6 @@
 /* `woolly bench` end to end on the tiny Q4_K_M model: each output format parses and holds the tests
- * asked for with positive, consistent figures; a thread list gives one set of tests per count;
+ * asked for with positive, consistent figures; a thread list gives one set of tests per count, a depth
+ * list one per depth in llama-bench's order;
  * --roofline gives each figure as a percentage of a measured limit; bad flags are clear errors. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -121,6 +122,18 @@ Test(bench_cli, depth_names_the_tests_and_only_pp_when_n_is_0)
     json_t *a = parse_tests(out, 1);
     check_test(json_array_get(a, 0), "pp8 @ d12", 2, 8, 0, 12, 1);
     cr_expect_str_eq(str(json_array_get(a, 0), "kv_type"), "q8_0");
+    json_decref(a);
+    free(out);
+}
+
+Test(bench_cli, depth_list_gives_each_test_at_each_depth_in_llama_bench_order)
+{
+    char *out = bench("-p 8 -n 2 -d 0,12 -r 2 -t 1 --format json");
+    json_t *a = parse_tests(out, 4);
+    check_test(json_array_get(a, 0), "pp8", 1, 8, 0, 0, 2);
+    check_test(json_array_get(a, 1), "tg2", 1, 0, 2, 0, 2);
+    check_test(json_array_get(a, 2), "pp8 @ d12", 1, 8, 0, 12, 2);
+    check_test(json_array_get(a, 3), "tg2 @ d12", 1, 0, 2, 12, 2);
     json_decref(a);
     free(out);
 }
@@ -312,7 +325,10 @@ Test(bench_cli, bad_flags_are_clear_errors)
     expect_usage_error("--format xml", "--format 'xml'");
     expect_usage_error("-p 16 -n 4 -d 600 -c 512", "the tests need 616 positions (-d 600 + 16 tokens), more "
                                                    "than --ctx-size 512");
-    expect_usage_error("-d -1", "-d -1 is out of range");
+    expect_usage_error("-d -1", "-d -1: each depth must be an integer from 0");
+    expect_usage_error("-d 0,,8", "-d 0,,8: each depth");
+    expect_usage_error("-d 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "at most 16 depths");
+    expect_usage_error("-p 16 -n 4 -d 0,600 -c 512", "the tests need 616 positions (-d 600 + 16 tokens)");
     expect_usage_error("-r 0", "-r 0 is out of range");
     char args[8192];
     snprintf(args, sizeof args, "-o %s", tiny());

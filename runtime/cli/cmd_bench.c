@@ -1,11 +1,14 @@
 /* woolly bench: prompt-processing and generation speed, with llama-bench's meaning of the tests:
  * ppN evaluates an N-token prompt (batched: the GEMM path), tgN generates N tokens one at a time (the
- * GEMV path; no sampling), both after `depth` tokens already in the cache (-d, default 0: an empty
- * cache). For each thread count of -t (a list, as llama-bench's) one context is opened, its cache
- * filled to the depth once, untimed; each run then rewinds to it. One warm-up run, then the mean and
- * standard deviation of tokens/s over the repetitions, as llama-bench's markdown table, JSON or CSV
- * (bench_report.h). --roofline measures the machine's limits and prints each figure as a share of its
- * limit (bench_roofline.h). */
+ * GEMV path; no sampling), both after `depth` tokens already in the cache (-d, a list as llama-bench's,
+ * default 0: an empty cache). For each thread count of -t (a list too) one context is opened with one
+ * sequence per depth, each sequence's cache filled to its depth once, untimed; each run then rewinds
+ * its sequence to it. Every test runs once to warm up, then the tests take turns, one repetition each
+ * per round, so that a drift of a shared machine's speed during the run falls on all of them alike and
+ * their ratios (pp512 @ d4096 against pp512, say) hold. The mean and standard deviation of tokens/s
+ * over the repetitions go out as llama-bench's markdown table, JSON or CSV (bench_report.h).
+ * --roofline measures the machine's limits and prints each figure as a share of its limit
+ * (bench_roofline.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,41 +22,60 @@
 #include "registry.h"
 #include "threadpool.h"
 
-enum { MAX_THREAD_COUNTS = 64 };
+enum { MAX_THREAD_COUNTS = 64, MAX_DEPTHS = 16, MAX_DEPTH = 1 << 24 };
 
-/* One run of a test after `depth` cached tokens: seconds, or a negative number on an error. */
-static double run_once(woolly_context *c, const woolly_token *ids, int32_t n, bool batched, int32_t depth)
+/* Evaluates n tokens of sequence `seq` from position pos on, as woolly_eval does for sequence 0: a prompt
+ * in batches of up to n_batch tokens (the GEMM path) with the last token's logits, or with one_by_one
+ * each token alone (the GEMV path) with its logits, as generation needs them to sample the next.
+ * 0, or -1 with the API's error set. */
+static int eval_seq(woolly_context *c, woolly_batch *b, const woolly_token *ids, int32_t n, int32_t pos,
+                    int32_t seq, bool one_by_one)
 {
-    woolly_context_rewind(c, depth);
-    const double t0 = cli_now_s();
-    if (batched) {
-        if (woolly_eval(c, ids, n))
+    const int32_t step = one_by_one ? 1 : woolly_context_n_batch(c);
+    for (int32_t done = 0; done < n;) {
+        const int32_t chunk = n - done < step ? n - done : step;
+        b->n_tokens = 0;
+        for (int32_t i = 0; i < chunk; i++)
+            woolly_batch_add(b, ids[done + i], pos + done + i, seq, one_by_one || done + i == n - 1);
+        if (woolly_decode(c, b))
             return -1;
-    } else {
-        for (int32_t i = 0; i < n; i++)
-            if (woolly_eval(c, ids + i, 1))
-                return -1;
+        done += chunk;
     }
+    return 0;
+}
+
+/* One run of a test on sequence `seq`, after its `depth` cached tokens: seconds, or a negative number
+ * on an error. */
+static double run_once(woolly_context *c, woolly_batch *b, const woolly_token *ids, const bench_test *t,
+                       int32_t seq)
+{
+    if (woolly_seq_rewind(c, seq, t->depth))
+        return -1;
+    const double t0 = cli_now_s();
+    if (eval_seq(c, b, ids, t->n, t->depth, seq, !t->batched))
+        return -1;
     return cli_now_s() - t0;
 }
 
-/* "1,2,4": each a thread count in [1, WOOLLY_MAX_THREADS]. Returns the count, or -1 after a message. */
-static int parse_threads(const char *cmd, const char *s, int *out)
+/* "1,2,4" after flag: each an integer in [lo, hi], at most cap of them. Returns the count, or -1 after
+ * a message naming `what` ("thread count") and an example. */
+static int parse_int_list(const char *cmd, const char *flag, const char *s, long lo, long hi, int cap,
+                          const char *what, const char *example, int *out)
 {
     int n = 0;
     const char *p = s;
     for (;;) {
         char *end;
         const long v = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ',') || v < 1 || v > WOOLLY_MAX_THREADS) {
-            fprintf(stderr,
-                    "woolly %s: -t %s: each thread count must be an integer from 1 to %d, comma-separated "
-                    "(\"1,2\")\n",
-                    cmd, s, WOOLLY_MAX_THREADS);
+        if (end == p || (*end && *end != ',') || v < lo || v > hi) {
+            fprintf(
+                stderr,
+                "woolly %s: %s %s: each %s must be an integer from %ld to %ld, comma-separated (\"%s\")\n",
+                cmd, flag, s, what, lo, hi, example);
             return -1;
         }
-        if (n == MAX_THREAD_COUNTS) {
-            fprintf(stderr, "woolly %s: -t %s: at most %d thread counts\n", cmd, s, MAX_THREAD_COUNTS);
+        if (n == cap) {
+            fprintf(stderr, "woolly %s: %s %s: at most %d %ss\n", cmd, flag, s, cap, what);
             return -1;
         }
         out[n++] = (int)v;
@@ -94,14 +116,33 @@ static bool clear_peak_rss(void)
 }
 
 typedef struct bench_opts {
-    int32_t n_prompt, n_gen, reps, depth;
+    int32_t n_prompt, n_gen, reps;
+    int depths[MAX_DEPTHS], n_depths;
+    int32_t max_depth;
     bench_format format;
     bool roofline;
     FILE *out; /* stdout, or -o FILE */
     cli_context_opts ctx;
 } bench_opts;
 
-/* Runs every test at one thread count, appending to r->tests; prints markdown rows as they finish.
+/* Fills sequence i of the context to depths[i], untimed: the deepest one is evaluated, the others copy
+ * the beginning of its cache (the keys and values of a position depend only on the tokens up to it).
+ * 0, or -1 with the API's error set. */
+static int fill_depths(woolly_context *c, woolly_batch *b, const bench_opts *o, const woolly_token *ids)
+{
+    int deepest = 0;
+    for (int i = 1; i < o->n_depths; i++)
+        if (o->depths[i] > o->depths[deepest])
+            deepest = i;
+    if (o->max_depth > 0 && eval_seq(c, b, ids, o->max_depth, 0, deepest, false))
+        return -1;
+    for (int i = 0; i < o->n_depths; i++)
+        if (i != deepest && o->depths[i] > 0 && woolly_seq_copy(c, deepest, i, o->depths[i]))
+            return -1;
+    return 0;
+}
+
+/* Runs every test at one thread count, appending to r->tests; prints markdown rows when they are done.
  * Returns 0, or -1 after a message. */
 static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
                          int threads, bench_run *r, bool *rss_trackable)
@@ -112,51 +153,57 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
     cli_context_params(cmd, &co, m, &cp);
     const int32_t longest = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
     if (!co.n_ctx_given)
-        cp.n_ctx = o->depth + longest;
+        cp.n_ctx = o->max_depth + longest;
+    cp.n_seq_max = o->n_depths; /* test k's depth is sequence seq[k]'s */
     woolly_context *c = woolly_context_open(m, &cp);
-    if (!c) {
+    woolly_batch b = {0};
+    if (!c || woolly_batch_init(&b, woolly_context_n_batch(c))) {
         cli_api_error(cmd);
+        woolly_context_close(c);
         return -1;
     }
-    int status = -1;
-    /* The depth: filled once, batched; the tests' tokens follow it. */
-    if (o->depth > 0 && woolly_eval(c, ids + longest, o->depth)) {
+    int status = -1, seq[2 * MAX_DEPTHS];
+    const int first = r->n_tests;
+    if (fill_depths(c, &b, o, ids + longest)) {
         cli_api_error(cmd);
         goto done;
     }
-    const int first = r->n_tests;
-    for (int kind = 0; kind < 2; kind++) {
-        const bool batched = kind == 0;
-        const int32_t n = batched ? o->n_prompt : o->n_gen;
-        if (n == 0)
-            continue;
-        bench_test *t = &r->tests[r->n_tests];
-        *t = (bench_test){.threads = threads, .batched = batched, .n = n, .depth = o->depth};
-        if (o->depth > 0)
-            snprintf(t->name, sizeof t->name, "%s%d @ d%d", batched ? "pp" : "tg", n, o->depth);
-        else
-            snprintf(t->name, sizeof t->name, "%s%d", batched ? "pp" : "tg", n);
-        cli_profile_text(m, c, t->profile, sizeof t->profile);
-        if (!(t->samples_ts = calloc((size_t)o->reps, sizeof *t->samples_ts))) {
-            fprintf(stderr, "woolly %s: out of memory\n", cmd);
-            goto done;
+    /* The tests in llama-bench's order: per depth, pp then tg. */
+    for (int d = 0; d < o->n_depths; d++)
+        for (int kind = 0; kind < 2; kind++) {
+            const bool batched = kind == 0;
+            const int32_t n = batched ? o->n_prompt : o->n_gen, depth = o->depths[d];
+            if (n == 0)
+                continue;
+            bench_test *t = &r->tests[r->n_tests];
+            *t = (bench_test){.threads = threads, .batched = batched, .n = n, .depth = depth};
+            if (depth > 0)
+                snprintf(t->name, sizeof t->name, "%s%d @ d%d", batched ? "pp" : "tg", n, depth);
+            else
+                snprintf(t->name, sizeof t->name, "%s%d", batched ? "pp" : "tg", n);
+            cli_profile_text(m, c, t->profile, sizeof t->profile);
+            if (!(t->samples_ts = calloc((size_t)o->reps, sizeof *t->samples_ts))) {
+                fprintf(stderr, "woolly %s: out of memory\n", cmd);
+                goto done;
+            }
+            seq[r->n_tests++ - first] = d;
         }
-        r->n_tests++;
-        if (run_once(c, ids, n, batched, o->depth) < 0) { /* warm-up */
-            cli_api_error(cmd);
-            goto done;
-        }
-        for (int32_t i = 0; i < o->reps; i++) {
-            const double s = run_once(c, ids, n, batched, o->depth);
+    /* One warm-up run of each test, then rounds of one run of each. */
+    for (int32_t round = -1; round < o->reps; round++)
+        for (int i = first; i < r->n_tests; i++) {
+            bench_test *t = &r->tests[i];
+            const double s = run_once(c, &b, ids, t, seq[i - first]);
             if (s < 0) {
                 cli_api_error(cmd);
                 goto done;
             }
-            t->samples_ts[t->n_samples++] = s > 0 ? n / s : 0.0;
+            if (round >= 0)
+                t->samples_ts[t->n_samples++] = s > 0 ? t->n / s : 0.0;
         }
-        bench_test_stats(t);
+    for (int i = first; i < r->n_tests; i++) {
+        bench_test_stats(&r->tests[i]);
         if (o->format == BENCH_MD && !o->roofline)
-            bench_md_row(o->out, r, t);
+            bench_md_row(o->out, r, &r->tests[i]);
     }
     if (o->roofline) {
         /* The model's memory peaks before the limits' buffer is mapped; the peak is then reset. */
@@ -176,6 +223,7 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
     }
     status = 0;
 done:
+    woolly_batch_free(&b);
     woolly_context_close(c);
     return status;
 }
@@ -183,22 +231,26 @@ done:
 int woolly_cmd_bench(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL, *threads_arg = NULL, *format_arg = "md", *out_path = NULL;
-    bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .depth = 0};
+    const char *model_path = NULL, *threads_arg = NULL, *depths_arg = "0", *format_arg = "md",
+               *out_path = NULL;
+    bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5};
     cli_table t = {
-        .synopsis = "-m MODEL [-p 512] [-n 128] [-d 0] [-t T[,T...]] [-r REPS] [--format md|json|csv] "
+        .synopsis = "-m MODEL [-p 512] [-n 128] [-d D[,D...]] [-t T[,T...]] [-r REPS] [--format md|json|csv] "
                     "[-o FILE] [--roofline]",
         .about = "Measures prompt processing (ppN: an N-token batch) and generation (tgN: N tokens one at a\n"
                  "time), as llama-bench does, with one warm-up run and the mean and standard deviation of\n"
-                 "tokens/s over the repetitions. The load time, peak RSS, ISA level and tuning profile\n"
-                 "follow the markdown table, or are fields of each JSON object or CSV line.\n"};
+                 "tokens/s over the repetitions. The tests take turns, one repetition each per round, so\n"
+                 "that a machine whose speed drifts during the run slows them alike. The load time, peak\n"
+                 "RSS, ISA level and tuning profile follow the markdown table, or are fields of each JSON\n"
+                 "object or CSV line.\n"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-p", "--n-prompt", CLI_INT, &o.n_prompt, 0, 1 << 20, "N",
                            "prompt tokens of the pp test; 0 skips it (default 512)", NULL});
     cli_add(&t, (cli_flag){"-n", "--n-gen", CLI_INT, &o.n_gen, 0, 1 << 20, "N",
                            "generated tokens of the tg test; 0 skips it (default 128)", NULL});
-    cli_add(&t, (cli_flag){"-d", "--n-depth", CLI_INT, &o.depth, 0, 1 << 24, "N",
-                           "tokens in the KV cache before each test (default 0); the context is sized to fit",
+    cli_add(&t, (cli_flag){"-d", "--n-depth", CLI_STR, &depths_arg, 0, 0, "D[,D...]",
+                           "tokens in the KV cache before each test, one set of tests per depth (default 0); "
+                           "the context holds one sequence per depth, each sized to fit",
                            NULL});
     cli_add(&t, (cli_flag){"-r", "--repetitions", CLI_INT, &o.reps, 1, 1000, "N",
                            "measured runs of each test, after one warm-up (default 5)", NULL});
@@ -232,15 +284,22 @@ int woolly_cmd_bench(int argc, char **argv)
     o.format = !strcmp(format_arg, "json") ? BENCH_JSON : !strcmp(format_arg, "csv") ? BENCH_CSV : BENCH_MD;
     int threads[MAX_THREAD_COUNTS], n_threads = 1;
     threads[0] = o.ctx.n_threads;
-    if (threads_arg && (n_threads = parse_threads(cmd, threads_arg, threads)) < 0)
+    if (threads_arg && (n_threads = parse_int_list(cmd, "-t", threads_arg, 1, WOOLLY_MAX_THREADS,
+                                                   MAX_THREAD_COUNTS, "thread count", "1,2", threads)) < 0)
         return 2;
+    if ((o.n_depths = parse_int_list(cmd, "-d", depths_arg, 0, MAX_DEPTH, MAX_DEPTHS, "depth", "0,4096",
+                                     o.depths)) < 0)
+        return 2;
+    o.max_depth = 0;
+    for (int i = 0; i < o.n_depths; i++)
+        o.max_depth = o.depths[i] > o.max_depth ? o.depths[i] : o.max_depth;
     const int32_t longest = o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen;
-    if (o.ctx.n_ctx_given && o.ctx.n_ctx < o.depth + longest) {
+    if (o.ctx.n_ctx_given && o.ctx.n_ctx < o.max_depth + longest) {
         fprintf(
             stderr,
             "woolly %s: the tests need %d positions (-d %d + %d tokens), more than --ctx-size %d: lower -d, "
             "-p or -n, or raise --ctx-size\n",
-            cmd, o.depth + longest, o.depth, longest, o.ctx.n_ctx);
+            cmd, o.max_depth + longest, o.max_depth, longest, o.ctx.n_ctx);
         return 2;
     }
 
@@ -250,17 +309,17 @@ int woolly_cmd_bench(int argc, char **argv)
     woolly_model *m = cli_open_model(cmd, model_path, &o.ctx, &r.load_s);
     if (!m)
         return 1;
-    if (!o.ctx.n_ctx_given && o.depth + longest > woolly_model_n_ctx_train(m))
+    if (!o.ctx.n_ctx_given && o.max_depth + longest > woolly_model_n_ctx_train(m))
         fprintf(stderr,
                 "woolly %s: warning: the tests reach position %d, past the %d the model was trained with\n",
-                cmd, o.depth + longest, woolly_model_n_ctx_train(m));
+                cmd, o.max_depth + longest, woolly_model_n_ctx_train(m));
     r.model_name = woolly_model_name(m);
     r.model_size = woolly_model_size(m);
     r.model_params = woolly_model_n_params(m);
     r.isa = woolly_isa_name(woolly_isa_active());
     int status = 1;
-    woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)o.depth));
-    r.tests = calloc((size_t)n_threads * 2, sizeof *r.tests);
+    woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)o.max_depth));
+    r.tests = calloc((size_t)n_threads * (size_t)o.n_depths * 2, sizeof *r.tests);
     if (!ids || !r.tests) {
         fprintf(stderr, "woolly %s: out of memory\n", cmd);
         goto done;
@@ -274,7 +333,7 @@ int woolly_cmd_bench(int argc, char **argv)
     }
     /* Fixed pseudo-random token ids: what the speed depends on is their count, not their text. */
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int32_t i = 0; i < longest + o.depth; i++) {
+    for (int32_t i = 0; i < longest + o.max_depth; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (woolly_token)(x % (uint64_t)woolly_model_n_vocab(m));
     }
