@@ -7,16 +7,22 @@
 //   per request         completion tokens / time from sending the request to its last token (median)
 //   decode per request  tokens after the first / time from first to last token (median)
 //   first token         time to the first token (median), which includes the prompt and queueing
-// One warm-up request runs first.
+//   x 1 client      aggregate tokens/s over the first level's (the lowest, normally 1 client)
+//   of 1 client     per request tokens/s over the first level's
+// One warm-up request runs first. With --rounds N the levels run N times in turn (1, 2, 4, 8, then 1,
+// 2, 4, 8 again, ...) and each cell is the median over the rounds; the two ratios are taken within each
+// round, then their median (with the lowest and highest), so that a shared machine's speed drifting
+// between rounds falls on both sides of a ratio alike.
 // Node built-ins only (fetch). Usage, from the repository root after building:
 //   node bench/serve_concurrency.mjs --model PATH [--levels 1,2,4,8] [--tokens 8] [--requests 1]
-//                                    [--threads T] [--ctx 256] [--prompt TEXT] [--woolly ./build/woolly]
+//                                    [--rounds 1] [--threads T] [--ctx 256] [--prompt TEXT]
+//                                    [--woolly ./build/woolly]
 // e.g. with the benchmark model of README "Speed today":
 //   node bench/serve_concurrency.mjs --model llama-1b.gguf --tokens 4 --ctx 128 --prompt Hello
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
-const opts = { model: '', levels: '1,2,4,8', tokens: '8', requests: '1', threads: '',
+const opts = { model: '', levels: '1,2,4,8', tokens: '8', requests: '1', rounds: '1', threads: '',
   ctx: '256', woolly: './build/woolly', prompt: 'Once upon a time, in a small village by the sea' };
 for (let i = 2; i < process.argv.length; i += 2) {
   const key = process.argv[i].replace(/^--/, '');
@@ -31,7 +37,13 @@ if (!opts.model) {
   process.exit(2);
 }
 const levels = opts.levels.split(',').map(Number);
-const tokens = Number(opts.tokens), requests = Number(opts.requests);
+const tokens = Number(opts.tokens), requests = Number(opts.requests), rounds = Number(opts.rounds);
+for (const [name, v] of [['levels', Math.min(...levels)], ['tokens', tokens], ['requests', requests], ['rounds', rounds]]) {
+  if (!Number.isInteger(v) || v < 1) {
+    console.error(`--${name} ${opts[name]}: positive integers only`);
+    process.exit(2);
+  }
+}
 
 const args = ['serve', '-m', opts.model, '--port', '0', '-c', opts.ctx, '--parallel', String(Math.max(...levels)),
   '--timeout', '3600'];
@@ -82,10 +94,9 @@ async function one(id) {
 
 let id = 0;
 await one(id++); // warm-up: the model's pages are read in by the first request
-console.log(`woolly serve ${opts.model}: ${tokens} tokens per request, ${requests} request(s) per client\n`);
-console.log('| clients | aggregate tokens/s | per request tokens/s | decode per request tokens/s | first token s |');
-console.log('| --- | --- | --- | --- | --- |');
-for (const clients of levels) {
+
+// One level: its clients at once, each sending `requests` requests one after the other.
+async function level(clients) {
   const t0 = performance.now();
   const results = (await Promise.all(Array.from({ length: clients }, async () => {
     const mine = [];
@@ -94,10 +105,34 @@ for (const clients of levels) {
   }))).flat();
   const wall = (performance.now() - t0) / 1000;
   const total = results.reduce((s, r) => s + r.n, 0);
-  const perReq = median(results.map((r) => r.n / ((r.last - r.t0) / 1000)));
-  const decode = median(results.map((r) => (r.n - 1) / ((r.last - r.first) / 1000)));
-  const ttft = median(results.map((r) => (r.first - r.t0) / 1000));
-  console.log(`| ${clients} | ${(total / wall).toFixed(2)} | ${perReq.toFixed(2)} | ${decode.toFixed(2)} | ` +
-    `${ttft.toFixed(2)} |`);
+  return {
+    aggregate: total / wall,
+    perReq: median(results.map((r) => r.n / ((r.last - r.t0) / 1000))),
+    decode: median(results.map((r) => (r.n - 1) / ((r.last - r.first) / 1000))),
+    ttft: median(results.map((r) => (r.first - r.t0) / 1000)),
+  };
 }
+
+const byRound = []; // byRound[round][level index]
+for (let r = 0; r < rounds; r++) {
+  const row = [];
+  for (const clients of levels) row.push(await level(clients));
+  byRound.push(row);
+}
+const ratio = (key, i) => {
+  const xs = byRound.map((row) => row[i][key] / row[0][key]);
+  const m = median(xs).toFixed(2);
+  return rounds > 1 ? `${m} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})` : m;
+};
+const med = (key, i, digits) => median(byRound.map((row) => row[i][key])).toFixed(digits);
+console.log(`woolly serve ${opts.model}: ${tokens} tokens per request, ${requests} request(s) per client, ` +
+  `${rounds} round(s)${rounds > 1 ? ' (medians over the rounds)' : ''}\n`);
+const first = `${levels[0]} client${levels[0] === 1 ? '' : 's'}`;
+console.log(`| clients | aggregate tokens/s | x ${first} | per request tokens/s | of ${first} ` +
+  '| decode per request tokens/s | first token s |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+levels.forEach((clients, i) => {
+  console.log(`| ${clients} | ${med('aggregate', i, 2)} | ${ratio('aggregate', i)} | ${med('perReq', i, 2)} | ` +
+    `${ratio('perReq', i)} | ${med('decode', i, 2)} | ${med('ttft', i, 2)} |`);
+});
 process.exit(0);
