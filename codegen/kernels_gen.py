@@ -82,8 +82,9 @@ def expand(spec):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         blocks = entry.get("blocks", [])
         variant = entry.get("variant", "")
-        dot = entry.get("params", {}).get("dot", "f32")  # the tiles' operands: F32, or rounded to BF16
-        assert dot in ("f32", "bf16"), f"[[attn]] {entry['isa']}: dot must be f32 or bf16"
+        # the tiles' operands: F32, rounded to BF16 (both products), or P V in F16
+        dot = entry.get("params", {}).get("dot", "f32")
+        assert dot in ("f32", "bf16", "f16"), f"[[attn]] {entry['isa']}: dot must be f32, bf16 or f16"
         if "default" in entry:
             assert entry["default"] in blocks, f"[[attn]] {entry['isa']}: default must be one of {blocks}"
         for cache in entry["cache"]:

@@ -517,6 +517,22 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
@@ -691,6 +707,22 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
@@ -884,6 +916,22 @@ function(woolly_apply_kernel_flags target)
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
   set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512bf16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
+  set_source_files_properties(${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_fp16.c PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_AVX512};-mavx512fp16")
   if(WOOLLY_SOURCES_NEON)
     set_source_files_properties(${WOOLLY_SOURCES_NEON} PROPERTIES COMPILE_OPTIONS "${WOOLLY_FLAGS_NEON}")
   endif()

@@ -23,8 +23,8 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
     const woolly_kernel *ks = woolly_kernel_list(&n);
     cr_assert_gt(n, 0);
     for (int i = 0; i < n; i++) {
-        /* Attention's BF16 tiles are held to the float64 oracle like the F32 ones, and fall back to the
-         * F32 kernels: their slot is the cache type's. */
+        /* Attention's rounded (BF16, FP16) tiles are held to the float64 oracle like the F32 ones, and fall
+         * back to the F32 kernels: their slot is the cache type's. */
         const bool any_act = ks[i].op == WOOLLY_OP_ATTN;
         bool has_scalar = false;
         for (int j = 0; j < n; j++)
@@ -192,26 +192,33 @@ Test(registry, attention_choice_respects_the_head_dimension)
     }
 }
 
-/* BF16 tiles where they run and pay, at the level the F32 ones would: head dimensions 64 and 128 on an
- * AMD CPU with AVX512-BF16 at the AVX-512 level; the F32 kernel everywhere else, and whenever F32 is
- * asked. */
-Test(registry, attention_takes_bf16_tiles_only_where_asked_and_run)
+/* Rounded tiles where they run and pay, at the level the F32 ones would: head dimensions 64 and 128 at
+ * the AVX-512 level, BF16 tiles on an AMD CPU with AVX512-BF16, FP16 P V tiles on any other with
+ * AVX512-FP16; the F32 kernel everywhere else, and whenever F32 is asked. */
+Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
 {
     const int dims[] = {8, 64, 128, 200};
+    const woolly_cpu *cpu = woolly_cpu_get();
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         const woolly_kernel *f32 = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F32);
-        const woolly_kernel *bf = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_BF16);
-        cr_assert(f32 && bf);
+        const woolly_kernel *r = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_BF16);
+        cr_assert(f32 && r);
         cr_assert_eq(f32->act, WOOLLY_ACT_F32, "%s asked for F32 tiles", f32->name);
-        cr_assert_eq(bf->isa, f32->isa, "%s and %s: BF16 tiles at another level", bf->name, f32->name);
-        const bool has = woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 &&
-                         (woolly_cpu_get()->features & WOOLLY_CPU_AVX512BF16) && dims[d] % 64 == 0 &&
-                         !strcmp(woolly_cpu_get()->vendor, "AuthenticAMD");
-        if (has)
-            cr_assert(bf->act == WOOLLY_ACT_BF16 && bf->tile_m == f32->tile_m && bf->tile_n == f32->tile_n,
-                      "head_dim %d: %s, not the BF16 twin of %s", dims[d], bf->name, f32->name);
+        cr_assert_eq(r->isa, f32->isa, "%s and %s: rounded tiles at another level", r->name, f32->name);
+        const bool tiled =
+            woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 && dims[d] % 64 == 0;
+        const bool bf16 =
+            tiled && (cpu->features & WOOLLY_CPU_AVX512BF16) && !strcmp(cpu->vendor, "AuthenticAMD");
+        const bool fp16 = tiled && !bf16 && (cpu->features & WOOLLY_CPU_AVX512FP16);
+        if (bf16 || fp16)
+            cr_assert(r->act == (bf16 ? WOOLLY_ACT_BF16 : WOOLLY_ACT_F16) && r->tile_m == f32->tile_m &&
+                          r->tile_n == f32->tile_n,
+                      "head_dim %d: %s, not the %s twin of %s", dims[d], r->name, bf16 ? "BF16" : "FP16",
+                      f32->name);
         else
-            cr_assert_eq(bf, f32, "head_dim %d: %s where no BF16 tiles run", dims[d], bf->name);
+            cr_assert_eq(r, f32, "head_dim %d: %s where no rounded tiles run", dims[d], r->name);
+        cr_assert_eq(woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F16), r,
+                     "head_dim %d: rounded is rounded, whichever format names it", dims[d]);
     }
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_Q8 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_BF16);
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);

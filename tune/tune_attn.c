@@ -177,8 +177,8 @@ static void measure(attn_bench *b, const tune_attn_env *env, enum woolly_attn_ph
 
 /* The kernels tried: those of the default's ISA level for this cache and head dimension that this CPU
  * runs (a lower level's tiles are never faster; the default is one of them), with F32 operands, and with
- * BF16 ones where the model's accuracy allows them (act, woolly_attn_act) even where they are not the
- * default (a CPU whose BF16 dot product does not pay, woolly_kernel_choose_attn). */
+ * rounded ones (BF16, FP16 P V) where the model's accuracy allows them (act, woolly_attn_act) even where
+ * they are not the default (a CPU whose BF16 dot product does not pay, woolly_kernel_choose_attn). */
 static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim, enum woolly_act act,
                       const woolly_kernel **out, int max)
 {
@@ -187,7 +187,8 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
     for (int i = 0; i < nk && n < max; i++) {
         const woolly_kernel *k = &ks[i];
         if (k->op == WOOLLY_OP_ATTN && k->wtype == cache && (k->head_dim == head_dim || k->head_dim == 0) &&
-            k->isa == def->isa && (k->act == WOOLLY_ACT_F32 || k->act == act) && woolly_kernel_runs(k))
+            k->isa == def->isa && (k->act == WOOLLY_ACT_F32 || act != WOOLLY_ACT_F32) &&
+            woolly_kernel_runs(k))
             out[n++] = k;
     }
     return n;

@@ -140,6 +140,8 @@ static void detect(woolly_cpu *cpu)
         cpu->avx512vl = zmm && (b & bit_AVX512VL);
         cpu->avx512dq = zmm && (b & bit_AVX512DQ);
         cpu->avx512vnni = zmm && (c & bit_AVX512VNNI);
+        if (zmm && (d & (1u << 23))) /* AVX512_FP16 */
+            cpu->features |= WOOLLY_CPU_AVX512FP16;
         unsigned max7 = a;
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
@@ -222,6 +224,7 @@ size_t woolly_cpu_signature(char *buf, size_t n)
             {c->avx512vnni, "avx512vnni"},
             {(c->features & WOOLLY_CPU_AVX512BF16) != 0, "avx512bf16"},
             {(c->features & WOOLLY_CPU_AVXVNNI) != 0, "avxvnni"},
+            {(c->features & WOOLLY_CPU_AVX512FP16) != 0, "avx512fp16"},
         };
         size_t len = (size_t)snprintf(feat, sizeof feat, "features ");
         const size_t start = len;

@@ -11,6 +11,7 @@ enum woolly_cpu_feature {
     WOOLLY_CPU_AVX512BF16 = 1u << 0, /* vdpbf16ps */
     WOOLLY_CPU_AVXVNNI = 1u << 1,    /* VEX-encoded vpdpbusd on ymm */
     WOOLLY_CPU_I8MM = 1u << 2,       /* aarch64 smmla */
+    WOOLLY_CPU_AVX512FP16 = 1u << 3, /* arithmetic on 32 halves: vfmadd231ph */
 };
 
 typedef struct woolly_cpu {

@@ -364,17 +364,25 @@ static bool bf16_tiles_pay(void)
     return !strcmp(woolly_cpu_get()->vendor, "AuthenticAMD");
 }
 
+/* FP16 P V tiles need AVX512-FP16, so far Intel's (Sapphire Rapids and later), where vfmadd231ph issues
+ * at the F32 FMA rate on twice the lanes: on an Intel Xeon (family 6, model 207) 32x64 tiles gave 125.2
+ * prefill GFLOP/s against 114.7 for F32 ones (codegen/kernels.toml has the figures). They are taken
+ * wherever they run and BF16 tiles do not pay. */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act)
 {
-    if (act == WOOLLY_ACT_BF16 && bf16_tiles_pay()) {
-        /* Only at the level F32 tiles would run at: BF16 tiles of a lower one never win over them. */
-        const woolly_kernel *f32 = woolly_kernel_choose_attn(cache, head_dim, WOOLLY_ACT_F32);
-        const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, f32 ? (int)f32->isa : -1};
-        const woolly_kernel *k = best_of(slot_match, &s);
-        return k ? k : f32;
-    }
     const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim, -1};
-    return best_of(slot_match, &s);
+    const woolly_kernel *f32 = best_of(slot_match, &s);
+    if (act == WOOLLY_ACT_F32 || !f32)
+        return f32;
+    /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
+     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else F32. */
+    const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
+    const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
+    if (!k) {
+        const slot hf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F16, NULL, false, head_dim, (int)f32->isa};
+        k = best_of(slot_match, &hf);
+    }
+    return k ? k : f32;
 }
 
 enum woolly_act woolly_attn_act(unsigned matmul_acts)

@@ -99,16 +99,18 @@ const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woo
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act);
 
 /* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any)
- * whose tiles may read their operands as `act`: WOOLLY_ACT_F32, or WOOLLY_ACT_BF16 (rounded to bfloat16,
- * F32 sums). The highest level, and at it the default tile; for BF16, the F32 kernel where no BF16 one
- * runs at that level (a CPU without AVX512-BF16, a forced lower level) or where BF16 tiles are measured
- * slower than F32 ones (registry.c, bf16_tiles_pay). */
+ * whose tiles may round their operands (`act` not WOOLLY_ACT_F32, as woolly_attn_act gives it) or not
+ * (WOOLLY_ACT_F32). The highest level, and at it the default tile. Rounded, at the level the F32 tiles
+ * run at: BF16 tiles (both products on bfloat16, F32 sums) where they are measured faster than F32 ones
+ * (registry.c, bf16_tiles_pay), else FP16 P V tiles (WOOLLY_ACT_F16: Q K^T in F32, P V in halves) on a
+ * CPU with AVX512-FP16, else the F32 kernel. */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
- * (1 << WOOLLY_ACT_*): BF16 where some matrix reads int8 activations, F32 otherwise. Int8 activations
- * cost a model's logits some 1e-4 of NMSE and BF16 tiles move it by at most about 5e-6; beside F16 or F32 activations
- * (an F16 model, strict accuracy) the attention keeps F32 operands. */
+ * (1 << WOOLLY_ACT_*): rounded (WOOLLY_ACT_BF16, which woolly_kernel_choose_attn takes for BF16 or FP16
+ * tiles) where some matrix reads int8 activations, F32 otherwise. Int8 activations cost a model's logits
+ * some 1e-4 of NMSE and rounded tiles move it by at most about 5e-6; beside F16 or F32 activations (an
+ * F16 model, strict accuracy) the attention keeps F32 operands. */
 enum woolly_act woolly_attn_act(unsigned matmul_acts);
 
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */
