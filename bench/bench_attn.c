@@ -9,7 +9,9 @@
  * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
  * CPU time (bench_cpu_time.h). `bench_attn --quick` measures llama-1b's shape only (head dim 64, group 4)
  * at n_kv 4096 and 16384, and decode at 262144 (512 MiB of F16 K and V: read from DRAM, as a decode
- * step at depth reads them, even past an L3 of 260 MiB), with the best level's default kernels, for comparing a change side by side.
+ * step at depth reads them, even past an L3 of 260 MiB), with the kernel the forward pass takes beside
+ * int8 matmuls (woolly_kernel_choose_attn: rounded tiles where they pay), for comparing a change side by
+ * side.
  * The caches are mapped in huge pages, as the runtime's are.
  *
  *   bench_attn [--variants | --quick] */
@@ -112,7 +114,7 @@ static void report(const woolly_kernel *kern, const shape *s, int do_prefill)
 {
     const double td = measure(kern, s, 0);
     const double bytes = 2.0 * (double)woolly_row_bytes(kern->wtype, s->hd) * (double)s->n_kv * N_HEAD_KV;
-    printf("| %-34s | %4lld | %5lld | %6lld | %8.1f |", kern->name, (long long)s->hd, (long long)s->group,
+    printf("| %-38s | %4lld | %5lld | %6lld | %8.1f |", kern->name, (long long)s->hd, (long long)s->group,
            (long long)s->n_kv, bytes / td / 1e9);
     if (do_prefill) {
         const double tp = measure(kern, s, 1);
@@ -146,9 +148,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_attn: %s\n", err.msg);
         return 1;
     }
-    printf("| %-34s | %4s | %5s | %6s | %8s | %8s |\n", "kernel", "d", "group", "n_kv", "dec GB/s",
+    printf("| %-38s | %4s | %5s | %6s | %8s | %8s |\n", "kernel", "d", "group", "n_kv", "dec GB/s",
            "pf GF/s");
-    printf("| %.34s | ---: | ----: | -----: | -------: | -------: |\n", "----------------------------------");
+    printf("| %.38s | ---: | ----: | -----: | -------: | -------: |\n",
+           "--------------------------------------");
     if (variants) {
         int n;
         const woolly_kernel *ks = woolly_kernel_list(&n);
@@ -163,11 +166,9 @@ int main(int argc, char **argv)
     if (quick) {
         for (size_t c = 0; c < 2; c++)
             for (int64_t n_kv = 4096; n_kv <= 262144; n_kv *= n_kv < 16384 ? 4 : 16) {
-                const woolly_kernel *best = NULL; /* of the highest level that runs */
-                for (int isa = 0; isa < WOOLLY_ISA_COUNT; isa++) {
-                    const woolly_kernel *k = default_of((enum woolly_isa)isa, CACHES[c], 64);
-                    best = k ? k : best;
-                }
+                /* what the forward pass takes beside int8 matmuls (the default activation path) */
+                const woolly_kernel *best =
+                    woolly_kernel_choose_attn(CACHES[c], 64, woolly_attn_act(1u << WOOLLY_ACT_Q8));
                 const shape s = {64, 4, n_kv};
                 if (best) /* 262144: 512 MiB of F16 K and V, twice a large L3 (260 MiB on the Intel Xeons
                            * of this project's CI), streamed from DRAM as a decode step at depth does */
