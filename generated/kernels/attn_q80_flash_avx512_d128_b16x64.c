@@ -170,14 +170,19 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 
 void woolly_attn_q80_flash_avx512_d128_b16x64(const woolly_attn_args *a);
 
-/* The tile's queries and one K and V block, as floats: the queries scaled, K transposed (kt[d][j]). */
-typedef struct q_tile {
-    _Alignas(64) float q[MAX_ROWS][D];
-} q_tile;
+/* One K and V block, as floats: K transposed (kt[d][j]). */
 typedef struct kv_block {
     _Alignas(64) float kt[D][BK];
     _Alignas(64) float vb[BK][D]; /* first the K block, before its transpose */
 } kv_block;
+
+/* attn_flash's tiles, their F32 half: the queries (scaled), K decoded and transposed (kt[d][j]) and
+ * S = Q K^T for MR rows x NVS key vectors at a time (broadcast q[r][d], FMA with kt[d][...]). Shared by
+ * the F32 tiles and those that round only P V (attn_tile_f16_<isa>); included after the tile's kv_block,
+ * which has `float kt[D][BK]`. */
+typedef struct q_tile {
+    _Alignas(64) float q[MAX_ROWS][D];
+} q_tile;
 
 /* The tiles' probabilities, e^x for x <= 0. */
 static inline vf tile_exp(vf x) { return v_exp(x); }
@@ -189,25 +194,21 @@ static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
         t->q[r][d] = q ? q[d] * scale : 0.0f;
 }
 
-/* Positions [j0, j0 + nk) of the cache into the block; zeros up to nkv. */
-static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
+/* K at positions [j0, j0 + nk) of the cache as floats, transposed into kt (zeros up to nkv), by way of
+ * rows (nkv x D floats of scratch). */
+static inline void k_block_load(float (*kt)[BK], float (*rows)[D], const woolly_attn_args *a, int64_t j0, int nk,
+                                int nkv)
 {
     const size_t rb = a->kv_row_bytes;
     for (int j = 0; j < nkv; j++) {
         if (j < nk)
-            decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, b->vb[j], D);
+            decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, rows[j], D);
         else
-            memset(b->vb[j], 0, sizeof b->vb[j]);
+            memset(rows[j], 0, sizeof rows[j]);
     }
     for (int j = 0; j < nkv; j += VL)
         for (int d = 0; d < D; d += VL)
-            v_transpose(&b->vb[j][d], D, &b->kt[d][j], BK);
-    for (int j = 0; j < nkv; j++) {
-        if (j < nk)
-            decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, b->vb[j], D);
-        else
-            memset(b->vb[j], 0, sizeof b->vb[j]);
-    }
+            v_transpose(&rows[j][d], D, &kt[d][j], BK);
 }
 
 /* Rows [r0, r0 + MR) of S = Q K^T over the first nkv (a multiple of VL * NVS) positions of the block. */
@@ -231,6 +232,19 @@ static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, f
         for (int i = 0; i < MR; i++)
             for (int v = 0; v < NVS; v++)
                 v_store(&s[i][j0 + v * VL], acc[i][v]);
+    }
+}
+
+/* Positions [j0, j0 + nk) of the cache into the block; zeros up to nkv. */
+static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
+{
+    k_block_load(b->kt, b->vb, a, j0, nk, nkv);
+    const size_t rb = a->kv_row_bytes;
+    for (int j = 0; j < nkv; j++) {
+        if (j < nk)
+            decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, b->vb[j], D);
+        else
+            memset(b->vb[j], 0, sizeof b->vb[j]);
     }
 }
 

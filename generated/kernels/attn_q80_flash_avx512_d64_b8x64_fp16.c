@@ -194,9 +194,6 @@ enum {
 };
 _Static_assert(D % HL == 0, "rows are whole half vectors");
 
-typedef struct q_tile {
-    _Alignas(64) float q[MAX_ROWS][D];
-} q_tile;
 typedef struct kv_block {
     _Alignas(64) float kt[D][BK];
     _Alignas(64) float kr[BK][D];     /* K's rows, before their transpose */
@@ -205,38 +202,42 @@ typedef struct kv_block {
     size_t v_stride;
 } kv_block;
 
+/* attn_flash's tiles, their F32 half: the queries (scaled), K decoded and transposed (kt[d][j]) and
+ * S = Q K^T for MR rows x NVS key vectors at a time (broadcast q[r][d], FMA with kt[d][...]). Shared by
+ * the F32 tiles and those that round only P V (attn_tile_f16_<isa>); included after the tile's kv_block,
+ * which has `float kt[D][BK]`. */
+typedef struct q_tile {
+    _Alignas(64) float q[MAX_ROWS][D];
+} q_tile;
+
+/* The tiles' probabilities, e^x for x <= 0. */
 static inline vf tile_exp(vf x) { return v_exp(x); }
 
+/* Row r of the tile: query q times scale, or zeros for a padding row (q NULL). */
 static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
 {
     for (int d = 0; d < D; d++)
         t->q[r][d] = q ? q[d] * scale : 0.0f;
 }
 
-static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
+/* K at positions [j0, j0 + nk) of the cache as floats, transposed into kt (zeros up to nkv), by way of
+ * rows (nkv x D floats of scratch). */
+static inline void k_block_load(float (*kt)[BK], float (*rows)[D], const woolly_attn_args *a, int64_t j0, int nk,
+                                int nkv)
 {
     const size_t rb = a->kv_row_bytes;
     for (int j = 0; j < nkv; j++) {
         if (j < nk)
-            decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, b->kr[j], D);
+            decode_row_q80((const char *)a->k + (size_t)(j0 + j) * rb, rows[j], D);
         else
-            memset(b->kr[j], 0, sizeof b->kr[j]);
+            memset(rows[j], 0, sizeof rows[j]);
     }
     for (int j = 0; j < nkv; j += VL)
         for (int d = 0; d < D; d += VL)
-            v_transpose(&b->kr[j][d], D, &b->kt[d][j], BK);
-    _Alignas(64) float x[D];
-    for (int j = 0; j < nk; j++) {
-        decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, x, D);
-        for (int d = 0; d < D; d += 16)
-            _mm256_storeu_si256((__m256i *)&b->vh[j][d],
-                                _mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    b->v = &b->vh[0][0];
-    b->v_stride = D;
+            v_transpose(&rows[j][d], D, &kt[d][j], BK);
 }
 
-/* Rows [r0, r0 + MR) of S = Q K^T, in F32 (as the F32 tiles). */
+/* Rows [r0, r0 + MR) of S = Q K^T over the first nkv (a multiple of VL * NVS) positions of the block. */
 static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, float (*s)[BK])
 {
     for (int j0 = 0; j0 < nkv; j0 += VL * NVS) {
@@ -258,6 +259,21 @@ static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, f
             for (int v = 0; v < NVS; v++)
                 v_store(&s[i][j0 + v * VL], acc[i][v]);
     }
+}
+
+static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
+{
+    k_block_load(b->kt, b->kr, a, j0, nk, nkv);
+    const size_t rb = a->kv_row_bytes;
+    _Alignas(64) float x[D];
+    for (int j = 0; j < nk; j++) {
+        decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, x, D);
+        for (int d = 0; d < D; d += 16)
+            _mm256_storeu_si256((__m256i *)&b->vh[j][d],
+                                _mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    b->v = &b->vh[0][0];
+    b->v_stride = D;
 }
 
 /* acc += p[.][j] v[j] for the MR rows. The probabilities are pairs of the same half in a word: a 32-bit
