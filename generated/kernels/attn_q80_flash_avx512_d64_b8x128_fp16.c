@@ -261,23 +261,51 @@ static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, f
     }
 }
 
+/* Values d0 .. d0 + 31 of a cache row as halves (d0 a multiple of 32): as they lie, or a Q8_0 block's
+ * products rounded once. */
+static inline __m512h decode_half_f16(const void *row, int d0) { return _mm512_loadu_ph((const _Float16 *)row + d0); }
+
+static inline __m512h decode_half_q80(const void *row, int d0)
+{
+    _Static_assert(WOOLLY_QK8_0 == HL, "a Q8_0 block is one vector of halves");
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    const __m512h q = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b->qs)));
+    return _mm512_mul_ph(_mm512_castsi512_ph(_mm512_set1_epi16((short)b->d)), q);
+}
+
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
 {
     k_block_load(b->kt, b->kr, a, j0, nk, nkv);
     const size_t rb = a->kv_row_bytes;
-    _Alignas(64) float x[D];
+    /* P V reads only the first nk rows of V: no padding */
     for (int j = 0; j < nk; j++) {
-        decode_row_q80((const char *)a->v + (size_t)(j0 + j) * rb, x, D);
-        for (int d = 0; d < D; d += 16)
-            _mm256_storeu_si256((__m256i *)&b->vh[j][d],
-                                _mm512_cvtps_ph(_mm512_loadu_ps(x + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const char *row = (const char *)a->v + (size_t)(j0 + j) * rb;
+        for (int x = 0; x < NVH; x++)
+            _mm512_storeu_ph(&b->vh[j][x * HL], decode_half_q80(row, x * HL));
     }
     b->v = &b->vh[0][0];
     b->v_stride = D;
 }
 
-/* acc += p[.][j] v[j] for the MR rows. The probabilities are pairs of the same half in a word: a 32-bit
- * broadcast (a plain load) fills the 32 lanes, where a 16-bit one would also take a shuffle port. */
+/* n probabilities (n a multiple of 16) rounded to halves, each twice in a 32-bit word: a 32-bit broadcast
+ * (a plain load) then fills the 32 lanes, where a 16-bit one would also take a shuffle port. */
+static inline void half_pairs(const float *p, uint32_t *pp, int n)
+{
+    for (int j = 0; j < n; j += 16) {
+        const __m256i h16 = _mm512_cvtps_ph(_mm512_loadu_ps(p + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i h = _mm512_cvtepu16_epi32(h16);
+        _mm512_storeu_si512(pp + j, _mm512_or_si512(h, _mm512_slli_epi32(h, 16)));
+    }
+}
+
+/* lo, hi (the first and last 16 of 32 outputs) += the 32 half sums of a, as floats. */
+static inline void add_half_sums(vf *lo, vf *hi, __m512h a)
+{
+    *lo = v_add(*lo, _mm512_cvtxph_ps(_mm512_castph512_ph256(a)));
+    *hi = v_add(*hi, _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(_mm512_castph_si512(a), 1))));
+}
+
+/* acc += p[.][j] v[j] for the MR rows, the probabilities as half_pairs makes them. */
 static inline __attribute__((always_inline)) void pv_row(const kv_block *b, const uint32_t (*pp)[BK], int j,
                                                          __m512h (*acc)[NVH])
 {
@@ -298,11 +326,7 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 {
     _Alignas(64) uint32_t pp[MR][BK]; /* p rounded to a half, twice in each word; zero from nk to nkv */
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < nkv; j += 16) {
-            const __m512i h = _mm512_cvtepu16_epi32(
-                _mm512_cvtps_ph(_mm512_loadu_ps(&p[i][j]), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            _mm512_storeu_si512(&pp[i][j], _mm512_or_si512(h, _mm512_slli_epi32(h, 16)));
-        }
+        half_pairs(p[i], pp[i], nkv);
     __m512h acc[NCH][MR][NVH];
     for (int h = 0; h < NCH; h++)
         for (int i = 0; i < MR; i++)
@@ -319,27 +343,12 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
         float *o = out[r0 + i];
         for (int v = 0; v < NVH; v++) {
             vf lo = v_mul(ci, v_load(o + v * HL)), hi = v_mul(ci, v_load(o + v * HL + VL));
-            for (int h = 0; h < NCH; h++) {
-                lo = v_add(lo, _mm512_cvtxph_ps(_mm512_castph512_ph256(acc[h][i][v])));
-                hi = v_add(hi, _mm512_cvtxph_ps(_mm256_castsi256_ph(
-                                   _mm512_extracti64x4_epi64(_mm512_castph_si512(acc[h][i][v]), 1))));
-            }
+            for (int h = 0; h < NCH; h++)
+                add_half_sums(&lo, &hi, acc[h][i][v]);
             v_store(o + v * HL, lo);
             v_store(o + v * HL + VL, hi);
         }
     }
-}
-
-/* Values d0 .. d0 + 31 of a cache row as halves (d0 a multiple of 32): as they lie, or a Q8_0 block's
- * products rounded once (the same halves as kv_block_load's). */
-static inline __m512h decode_half_f16(const void *row, int d0) { return _mm512_loadu_ph((const _Float16 *)row + d0); }
-
-static inline __m512h decode_half_q80(const void *row, int d0)
-{
-    _Static_assert(WOOLLY_QK8_0 == HL, "a Q8_0 block is one vector of halves");
-    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
-    const __m512h q = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b->qs)));
-    return _mm512_mul_ph(_mm512_castsi512_ph(_mm512_set1_epi16((short)b->d)), q);
 }
 
 enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn_flash.c.j2's DEC_MAX_GROUP) */
@@ -348,8 +357,8 @@ enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn_flash.c.
  * rescales c, unnormalized outputs o), summed as the tiles sum it: p rounded to halves, the block's
  * products in halves in NCH chains, added into the F32 outputs in the same order. So a token's output
  * does not depend on whether it was decoded or prefilled beyond the F32 rounding of its scores (a server
- * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 and F32
- * rows are converted in registers); the rows of the next block within range (`ahead` of them) are
+ * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 rows
+ * are converted in registers); the rows of the next block within range (`ahead` of them) are
  * prefetched. */
 static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
                                                             const int G, float (*s)[BK], const float *c,
@@ -360,11 +369,7 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
     _Alignas(64) uint32_t pp[DEC_GROUP_MAX][BK];
     const int nkv = (nk + 15) / 16 * 16;
     for (int g = 0; g < G; g++)
-        for (int j = 0; j < nkv; j += 16) {
-            const __m512i h = _mm512_cvtepu16_epi32(
-                _mm512_cvtps_ph(_mm512_loadu_ps(&s[g][j]), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-            _mm512_storeu_si512(&pp[g][j], _mm512_or_si512(h, _mm512_slli_epi32(h, 16)));
-        }
+        half_pairs(s[g], pp[g], nkv);
     for (int x0 = 0; x0 < NVH; x0 += nvh) {
         __m512h acc[NCH][DEC_GROUP_MAX][NVH_MAX];
 #pragma GCC unroll 8
@@ -416,11 +421,8 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
                 float *ox = &o[g][(x0 + x) * HL];
                 vf lo = v_mul(cg, v_load(ox)), hi = v_mul(cg, v_load(ox + VL));
 #pragma GCC unroll 8
-                for (int h = 0; h < NCH; h++) {
-                    lo = v_add(lo, _mm512_cvtxph_ps(_mm512_castph512_ph256(acc[h][g][x])));
-                    hi = v_add(hi, _mm512_cvtxph_ps(_mm256_castsi256_ph(
-                                       _mm512_extracti64x4_epi64(_mm512_castph_si512(acc[h][g][x]), 1))));
-                }
+                for (int h = 0; h < NCH; h++)
+                    add_half_sums(&lo, &hi, acc[h][g][x]);
                 v_store(ox, lo);
                 v_store(ox + VL, hi);
             }
