@@ -318,10 +318,14 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
              * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
              * are read by no one, from DRAM, and at a short context (a server's decode steps) the
-             * prefetches that wait for them were a third of this kernel's time. */
+             * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
+             * (decode_pv) has its V rows prefetched here too: from DRAM 1.13x faster than one row at a
+             * time in its loop; the F32 P V below loses 11-13% that way with the cache in L3, and keeps
+             * its own (bench/RESULTS.md, "Decode attention side by side in one process"). */
             if (j0 + BK + jc < end)
-                for (size_t l = 0; l < VL * rb; l += 64)
+                for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
+                }
             if (jc + VL <= nk) {
 #pragma GCC unroll 16
                 for (int j = 0; j < VL; j++)
@@ -338,23 +342,40 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int g = 0; g < G; g++)
                 v_store(&s[g][jc], v_hsum_tr(part[g]));
         }
-        for (int g = 0; g < G; g++) {
-            for (int j = nk; j < nkv; j++)
-                s[g][j] = -INFINITY;
-            vf mv = v_load(&s[g][0]);
-            for (int j = VL; j < nkv; j += VL)
-                mv = v_max(mv, v_load(&s[g][j]));
-            const float mx = v_hmax(mv), mnew = mx > m[g] ? mx : m[g];
-            const vf mn = v_set1(mnew);
-            vf sum = v_set1(0.0f);
-            for (int j = 0; j < nkv; j += VL) {
-                const vf p = v_exp(v_sub(v_load(&s[g][j]), mn));
-                v_store(&s[g][j], p);
-                sum = v_add(sum, p);
+        { /* the block's online softmax, the G heads side by side (as softmax_rows does for a tile's
+           * rows): their maxima, exponentials and sums overlap instead of waiting on one another */
+            vf mv[DEC_MAX_GROUP], sum[DEC_MAX_GROUP], mn[DEC_MAX_GROUP];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                for (int j = nk; j < nkv; j++)
+                    s[g][j] = -INFINITY;
+                mv[g] = v_load(&s[g][0]);
             }
-            c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew);
-            l[g] = l[g] * c[g] + v_hsum(sum);
-            m[g] = mnew;
+            for (int j = VL; j < nkv; j += VL)
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++)
+                    mv[g] = v_max(mv[g], v_load(&s[g][j]));
+            float mnew[DEC_MAX_GROUP];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                const float mx = v_hmax(mv[g]);
+                mnew[g] = mx > m[g] ? mx : m[g];
+                mn[g] = v_set1(mnew[g]);
+                sum[g] = v_set1(0.0f);
+            }
+            for (int j = 0; j < nkv; j += VL)
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    const vf p = v_exp(v_sub(v_load(&s[g][j]), mn[g]));
+                    v_store(&s[g][j], p);
+                    sum[g] = v_add(sum[g], p);
+                }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew[g]);
+                l[g] = l[g] * c[g] + v_hsum(sum[g]);
+                m[g] = mnew[g];
+            }
         }
         for (int d0 = 0; d0 < D; d0 += VL * nvd) {
             vf acc[DEC_MAX_GROUP][NVD_MAX];

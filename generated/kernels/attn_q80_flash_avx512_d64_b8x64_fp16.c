@@ -360,9 +360,8 @@ enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn_flash.c.
  * products in halves in NCH chains, added into the F32 outputs in the same order. So a token's output
  * does not depend on whether it was decoded or prefilled beyond the F32 rounding of its scores (a server
  * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 rows
- * are converted in registers); the rows of the next block within range (`ahead` of them) are
- * prefetched. */
-static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
+ * are converted in registers; decode_one prefetches them). */
+static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk,
                                                             const int G, float (*s)[BK], const float *c,
                                                             float (*o)[D])
 {
@@ -386,9 +385,6 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
 #pragma GCC unroll 8
             for (int h = 0; h < NCH; h++) {
                 const char *row = v + (size_t)(j + h) * rb;
-                if (x0 == 0 && j + h < ahead)
-                    for (size_t l = 0; l < rb; l += 64)
-                        __builtin_prefetch(row + BK * rb + l);
                 __m512h vv[NVH_MAX];
 #pragma GCC unroll 16
                 for (int x = 0; x < nvh; x++)
@@ -403,9 +399,6 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
             }
         for (; j < nk; j++) {
             const char *row = v + (size_t)j * rb;
-            if (x0 == 0 && j < ahead)
-                for (size_t l = 0; l < rb; l += 64)
-                    __builtin_prefetch(row + BK * rb + l);
 #pragma GCC unroll 16
             for (int x = 0; x < nvh; x++) {
                 const __m512h vx = decode_half_q80(row, (x0 + x) * HL);
@@ -558,10 +551,15 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
              * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
              * are read by no one, from DRAM, and at a short context (a server's decode steps) the
-             * prefetches that wait for them were a third of this kernel's time. */
+             * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
+             * (decode_pv) has its V rows prefetched here too: from DRAM 1.13x faster than one row at a
+             * time in its loop; the F32 P V below loses 11-13% that way with the cache in L3, and keeps
+             * its own (bench/RESULTS.md, "Decode attention side by side in one process"). */
             if (j0 + BK + jc < end)
-                for (size_t l = 0; l < VL * rb; l += 64)
+                for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
+                    __builtin_prefetch(vc + (size_t)(j0 + jc + BK) * rb + l);
+                }
             if (G == 4) { /* the scores of the VL positions straight into s */
                 qk_g4(row, rb, nk - jc, (const float(*)[VL])qp, s, jc);
                 continue;
@@ -582,26 +580,43 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int g = 0; g < G; g++)
                 v_store(&s[g][jc], v_hsum_tr(part[g]));
         }
-        for (int g = 0; g < G; g++) {
-            for (int j = nk; j < nkv; j++)
-                s[g][j] = -INFINITY;
-            vf mv = v_load(&s[g][0]);
-            for (int j = VL; j < nkv; j += VL)
-                mv = v_max(mv, v_load(&s[g][j]));
-            const float mx = v_hmax(mv), mnew = mx > m[g] ? mx : m[g];
-            const vf mn = v_set1(mnew);
-            vf sum = v_set1(0.0f);
-            for (int j = 0; j < nkv; j += VL) {
-                const vf p = v_exp(v_sub(v_load(&s[g][j]), mn));
-                v_store(&s[g][j], p);
-                sum = v_add(sum, p);
+        { /* the block's online softmax, the G heads side by side (as softmax_rows does for a tile's
+           * rows): their maxima, exponentials and sums overlap instead of waiting on one another */
+            vf mv[DEC_MAX_GROUP], sum[DEC_MAX_GROUP], mn[DEC_MAX_GROUP];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                for (int j = nk; j < nkv; j++)
+                    s[g][j] = -INFINITY;
+                mv[g] = v_load(&s[g][0]);
             }
-            c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew);
-            l[g] = l[g] * c[g] + v_hsum(sum);
-            m[g] = mnew;
+            for (int j = VL; j < nkv; j += VL)
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++)
+                    mv[g] = v_max(mv[g], v_load(&s[g][j]));
+            float mnew[DEC_MAX_GROUP];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                const float mx = v_hmax(mv[g]);
+                mnew[g] = mx > m[g] ? mx : m[g];
+                mn[g] = v_set1(mnew[g]);
+                sum[g] = v_set1(0.0f);
+            }
+            for (int j = 0; j < nkv; j += VL)
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) {
+                    const vf p = v_exp(v_sub(v_load(&s[g][j]), mn[g]));
+                    v_store(&s[g][j], p);
+                    sum[g] = v_add(sum[g], p);
+                }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) {
+                c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew[g]);
+                l[g] = l[g] * c[g] + v_hsum(sum[g]);
+                m[g] = mnew[g];
+            }
         }
         (void)nvd; /* the FP16 tiles' P V (decode_pv) sums as they do */
-        decode_pv(vc + (size_t)j0 * rb, rb, nk, end - j0 - BK, G, s, c, o);
+        decode_pv(vc + (size_t)j0 * rb, rb, nk, G, s, c, o);
     }
     for (int g = 0; g < G; g++) {
         float *out = a->out + (size_t)g * a->out_stride;
