@@ -1,0 +1,53 @@
+#!/bin/sh
+# bench/attn_pair.sh OLD_TREE [KERNEL] [N_KV ...]
+#
+# One attention kernel as another source tree generates it (OLD_TREE, a checkout such as
+# `git worktree add ../old HEAD~1`) against the same kernel as this tree generates it, alternating in
+# one process (bench/attn_pair.c): the way to tell a change to a kernel from the drift of a shared
+# machine. Needs this tree's release build (`cmake --build --preset release`: the library the two link
+# against) and the same attention contract (kernels.h) in both trees.
+#   KERNEL  a generated attention kernel, e.g. attn_f16_flash_avx512_d64_b32x64_fp16 (the default)
+#   N_KV    cache positions, one row of the table each (default: 512 4096 262144)
+# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill).
+# shellcheck disable=SC2046,SC2086 # compiler flags in variables are meant to split into words
+set -eu
+if [ $# -lt 1 ] || [ ! -d "$1/generated/kernels" ]; then
+    echo "usage: bench/attn_pair.sh OLD_TREE [KERNEL] [N_KV ...]  (OLD_TREE: a source tree with generated/)" >&2
+    exit 2
+fi
+new=$(cd "$(dirname "$0")/.." && pwd)
+old=$(cd "$1" && pwd)
+kernel=${2:-attn_f16_flash_avx512_d64_b32x64_fp16}
+if [ $# -ge 2 ]; then shift 2; else shift $#; fi
+sizes=${*:-512 4096 262144}
+build=$new/build
+flags=$build/runtime/kernels/CMakeFiles/woolly_kernels.dir/flags.make
+for f in "$old/generated/kernels/$kernel.c" "$new/generated/kernels/$kernel.c" "$build/runtime/libwoolly.a" "$flags"; do
+    [ -e "$f" ] || { echo "attn_pair: $f is missing (a kernel name, or this tree's release build?)" >&2; exit 1; }
+done
+# the kernel's head dimension and cache type from its name: attn_<cache>_flash_<isa>_d<dim>_...
+hd=$(echo "$kernel" | sed -n 's/.*_d\([0-9]*\)_.*/\1/p')
+case $kernel in
+    attn_f16_*) cache=WOOLLY_TYPE_F16 ;;
+    attn_f32_*) cache=WOOLLY_TYPE_F32 ;;
+    attn_q80_*) cache=WOOLLY_TYPE_Q8_0 ;;
+    *) echo "attn_pair: $kernel is not a tiled attention kernel" >&2; exit 2 ;;
+esac
+[ -n "$hd" ] || { echo "attn_pair: no head dimension in $kernel" >&2; exit 2; }
+# the ISA flags the build compiles this kernel with
+isa=$(grep "generated/kernels/$kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g')
+out=$build/attn_pair
+mkdir -p "$out"
+cc=${CC:-cc}
+common="-O3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $isa"
+tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
+$cc $common $(tree_inc "$old") "-Dwoolly_$kernel=attn_pair_old" -c "$old/generated/kernels/$kernel.c" -o "$out/old.o"
+$cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
+$cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" "$new/bench/attn_pair.c" \
+    "$out/old.o" "$out/new.o" "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
+echo "$kernel: $(basename "$old") (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
+echo "| n_kv | n_q | d | old $( [ "${N_Q:-1}" = 1 ] && echo GB/s || echo GFLOP/s) | new | new / old (quartiles) | max diff |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for n in $sizes; do
+    "$out/attn_pair" "$n" "${ROUNDS:-30}" "${N_Q:-1}"
+done
