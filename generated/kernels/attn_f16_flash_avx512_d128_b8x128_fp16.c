@@ -355,12 +355,15 @@ enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn_flash.c.
  * products in halves in NCH chains, added into the F32 outputs in the same order. So a token's output
  * does not depend on whether it was decoded or prefilled beyond the F32 rounding of its scores (a server
  * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 rows
- * are converted in registers; decode_one prefetches them). */
-static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk,
+ * are converted in registers). The rows of the next block within range (`ahead` of them) are
+ * prefetched here, one row at a time, except from an F16 cache: decode_one prefetches those with K's
+ * rows (bench/RESULTS.md, "Decode attention side by side in one process"). */
+static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
                                                             const int G, float (*s)[BK], const float *c,
                                                             float (*o)[D])
 {
     enum { NVH_MAX = 16 / NCH < NVH ? 16 / NCH : NVH };
+    (void)ahead; /* decode_one prefetched the rows */
     const int nvh = 16 / (G * NCH) < 1 ? 1 : 16 / (G * NCH) < NVH ? 16 / (G * NCH) : NVH; /* per pass */
     _Alignas(64) uint32_t pp[DEC_GROUP_MAX][BK];
     const int nkv = (nk + 15) / 16 * 16;
@@ -470,9 +473,10 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
              * are read by no one, from DRAM, and at a short context (a server's decode steps) the
              * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
-             * (decode_pv) has its V rows prefetched here too: from DRAM 1.13x faster than one row at a
-             * time in its loop; the F32 P V below loses 11-13% that way with the cache in L3, and keeps
-             * its own (bench/RESULTS.md, "Decode attention side by side in one process"). */
+             * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
+             * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
+             * cache in L3, and a Q8_0 cache 10% everywhere: they keep their own (bench/RESULTS.md,
+             * "Decode attention side by side in one process"). */
             if (j0 + BK + jc < end)
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
@@ -530,7 +534,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             }
         }
         (void)nvd; /* the FP16 tiles' P V (decode_pv) sums as they do */
-        decode_pv(vc + (size_t)j0 * rb, rb, nk, G, s, c, o);
+        decode_pv(vc + (size_t)j0 * rb, rb, nk, end - j0 - BK, G, s, c, o);
     }
     for (int g = 0; g < G; g++) {
         float *out = a->out + (size_t)g * a->out_stride;

@@ -360,8 +360,10 @@ enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn_flash.c.
  * products in halves in NCH chains, added into the F32 outputs in the same order. So a token's output
  * does not depend on whether it was decoded or prefilled beyond the F32 rounding of its scores (a server
  * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 rows
- * are converted in registers; decode_one prefetches them). */
-static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk,
+ * are converted in registers). The rows of the next block within range (`ahead` of them) are
+ * prefetched here, one row at a time, except from an F16 cache: decode_one prefetches those with K's
+ * rows (bench/RESULTS.md, "Decode attention side by side in one process"). */
+static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
                                                             const int G, float (*s)[BK], const float *c,
                                                             float (*o)[D])
 {
@@ -385,6 +387,9 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
 #pragma GCC unroll 8
             for (int h = 0; h < NCH; h++) {
                 const char *row = v + (size_t)(j + h) * rb;
+                if (x0 == 0 && j + h < ahead)
+                    for (size_t l = 0; l < rb; l += 64)
+                        __builtin_prefetch(row + BK * rb + l);
                 __m512h vv[NVH_MAX];
 #pragma GCC unroll 16
                 for (int x = 0; x < nvh; x++)
@@ -399,6 +404,9 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
             }
         for (; j < nk; j++) {
             const char *row = v + (size_t)j * rb;
+            if (x0 == 0 && j < ahead)
+                for (size_t l = 0; l < rb; l += 64)
+                    __builtin_prefetch(row + BK * rb + l);
 #pragma GCC unroll 16
             for (int x = 0; x < nvh; x++) {
                 const __m512h vx = decode_half_q80(row, (x0 + x) * HL);
@@ -552,13 +560,13 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
              * are read by no one, from DRAM, and at a short context (a server's decode steps) the
              * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
-             * (decode_pv) has its V rows prefetched here too: from DRAM 1.13x faster than one row at a
-             * time in its loop; the F32 P V below loses 11-13% that way with the cache in L3, and keeps
-             * its own (bench/RESULTS.md, "Decode attention side by side in one process"). */
+             * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
+             * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
+             * cache in L3, and a Q8_0 cache 10% everywhere: they keep their own (bench/RESULTS.md,
+             * "Decode attention side by side in one process"). */
             if (j0 + BK + jc < end)
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
-                    __builtin_prefetch(vc + (size_t)(j0 + jc + BK) * rb + l);
                 }
             if (G == 4) { /* the scores of the VL positions straight into s */
                 qk_g4(row, rb, nk - jc, (const float(*)[VL])qp, s, jc);
@@ -616,7 +624,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             }
         }
         (void)nvd; /* the FP16 tiles' P V (decode_pv) sums as they do */
-        decode_pv(vc + (size_t)j0 * rb, rb, nk, G, s, c, o);
+        decode_pv(vc + (size_t)j0 * rb, rb, nk, end - j0 - BK, G, s, c, o);
     }
     for (int g = 0; g < G; g++) {
         float *out = a->out + (size_t)g * a->out_stride;
