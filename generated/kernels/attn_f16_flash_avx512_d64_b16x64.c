@@ -16,8 +16,9 @@
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
  * transpose-reduce into a score vector; the online softmax runs per KV block; P V accumulates from the
  * converted V rows, for as many output vectors per pass as the registers hold. On AVX-512, at head
- * dimension 64, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4 heads into one vector
- * instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the transpose-reduce. */
+ * dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4
+ * heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
+ * transpose-reduce. */
 #include <math.h>
 
 #include "kernels.h"
@@ -280,17 +281,19 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 
 enum { DEC_MAX_GROUP = 8, NV = D / VL };
 
-/* attn_flash's one-query q.k for a group of 4 heads at head dimension 64, AVX-512 (decode_one with G = 4,
- * the GQA group of the llama-1b preset). A vector's 16 lanes are (head g, dimension r) pairs, 4 dimensions of each
- * head: qp[t] holds q_g[4t + r] (scaled), and a K row's 4 values k[4t .. 4t + 3], broadcast to the four
- * 128-bit lanes (a load, no shuffle), meet all four heads in one FMA. A position's vector then holds 4
- * partial sums per head, not 16, so folding 16 positions into the 4 heads' score vectors takes 44
- * shuffles and adds instead of 4 x 45 for per-head vectors; the FMAs are as many as before. Decode over
- * 8 heads, one thread, F16 cache, this against the per-head vectors alternating in one process (30
- * rounds, medians): 1.17x at 512 positions, 1.15x at 4096, 1.16x at 16384, 1.10x at 262144 (from DRAM).
- * At head dimension 128 the same packing gave 0.97-0.98x (the folds saved are the same per position,
- * the FMAs twice as many, and q no longer fits the registers): head dimension 128 keeps the per-head
- * vectors. With a Q8_0 cache it is even (1.00-1.02x at head dimension 64: converting its rows dominates). */
+/* attn_flash's one-query q.k for a group of 4 heads at head dimension 64 from an F16 cache, AVX-512
+ * (decode_one with G = 4, the GQA group of the llama-1b preset). A vector's 16 lanes are (head g,
+ * dimension r) pairs, 4 dimensions of each head: qp[t] holds q_g[4t + r] (scaled), and a K row's 4 values
+ * k[4t .. 4t + 3], broadcast to the four 128-bit lanes (a load, no shuffle), meet all four heads in one
+ * FMA. A position's vector then holds 4 partial sums per head, not 16, so folding 16 positions into the
+ * 4 heads' score vectors takes 44 shuffles and adds instead of 4 x 45 for per-head vectors; the FMAs are
+ * as many as before.
+ * Measured with bench/attn_pair.sh (8 heads, one thread, 40 alternating rounds, medians of the ratio),
+ * the per-head vectors against this: 0.89x at 512 positions (this is 1.12x faster with the cache in L2),
+ * 1.01x at 4096 and 1.02x at 262144 (L3 and DRAM: even). What it saves is compute, which shows where
+ * the cache is near. At head dimension 128 it was 0.97-0.98x (the same folds saved per position, twice
+ * the FMAs, and q no longer fits the registers), and with a Q8_0 cache 0.85x (1.15-1.20x for the
+ * per-head vectors): those keep the per-head vectors. */
 enum { QK4_POS = 8 }; /* positions in flight: 8 FMA chains cover the FMA latency */
 
 /* The scaled queries of 4 heads as qp[t][4g + r] = scale q_g[4t + r]. */

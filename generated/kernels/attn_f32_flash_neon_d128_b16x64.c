@@ -16,8 +16,9 @@
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
  * transpose-reduce into a score vector; the online softmax runs per KV block; P V accumulates from the
  * converted V rows, for as many output vectors per pass as the registers hold. On AVX-512, at head
- * dimension 64, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4 heads into one vector
- * instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the transpose-reduce. */
+ * dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4
+ * heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
+ * transpose-reduce. */
 #include <math.h>
 
 #include "kernels.h"

@@ -16,8 +16,9 @@
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
  * transpose-reduce into a score vector; the online softmax runs per KV block; P V accumulates from the
  * converted V rows, for as many output vectors per pass as the registers hold. On AVX-512, at head
- * dimension 64, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4 heads into one vector
- * instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the transpose-reduce. */
+ * dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4
+ * heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
+ * transpose-reduce. */
 #include <math.h>
 
 #include "kernels.h"
@@ -280,80 +281,6 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 
 enum { DEC_MAX_GROUP = 8, NV = D / VL };
 
-/* attn_flash's one-query q.k for a group of 4 heads at head dimension 64, AVX-512 (decode_one with G = 4,
- * the GQA group of the llama-1b preset). A vector's 16 lanes are (head g, dimension r) pairs, 4 dimensions of each
- * head: qp[t] holds q_g[4t + r] (scaled), and a K row's 4 values k[4t .. 4t + 3], broadcast to the four
- * 128-bit lanes (a load, no shuffle), meet all four heads in one FMA. A position's vector then holds 4
- * partial sums per head, not 16, so folding 16 positions into the 4 heads' score vectors takes 44
- * shuffles and adds instead of 4 x 45 for per-head vectors; the FMAs are as many as before. Decode over
- * 8 heads, one thread, F16 cache, this against the per-head vectors alternating in one process (30
- * rounds, medians): 1.17x at 512 positions, 1.15x at 4096, 1.16x at 16384, 1.10x at 262144 (from DRAM).
- * At head dimension 128 the same packing gave 0.97-0.98x (the folds saved are the same per position,
- * the FMAs twice as many, and q no longer fits the registers): head dimension 128 keeps the per-head
- * vectors. With a Q8_0 cache it is even (1.00-1.02x at head dimension 64: converting its rows dominates). */
-enum { QK4_POS = 8 }; /* positions in flight: 8 FMA chains cover the FMA latency */
-
-/* The scaled queries of 4 heads as qp[t][4g + r] = scale q_g[4t + r]. */
-static inline void qk_g4_pack(const woolly_attn_args *a, float (*qp)[VL])
-{
-    for (int t = 0; t < D / 4; t++)
-        for (int g = 0; g < 4; g++)
-            for (int r = 0; r < 4; r++)
-                qp[t][4 * g + r] = a->scale * a->q[(size_t)g * a->q_stride + (size_t)(4 * t + r)];
-}
-
-/* Lane (g, i) of the result = the sum of lanes (g, 0 .. 3) of x[i], i = 0 .. 3. */
-static inline __m512 qk_g4_fold(const __m512 *x)
-{
-    const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
-    const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(x[2], x[3]), _mm512_unpackhi_ps(x[2], x[3]));
-    return _mm512_add_ps(_mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-/* s[g][jc + j] = q_g . k_j for the VL cache rows at row (stride rb). Only the first n are read (a
- * block's last vector of positions may be partial); the others score 0, and the caller masks them. */
-static inline void qk_g4(const char *row, size_t rb, int n, const float (*qp)[VL], float (*s)[BK], int jc)
-{
-    _Alignas(64) float kf[VL][D];
-    for (int j = 0; j < VL; j++)
-        if (j < n)
-            decode_row_q80(row + (size_t)j * rb, kf[j], D);
-        else
-            memset(kf[j], 0, sizeof kf[j]);
-    __m512 r[VL / 4]; /* r[b], lane (g, i): the score of head g at position 4b + i */
-    for (int j0 = 0; j0 < VL; j0 += QK4_POS) {
-        __m512 acc[QK4_POS];
-#pragma GCC unroll 8
-        for (int i = 0; i < QK4_POS; i++)
-            acc[i] = _mm512_setzero_ps();
-        for (int t0 = 0; t0 < D / 4; t0 += 16) {
-            __m512 q[16];
-#pragma GCC unroll 16
-            for (int t = 0; t < 16; t++)
-                q[t] = _mm512_load_ps(qp[t0 + t]);
-#pragma GCC unroll 16
-            for (int t = 0; t < 16; t++)
-#pragma GCC unroll 8
-                for (int i = 0; i < QK4_POS; i++)
-                    acc[i] = _mm512_fmadd_ps(q[t], _mm512_broadcast_f32x4(_mm_load_ps(&kf[j0 + i][4 * (t0 + t)])),
-                                             acc[i]);
-        }
-#pragma GCC unroll 2
-        for (int i = 0; i < QK4_POS; i += 4)
-            r[(j0 + i) / 4] = qk_g4_fold(&acc[i]);
-    }
-    /* a transpose of 128-bit lanes: head g's lane of r[0 .. 3] side by side */
-    const __m512 x0 = _mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512 x1 = _mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(3, 2, 3, 2));
-    const __m512 y0 = _mm512_shuffle_f32x4(r[2], r[3], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512 y1 = _mm512_shuffle_f32x4(r[2], r[3], _MM_SHUFFLE(3, 2, 3, 2));
-    _mm512_store_ps(&s[0][jc], _mm512_shuffle_f32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0)));
-    _mm512_store_ps(&s[1][jc], _mm512_shuffle_f32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm512_store_ps(&s[2][jc], _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0)));
-    _mm512_store_ps(&s[3][jc], _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 /* part[g][j] = the products q_g * k_j of the row's vectors, summed vertically (a vector of partial sums). */
 static inline __attribute__((always_inline)) void qk_row(const void *row, const vf (*q)[NV], int G, vf (*part)[VL],
                                                          int j)
@@ -390,9 +317,6 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         m[g] = -INFINITY;
         l[g] = 0.0f;
     }
-    _Alignas(64) float qp[D / 4][VL]; /* a group of 4: the heads' queries packed for qk_g4 */
-    if (G == 4)
-        qk_g4_pack(a, qp);
     const size_t rb = a->kv_row_bytes;
     const char *kc = a->k, *vc = a->v;
     const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
@@ -413,10 +337,6 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
                 }
-            if (G == 4) { /* the scores of the VL positions straight into s */
-                qk_g4(row, rb, nk - jc, (const float(*)[VL])qp, s, jc);
-                continue;
-            }
             if (jc + VL <= nk) {
 #pragma GCC unroll 16
                 for (int j = 0; j < VL; j++)
