@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     qsort(rate[0], (size_t)rounds, sizeof(double), by_value);
     qsort(rate[1], (size_t)rounds, sizeof(double), by_value);
     qsort(ratio, (size_t)rounds, sizeof(double), by_value);
-    printf("| %6lld | %4d | %4d | %8.1f | %8.1f | %5.3f (%5.3f-%5.3f) | %8.2g |\n", (long long)n_kv, n_q, HEAD_DIM,
+    printf("| %6lld | %4d | %4d | %8.3g | %8.3g | %5.3f (%5.3f-%5.3f) | %8.2g |\n", (long long)n_kv, n_q, HEAD_DIM,
            rate[0][rounds / 2], rate[1][rounds / 2], ratio[rounds / 2], ratio[rounds / 4], ratio[3 * rounds / 4],
            max_diff);
     woolly_huge_map_close(&km), woolly_huge_map_close(&vm);

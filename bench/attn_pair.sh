@@ -8,7 +8,8 @@
 # against) and the same attention contract (kernels.h) in both trees.
 #   KERNEL  a generated attention kernel, e.g. attn_f16_flash_avx512_d64_b32x64_fp16 (the default)
 #   N_KV    cache positions, one row of the table each (default: 512 4096 262144)
-# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill).
+# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), BUILD (the
+# build directory, default build/: its compiler, flags and library are used).
 # shellcheck disable=SC2046,SC2086 # compiler flags in variables are meant to split into words
 set -eu
 if [ $# -lt 1 ] || [ ! -d "$1/generated/kernels" ]; then
@@ -20,7 +21,7 @@ old=$(cd "$1" && pwd)
 kernel=${2:-attn_f16_flash_avx512_d64_b32x64_fp16}
 if [ $# -ge 2 ]; then shift 2; else shift $#; fi
 sizes=${*:-512 4096 262144}
-build=$new/build
+build=${BUILD:-$new/build}
 flags=$build/runtime/kernels/CMakeFiles/woolly_kernels.dir/flags.make
 for f in "$old/generated/kernels/$kernel.c" "$new/generated/kernels/$kernel.c" "$build/runtime/libwoolly.a" "$flags"; do
     [ -e "$f" ] || { echo "attn_pair: $f is missing (a kernel name, or this tree's release build?)" >&2; exit 1; }
@@ -34,12 +35,13 @@ case $kernel in
     *) echo "attn_pair: $kernel is not a tiled attention kernel" >&2; exit 2 ;;
 esac
 [ -n "$hd" ] || { echo "attn_pair: no head dimension in $kernel" >&2; exit 2; }
-# the ISA flags the build compiles this kernel with
-isa=$(grep "generated/kernels/$kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g')
-out=$build/attn_pair
-mkdir -p "$out"
-cc=${CC:-cc}
-common="-O3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $isa"
+# the compiler, flags (optimization, sanitizers) and ISA options the build compiles this kernel with
+cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+cflags=$(sed -n 's/^C_FLAGS = //p; s/^C_DEFINES = //p' "$flags" | tr '\n' ' ')
+isa=$(grep "generated/kernels/$kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
+out=$(mktemp -d "$build/attn_pair.XXXXXX") # one per run: runs side by side do not share objects
+trap 'rm -rf "$out"' EXIT
+common="$cflags $isa"
 tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
 $cc $common $(tree_inc "$old") "-Dwoolly_$kernel=attn_pair_old" -c "$old/generated/kernels/$kernel.c" -o "$out/old.o"
 $cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
