@@ -434,7 +434,7 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
     }
 }
 
-enum { DEC_MAX_GROUP = 8, NV = D / VL };
+enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
 
 /* part[g][j] = the products q_g * k_j of the row's vectors, summed vertically (a vector of partial sums). */
 static inline __attribute__((always_inline)) void qk_row(const void *row, const vf (*q)[NV], int G, vf (*part)[VL],
