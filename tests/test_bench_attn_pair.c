@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "testutil.h"
 
@@ -15,17 +14,10 @@
  * its output. Returns the exit status, or -1 if it did not exit. */
 static int attn_pair(const char *env, const char *args, char **out, char **err)
 {
-    char o[4096], e[4096], cmd[16384];
-    snprintf(o, sizeof o, "%s", tu_tmp_path("attn_pair.out"));
-    snprintf(e, sizeof e, "%s", tu_tmp_path("attn_pair.err"));
-    snprintf(cmd, sizeof cmd, "%s BUILD=%s sh %s/bench/attn_pair.sh %s >%s 2>%s </dev/null", env, WOOLLY_BUILD_DIR,
-             WOOLLY_SOURCE_DIR, args, o, e);
-    const int st = system(cmd);
-    *out = tu_read_file(o, NULL);
-    *err = tu_read_file(e, NULL);
-    remove(o);
-    remove(e);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s BUILD=%s sh %s/bench/attn_pair.sh %s", env, WOOLLY_BUILD_DIR, WOOLLY_SOURCE_DIR,
+             args);
+    return tu_run_shell(cmd, out, err);
 }
 
 /* Checks the table's rows: one per n_kv in `sizes` (in order), with n_q, head dimension 64, positive

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "testutil.h"
 
@@ -14,17 +13,9 @@
  * Returns the exit status, or -1 if it did not exit. */
 static int compare(const char *env, const char *args, char **out, char **err)
 {
-    char o[4096], e[4096], cmd[16384];
-    snprintf(o, sizeof o, "%s", tu_tmp_path("compare.out"));
-    snprintf(e, sizeof e, "%s", tu_tmp_path("compare.err"));
-    snprintf(cmd, sizeof cmd, "%s WOOLLY=%s bash %s/bench/compare.sh %s >%s 2>%s </dev/null", env, WOOLLY_CLI,
-             WOOLLY_SOURCE_DIR, args, o, e);
-    const int st = system(cmd);
-    *out = tu_read_file(o, NULL);
-    *err = tu_read_file(e, NULL);
-    remove(o);
-    remove(e);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char cmd[32768];
+    snprintf(cmd, sizeof cmd, "%s WOOLLY=%s bash %s/bench/compare.sh %s", env, WOOLLY_CLI, WOOLLY_SOURCE_DIR, args);
+    return tu_run_shell(cmd, out, err);
 }
 
 static const char *standin_and_model(void)

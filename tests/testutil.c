@@ -59,12 +59,12 @@ static char *slurp_and_remove(const char *path)
     return s;
 }
 
-int tu_run_cli(const char *args, char **out, char **err)
+int tu_run_shell(const char *cmdline, char **out, char **err)
 {
     char o[8192], e[8192], cmd[32768];
-    snprintf(o, sizeof o, "%s", tu_tmp_path("cli.out"));
-    snprintf(e, sizeof e, "%s", tu_tmp_path("cli.err"));
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", WOOLLY_CLI, args, o, e);
+    snprintf(o, sizeof o, "%s", tu_tmp_path("shell.out"));
+    snprintf(e, sizeof e, "%s", tu_tmp_path("shell.err"));
+    snprintf(cmd, sizeof cmd, "%s >%s 2>%s </dev/null", cmdline, o, e);
     int st = system(cmd);
     char *so = slurp_and_remove(o), *se = slurp_and_remove(e);
     if (out)
@@ -78,6 +78,13 @@ int tu_run_cli(const char *args, char **out, char **err)
     if (st == -1 || !WIFEXITED(st))
         return -1;
     return WEXITSTATUS(st);
+}
+
+int tu_run_cli(const char *args, char **out, char **err)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s %s", WOOLLY_CLI, args);
+    return tu_run_shell(cmd, out, err);
 }
 
 int tu_parse_ids(const char *s, int32_t **ids)

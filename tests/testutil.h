@@ -15,8 +15,11 @@ char *tu_read_file(const char *path, size_t *size);
 /* A heap copy of exactly `n` bytes (so that sanitizers see any overrun of a parser). */
 void *tu_heap_copy(const void *p, size_t n);
 
-/* Runs the woolly command with a shell argument string ("info model.gguf"), capturing stdout and
- * stderr (heap strings, caller frees). Returns the exit status (or -1 if it did not exit normally). */
+/* Runs a shell command line with no input, capturing stdout and stderr (heap strings, caller frees;
+ * NULL to drop one). Returns the exit status (or -1 if it did not exit normally). */
+int tu_run_shell(const char *cmd, char **out, char **err);
+
+/* tu_run_shell of the woolly command with a shell argument string ("info model.gguf"). */
 int tu_run_cli(const char *args, char **out, char **err);
 
 /* A fresh path in the build's temporary folder for this test process: "<build>/tmp/<pid>-<name>". */
