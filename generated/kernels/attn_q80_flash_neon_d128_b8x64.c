@@ -261,6 +261,47 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 }
 
 enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+_Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
+
+/* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
+ * heads, a constant after inlining) over nkv positions: each row's new maximum, s turned into
+ * e^(s - max) by exp_of, the row's sum l rescaled by c = e^(old max - new max) and grown by the block's.
+ * The rows go side by side, so their reductions and exponentials overlap instead of waiting on one
+ * another. A row that has seen nothing yet (all -inf so far) keeps m = -inf and gets p = 0, c = 0: its
+ * output is zero. */
+static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], int nkv, int n, vf (*exp_of)(vf),
+                                                               float *m, float *l, float *c)
+{
+    vf mv[DEC_MAX_GROUP], sum[DEC_MAX_GROUP], mn[DEC_MAX_GROUP];
+    float mnew[DEC_MAX_GROUP];
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++)
+        mv[i] = v_set1(-INFINITY);
+    for (int j = 0; j < nkv; j += VL)
+#pragma GCC unroll 8
+        for (int i = 0; i < n; i++)
+            mv[i] = v_max(mv[i], v_load(&s[i][j]));
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) {
+        const float mx = v_hmax(mv[i]);
+        mnew[i] = mx > m[i] ? mx : m[i];
+        mn[i] = v_set1(mnew[i] == -INFINITY ? 0.0f : mnew[i]); /* e^(-inf - 0) = 0 */
+        sum[i] = v_set1(0.0f);
+    }
+    for (int j = 0; j < nkv; j += VL)
+#pragma GCC unroll 8
+        for (int i = 0; i < n; i++) {
+            const vf p = exp_of(v_sub(v_load(&s[i][j]), mn[i]));
+            v_store(&s[i][j], p);
+            sum[i] = v_add(sum[i], p);
+        }
+#pragma GCC unroll 8
+    for (int i = 0; i < n; i++) {
+        c[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mnew[i]);
+        l[i] = l[i] * c[i] + v_hsum(sum[i]);
+        m[i] = mnew[i];
+    }
+}
 
 /* part[g][j] = the products q_g * k_j of the row's vectors, summed vertically (a vector of partial sums). */
 static inline __attribute__((always_inline)) void qk_row(const void *row, const vf (*q)[NV], int G, vf (*part)[VL],
@@ -334,41 +375,10 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int g = 0; g < G; g++)
                 v_store(&s[g][jc], v_hsum_tr(part[g]));
         }
-        { /* the block's online softmax, the G heads side by side (as softmax_rows does for a tile's
-           * rows): their maxima, exponentials and sums overlap instead of waiting on one another */
-            vf mv[DEC_MAX_GROUP], sum[DEC_MAX_GROUP], mn[DEC_MAX_GROUP];
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                for (int j = nk; j < nkv; j++)
-                    s[g][j] = -INFINITY;
-                mv[g] = v_load(&s[g][0]);
-            }
-            for (int j = VL; j < nkv; j += VL)
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++)
-                    mv[g] = v_max(mv[g], v_load(&s[g][j]));
-            float mnew[DEC_MAX_GROUP];
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                const float mx = v_hmax(mv[g]);
-                mnew[g] = mx > m[g] ? mx : m[g];
-                mn[g] = v_set1(mnew[g]);
-                sum[g] = v_set1(0.0f);
-            }
-            for (int j = 0; j < nkv; j += VL)
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const vf p = v_exp(v_sub(v_load(&s[g][j]), mn[g]));
-                    v_store(&s[g][j], p);
-                    sum[g] = v_add(sum[g], p);
-                }
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                c[g] = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew[g]);
-                l[g] = l[g] * c[g] + v_hsum(sum[g]);
-                m[g] = mnew[g];
-            }
-        }
+        for (int g = 0; g < G; g++) /* past the range: no weight */
+            for (int j = nk; j < nkv; j++)
+                s[g][j] = -INFINITY;
+        softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
         for (int d0 = 0; d0 < D; d0 += VL * nvd) {
             vf acc[DEC_MAX_GROUP][NVD_MAX];
 #pragma GCC unroll 8
@@ -413,38 +423,6 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int d = 0; d < D; d++)
                 out[d] = o[g][d] * inv;
         }
-    }
-}
-
-/* The online softmax of MR rows of scores over nkv positions: each row's new maximum, s turned into
- * e^(s - max), the row's sum l rescaled by c = e^(old max - new max) and grown by the block's. The rows
- * go side by side, so their reductions and exponentials overlap instead of waiting on one another. A row
- * that has seen nothing yet (all -inf so far) keeps m = -inf and gets p = 0, c = 0: its output is zero. */
-static inline void softmax_rows(float (*s)[BK], int nkv, float *m, float *l, float *c)
-{
-    vf mv[MR], sum[MR], mn[MR];
-    float mnew[MR];
-    for (int i = 0; i < MR; i++)
-        mv[i] = v_set1(-INFINITY);
-    for (int j = 0; j < nkv; j += VL)
-        for (int i = 0; i < MR; i++)
-            mv[i] = v_max(mv[i], v_load(&s[i][j]));
-    for (int i = 0; i < MR; i++) {
-        const float mx = v_hmax(mv[i]);
-        mnew[i] = mx > m[i] ? mx : m[i];
-        mn[i] = v_set1(mnew[i] == -INFINITY ? 0.0f : mnew[i]); /* e^(-inf - 0) = 0 */
-        sum[i] = v_set1(0.0f);
-    }
-    for (int j = 0; j < nkv; j += VL)
-        for (int i = 0; i < MR; i++) {
-            const vf p = tile_exp(v_sub(v_load(&s[i][j]), mn[i]));
-            v_store(&s[i][j], p);
-            sum[i] = v_add(sum[i], p);
-        }
-    for (int i = 0; i < MR; i++) {
-        c[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - mnew[i]);
-        l[i] = l[i] * c[i] + v_hsum(sum[i]);
-        m[i] = mnew[i];
     }
 }
 
@@ -501,7 +479,7 @@ void woolly_attn_q80_flash_neon_d128_b8x64(const woolly_attn_args *a)
                         for (int64_t j = vis < 0 ? 0 : vis; j < nkv; j++)
                             s[i][j] = -INFINITY;
                     }
-                softmax_rows(s, nkv, m + r0, l + r0, c);
+                softmax_rows(s, nkv, MR, tile_exp, m + r0, l + r0, c);
                 accumulate((const float(*)[BK])s, &blk, c, r0, nk, nkv, acc);
             }
         }
