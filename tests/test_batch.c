@@ -1,8 +1,8 @@
 /* Multi-sequence batches (woolly_decode): several sequences in one forward pass give each sequence the
  * logits it gets alone; greedy text on stories260K (reference kernels, no tuning profile) is the same
  * alone and batched; a sequence that ends mid-batch frees its cache region at once; a sequence that
- * copies another's beginning goes on as if it had evaluated it; bad batches are clear errors that
- * evaluate nothing. */
+ * copies another's beginning goes on as if it had evaluated it; a prompt longer than one feed-forward
+ * pass gives the logits of shorter batches; bad batches are clear errors that evaluate nothing. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +146,59 @@ Test(batch, q4_k_m_batched_logits_equal_alone)
 Test(batch, granite_batched_logits_equal_alone)
 {
     check_batched_equals_alone("tiny-granite-q4_k_m");
+}
+
+/* ---- a long prompt in one forward pass ------------------------------------------------------------ */
+
+enum { LONG_PROMPT = 300, SHORT_BATCH = 100 };
+
+/* A prompt longer than WOOLLY_FFN_TOKENS (128) in one batch runs the feed-forward in passes of 128, 128
+ * and 44 tokens; in batches of 100 it runs in one pass per batch. Every position's logits agree. */
+static void check_long_prompt_equals_short_batches(const char *name)
+{
+    woolly_model *m = open_model(name);
+    const int n_vocab = woolly_model_n_vocab(m);
+    woolly_token ids[LONG_PROMPT];
+    for (int i = 0; i < LONG_PROMPT; i++)
+        ids[i] = (woolly_token)((i * 7919 + 13) % n_vocab);
+
+    woolly_context_params p = woolly_context_default_params();
+    p.n_ctx = 512;
+    p.n_threads = 2;
+    p.logits_all = true;
+    p.n_batch = LONG_PROMPT;
+    woolly_context *whole = woolly_context_open(m, &p);
+    p.n_batch = SHORT_BATCH;
+    woolly_context *parts = woolly_context_open(m, &p);
+    cr_assert(whole && parts, "%s", woolly_last_error());
+
+    cr_assert_eq(woolly_eval(whole, ids, LONG_PROMPT), 0, "%s", woolly_last_error());
+    double worst = 0;
+    for (int t0 = 0; t0 < LONG_PROMPT; t0 += SHORT_BATCH) {
+        cr_assert_eq(woolly_eval(parts, ids + t0, SHORT_BATCH), 0, "%s", woolly_last_error());
+        for (int i = 0; i < SHORT_BATCH; i++) {
+            const double e =
+                tu_nmse(woolly_get_logits(whole, t0 + i), woolly_get_logits(parts, i), (size_t)n_vocab);
+            worst = e > worst ? e : worst;
+            cr_expect_leq(e, BATCH_MAX_NMSE, "%s: position %d: NMSE %g one batch vs batches of %d", name,
+                          t0 + i, e, SHORT_BATCH);
+        }
+    }
+    fprintf(stderr, "NMSE %s %d tokens in one batch vs batches of %d: max %.3g\n", name, LONG_PROMPT,
+            SHORT_BATCH, worst);
+    woolly_context_close(parts);
+    woolly_context_close(whole);
+    woolly_model_close(m);
+}
+
+Test(batch, q4_k_m_long_prompt_equals_short_batches)
+{
+    check_long_prompt_equals_short_batches("tiny-llama-q4_k_m");
+}
+
+Test(batch, granite_long_prompt_equals_short_batches)
+{
+    check_long_prompt_equals_short_batches("tiny-granite-q4_k_m");
 }
 
 /* ---- greedy text ---------------------------------------------------------------------------------- */

@@ -55,6 +55,7 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     const woolly_config *p = &c->model->cfg;
     const size_t nb = (size_t)c->params.n_batch;
     const size_t q_dim = (size_t)p->n_head * p->head_dim, kv_dim = (size_t)p->n_head_kv * p->head_dim;
+    const size_t n_ffn = nb < WOOLLY_FFN_TOKENS ? nb : WOOLLY_FFN_TOKENS;
     woolly_run_state *s = &c->s;
     struct {
         float **ptr;
@@ -62,15 +63,14 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     } bufs[] = {
         {&s->x, nb * p->n_embd},
         {&s->xb, nb * p->n_embd},
-        {&s->xb2, nb * p->n_embd},
         {&s->q, nb * q_dim},
         {&s->k, nb * kv_dim},
         {&s->v, nb * kv_dim},
         {&s->att, nb * q_dim},
         {&s->att_part, (size_t)c->attn_parts * q_dim},
         {&s->att_ml, (size_t)c->attn_parts * (size_t)p->n_head * 2},
-        {&s->hb, nb * p->n_ff},
-        {&s->hb2, nb * p->n_ff},
+        {&s->hb, n_ffn * p->n_ff},
+        {&s->hb2, n_ffn * p->n_ff},
         {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
         {&s->logits, (size_t)c->n_logits_max * (size_t)p->n_vocab},
@@ -115,8 +115,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
 
 static void free_state(woolly_run_state *s)
 {
-    float *bufs[] = {s->x,        s->xb,     s->xb2, s->q,   s->k,        s->v,        s->att,
-                     s->att_part, s->att_ml, s->hb,  s->hb2, s->rope_cos, s->rope_sin, s->logits};
+    float *bufs[] = {s->x,      s->xb, s->q,   s->k,        s->v,        s->att,   s->att_part,
+                     s->att_ml, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->inv_freq);

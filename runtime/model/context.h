@@ -13,17 +13,23 @@
 #include "threadpool.h"
 #include "woolly.h"
 
+/* Tokens per pass of the feed-forward: its hidden buffers hold this many rows, not a whole batch. At
+ * n_batch 512 they would hold 4x as much (50 MiB for granite-8b, 1% of its weights) for no speed: a GEMM of
+ * 128 tokens reuses each decoded weight block as often as one of 512 (the register tile sets the reuse),
+ * and the 3 extra passes over the FFN's weights read them from DRAM at a few GB/s. */
+enum { WOOLLY_FFN_TOKENS = 128 };
+
 /* Activations of one batch of up to n_batch tokens ("[n]" below: one row per token of the batch). */
 typedef struct woolly_run_state {
     float *x;                   /* [n][n_embd] the residual stream */
-    float *xb;                  /* [n][n_embd] normalized input of a sub-block */
-    float *xb2;                 /* [n][n_embd] output of a sub-block, before the residual add */
+    float *xb;                  /* [n][n_embd] normalized input of a sub-block, then its output before the
+                                   residual add (each row's input is read before its output is written) */
     float *q;                   /* [n][n_head * head_dim] queries */
     float *k, *v;               /* [n][n_head_kv * head_dim] keys and values of the batch */
     float *att;                 /* [n][n_head * head_dim] attention output, heads concatenated */
     float *att_part;            /* [parts][n_head * head_dim] one token's partial attention outputs */
     float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
-    float *hb, *hb2;            /* [n][n_ff] feed-forward hidden: gate, up */
+    float *hb, *hb2;            /* [min(n, WOOLLY_FFN_TOKENS)][n_ff] feed-forward hidden: gate, up */
     float *logits;              /* [n_logits_max][n_vocab] the tokens that asked for logits */
     double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
     float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions */

@@ -12,11 +12,11 @@
  * for a batch of n tokens at once, which may belong to several sequences (each with its own KV cache):
  * every matrix product is one call through the kernel registry over all the batch's tokens (GEMM for a
  * batch, GEMV for one token), so that the weights stream from memory once per step however many
- * sequences decode together; attention runs per run of one sequence's consecutive tokens, over that
- * sequence's cache: the registry's flash kernel per (run, KV head, block of queries), and per (KV head,
- * chunk of the cache) for a lone token at long context, whose partial results are then combined (that
- * split across the threads is attn_run.c's, which the tuner measures through too).
- * Nothing is allocated here: every buffer lives in the context's run state. */
+ * sequences decode together (the feed-forward's take WOOLLY_FFN_TOKENS tokens a call); attention runs per run
+ * of one sequence's consecutive tokens, over that sequence's cache: the registry's flash kernel per (run, KV
+ * head, block of queries), and per (KV head, chunk of the cache) for a lone token at long context, whose
+ * partial results are then combined (that split across the threads is attn_run.c's, which the tuner measures
+ * through too). Nothing is allocated here: every buffer lives in the context's run state. */
 #include <math.h>
 
 #include "context.h"
@@ -137,6 +137,23 @@ static void residual_add(float *x, const float *y, size_t len, float scale)
         x[i] += scale * y[i];
 }
 
+/* x += residual_scale * FFN(xb) of n tokens, WOOLLY_FFN_TOKENS at a time: silu(xb Wgate) * (xb Wup) in
+ * the hidden buffers, then times Wdown into the same rows of xb, whose input they no longer need. */
+static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
+{
+    const woolly_config *p = &c->model->cfg;
+    woolly_run_state *s = &c->s;
+    for (int32_t t0 = 0; t0 < n; t0 += WOOLLY_FFN_TOKENS) {
+        const int32_t m = n - t0 < WOOLLY_FFN_TOKENS ? n - t0 : WOOLLY_FFN_TOKENS;
+        float *h = s->xb + (size_t)t0 * p->n_embd;
+        matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
+                          (float *const[]){s->hb, s->hb2}, 2, h, m);
+        c->ops.swiglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
+        matmul(c, &L->w_down, s->hb, m, h);
+    }
+    residual_add(s->x, s->xb, (size_t)n * p->n_embd, p->residual_scale);
+}
+
 /* Cuts the batch into runs of consecutive tokens of one sequence (the batch is checked: their positions
  * are consecutive too). Returns how many. */
 static int32_t split_runs(woolly_seq_run *runs, const woolly_batch *b)
@@ -201,16 +218,12 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
             woolly_kv_cache_store(&c->kv, l, b->seq_id[t], b->pos[t], s->k + (size_t)t * kv_dim,
                                   s->v + (size_t)t * kv_dim);
         attention(c, l, c->runs, n_runs);
-        matmul(c, &L->wo, s->att, n, s->xb2);
-        residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
+        matmul(c, &L->wo, s->att, n, s->xb);
+        residual_add(s->x, s->xb, (size_t)n * d, p->residual_scale);
 
         /* Feed-forward. */
         rmsnorm(c, s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
-        matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
-                          (float *const[]){s->hb, s->hb2}, 2, s->xb, n);
-        c->ops.swiglu(s->hb, s->hb2, (int64_t)n * p->n_ff);
-        matmul(c, &L->w_down, s->hb, n, s->xb2);
-        residual_add(s->x, s->xb2, (size_t)n * d, p->residual_scale);
+        feed_forward(c, L, n);
     }
 
     /* Logits of the tokens that asked for them. */
