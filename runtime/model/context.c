@@ -99,7 +99,7 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     if (pack && !(s->pack = malloc(pack)))
         return woolly_fail(err, "out of memory for %zu bytes of packed activations", pack);
     const woolly_matrix *te = &c->model->w.token_embd;
-    if (te->layout && !(s->embd_row = malloc(woolly_row_bytes(te->type, te->cols))))
+    if (!(s->embd_row = malloc(woolly_row_bytes(te->type, te->cols))))
         return woolly_fail(err, "out of memory");
 
     const size_t n_seq = (size_t)c->params.n_seq_max;
