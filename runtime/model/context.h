@@ -14,9 +14,10 @@
 #include "woolly.h"
 
 /* Tokens per pass of the feed-forward: its hidden buffers hold this many rows, not a whole batch. At
- * n_batch 512 they would hold 4x as much (50 MiB for granite-8b, 1% of its weights) for no speed: a GEMM of
- * 128 tokens reuses each decoded weight block as often as one of 512 (the register tile sets the reuse),
- * and the 3 extra passes over the FFN's weights read them from DRAM at a few GB/s. */
+ * n_batch 512 they would hold 4x as much (50 MiB for granite-8b, 1% of its weights) for no speed that
+ * pp512 runs could tell apart: a GEMM of 128 tokens reuses each decoded weight block as often as one of
+ * 512 (the register tile sets the reuse), and the 3 extra passes over the FFN's weights read them from
+ * DRAM at a few GB/s. */
 enum { WOOLLY_FFN_TOKENS = 128 };
 
 /* Activations of one batch of up to n_batch tokens ("[n]" below: one row per token of the batch). */

@@ -40,8 +40,8 @@ static void matmul_same_input(woolly_context *c, const woolly_matrix *const *ws,
 }
 
 /* Token t's embedding row as floats, whatever the matrix's type and layout. A matrix left in the file is
- * read with pread, not through the mapping: a fault there maps the pages around the row too (64 KiB),
- * and a prompt of 512 tokens made about 30 MiB of llama-1b's file resident (peak RSS 708 -> 678 MiB). */
+ * read with pread, not through the mapping: a fault there maps the file's cached pages around the row
+ * too, and a prompt of 512 tokens left 24 MiB of llama-1b's file resident (peak RSS 708 -> 678 MiB). */
 static void embed(woolly_context *c, int32_t id, float *out)
 {
     const woolly_matrix *te = &c->model->w.token_embd;
