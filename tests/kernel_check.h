@@ -3,8 +3,17 @@
 #ifndef WOOLLY_KERNEL_CHECK_H
 #define WOOLLY_KERNEL_CHECK_H
 
+#include <stdbool.h>
+
+#include "cpu.h"
 #include "kernels.h"
+#include "registry.h"
 #include "wtype.h"
+
+/* Whether this CPU runs a kernel of ISA level isa that needs the CPU features `features`. An x86 build
+ * compiles every x86 level's kernels and their tests; a kernel the machine cannot execute (AVX-512 on
+ * an AVX2-only CPU, AVX512-FP16 on an AMD one) is not run: its test says so on stderr and passes. */
+bool kc_cpu_runs(const char *name, enum woolly_isa isa, unsigned features);
 
 typedef struct kc_matmul_case {
     int64_t k, m, r0, r1;

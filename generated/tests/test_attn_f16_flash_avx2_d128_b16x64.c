@@ -107,6 +107,8 @@ static const kc_attn_case CASES[] = {
 
 Test(attn_f16_flash_avx2_d128_b16x64, against_float64)
 {
+    if (!kc_cpu_runs("attn_f16_flash_avx2_d128_b16x64", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_attn(woolly_attn_f16_flash_avx2_d128_b16x64, "attn_f16_flash_avx2_d128_b16x64", WOOLLY_TYPE_F16, &CASES[i],
                       ATTN_F16_FLASH_AVX2_D128_B16X64_MAX_NMSE);

@@ -107,6 +107,8 @@ static const kc_attn_case CASES[] = {
 
 Test(attn_q80_flash_avx512_d128_b8x64_fp16, against_float64)
 {
+    if (!kc_cpu_runs("attn_q80_flash_avx512_d128_b8x64_fp16", WOOLLY_ISA_AVX512, WOOLLY_CPU_AVX512FP16))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_attn(woolly_attn_q80_flash_avx512_d128_b8x64_fp16, "attn_q80_flash_avx512_d128_b8x64_fp16", WOOLLY_TYPE_Q8_0, &CASES[i],
                       ATTN_Q80_FLASH_AVX512_D128_B8X64_FP16_MAX_NMSE);

@@ -107,6 +107,8 @@ static const kc_attn_case CASES[] = {
 
 Test(attn_q80_flash_avx512_d64_b16x64, against_float64)
 {
+    if (!kc_cpu_runs("attn_q80_flash_avx512_d64_b16x64", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_attn(woolly_attn_q80_flash_avx512_d64_b16x64, "attn_q80_flash_avx512_d64_b16x64", WOOLLY_TYPE_Q8_0, &CASES[i],
                       ATTN_Q80_FLASH_AVX512_D64_B16X64_MAX_NMSE);

@@ -107,6 +107,8 @@ static const kc_attn_case CASES[] = {
 
 Test(attn_q80_flash_neon_d128_b16x64, against_float64)
 {
+    if (!kc_cpu_runs("attn_q80_flash_neon_d128_b16x64", WOOLLY_ISA_NEON, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_attn(woolly_attn_q80_flash_neon_d128_b16x64, "attn_q80_flash_neon_d128_b16x64", WOOLLY_TYPE_Q8_0, &CASES[i],
                       ATTN_Q80_FLASH_NEON_D128_B16X64_MAX_NMSE);

@@ -279,6 +279,8 @@ static const kc_attn_case CASES[] = {
 
 Test(attn_q80_flash_scalar_any, against_float64)
 {
+    if (!kc_cpu_runs("attn_q80_flash_scalar_any", WOOLLY_ISA_SCALAR, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_attn(woolly_attn_q80_flash_scalar_any, "attn_q80_flash_scalar_any", WOOLLY_TYPE_Q8_0, &CASES[i],
                       ATTN_Q80_FLASH_SCALAR_ANY_MAX_NMSE);

@@ -87,6 +87,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(bf16_bf16_gemm_avx512_6x4, edge_shapes)
 {
+    if (!kc_cpu_runs("bf16_bf16_gemm_avx512_6x4", WOOLLY_ISA_AVX512, WOOLLY_CPU_AVX512BF16))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], BF16_BF16_GEMM_AVX512_6X4_MAX_NMSE);
 }

@@ -39,6 +39,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(bf16_bf16_gemv_scalar_1x1, edge_shapes)
 {
+    if (!kc_cpu_runs("bf16_bf16_gemv_scalar_1x1", WOOLLY_ISA_SCALAR, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], BF16_BF16_GEMV_SCALAR_1X1_MAX_NMSE);
 }

@@ -39,6 +39,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(bf16_f16_gemv_avx512_1x8, edge_shapes)
 {
+    if (!kc_cpu_runs("bf16_f16_gemv_avx512_1x8", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], BF16_F16_GEMV_AVX512_1X8_MAX_NMSE);
 }

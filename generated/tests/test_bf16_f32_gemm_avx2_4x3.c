@@ -87,6 +87,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(bf16_f32_gemm_avx2_4x3, edge_shapes)
 {
+    if (!kc_cpu_runs("bf16_f32_gemm_avx2_4x3", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], BF16_F32_GEMM_AVX2_4X3_MAX_NMSE);
 }

@@ -39,6 +39,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f16_bf16_gemv_avx512_1x8, edge_shapes)
 {
+    if (!kc_cpu_runs("f16_bf16_gemv_avx512_1x8", WOOLLY_ISA_AVX512, WOOLLY_CPU_AVX512BF16))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F16_BF16_GEMV_AVX512_1X8_MAX_NMSE);
 }

@@ -87,6 +87,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f16_f32_gemm_avx512_4x6, edge_shapes)
 {
+    if (!kc_cpu_runs("f16_f32_gemm_avx512_4x6", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F16_F32_GEMM_AVX512_4X6_MAX_NMSE);
 }

@@ -75,6 +75,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f32_f16_gemm_neon_2x8, edge_shapes)
 {
+    if (!kc_cpu_runs("f32_f16_gemm_neon_2x8", WOOLLY_ISA_NEON, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F32_F16_GEMM_NEON_2X8_MAX_NMSE);
 }

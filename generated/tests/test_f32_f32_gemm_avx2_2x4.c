@@ -75,6 +75,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f32_f32_gemm_avx2_2x4, edge_shapes)
 {
+    if (!kc_cpu_runs("f32_f32_gemm_avx2_2x4", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F32_F32_GEMM_AVX2_2X4_MAX_NMSE);
 }

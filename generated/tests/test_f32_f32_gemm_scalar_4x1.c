@@ -87,6 +87,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f32_f32_gemm_scalar_4x1, edge_shapes)
 {
+    if (!kc_cpu_runs("f32_f32_gemm_scalar_4x1", WOOLLY_ISA_SCALAR, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F32_F32_GEMM_SCALAR_4X1_MAX_NMSE);
 }

@@ -39,6 +39,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(f32_f32_gemv_neon_1x4, edge_shapes)
 {
+    if (!kc_cpu_runs("f32_f32_gemv_neon_1x4", WOOLLY_ISA_NEON, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], F32_F32_GEMV_NEON_1X4_MAX_NMSE);
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernel_check.h"
 #include "testutil.h"
 
 #define OPS_SWIGLU_SCALAR_MAX_NMSE 1e-12
@@ -24,6 +25,8 @@ static double nmse(const float *x, const double *ref, int64_t n)
 
 Test(ops_swiglu_scalar, against_float64_and_scalar)
 {
+    if (!kc_cpu_runs("ops_swiglu_scalar", WOOLLY_ISA_SCALAR, 0))
+        return;
     static const int64_t NS[] = {1, 7, 8, 15, 16, 17, 33, 2048, 5632};
     tu_rng rng = {42};
     for (size_t c = 0; c < sizeof NS / sizeof NS[0]; c++)

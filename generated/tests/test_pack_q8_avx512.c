@@ -10,6 +10,8 @@ void woolly_pack_q8_avx512(const float *x, int64_t k, void *dst);
 
 Test(pack_q8_avx512, matches_the_reference)
 {
+    if (!kc_cpu_runs("pack_q8_avx512", WOOLLY_ISA_AVX512, 0))
+        return;
     static const int64_t KS[] = {32, 64, 96, 4096};
     for (size_t i = 0; i < sizeof KS / sizeof KS[0]; i++)
         kc_check_pack(woolly_pack_q8_avx512, "pack_q8_avx512", WOOLLY_ACT_Q8, KS[i]);

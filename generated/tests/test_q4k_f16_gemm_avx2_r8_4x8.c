@@ -76,6 +76,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_f16_gemm_avx2_r8_4x8, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_f16_gemm_avx2_r8_4x8", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_F16_GEMM_AVX2_R8_4X8_MAX_NMSE);
 }

@@ -72,6 +72,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_f16_gemm_avx512_4x6, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_f16_gemm_avx512_4x6", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_F16_GEMM_AVX512_4X6_MAX_NMSE);
 }

@@ -67,6 +67,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemm_avx2_r8_2x16, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemm_avx2_r8_2x16", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMM_AVX2_R8_2X16_MAX_NMSE);
 }

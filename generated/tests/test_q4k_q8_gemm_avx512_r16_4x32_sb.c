@@ -85,6 +85,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemm_avx512_r16_4x32_sb, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemm_avx512_r16_4x32_sb", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMM_AVX512_R16_4X32_SB_MAX_NMSE);
 }

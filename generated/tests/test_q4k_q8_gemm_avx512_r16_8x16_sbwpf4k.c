@@ -133,6 +133,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemm_avx512_r16_8x16_sbwpf4k, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemm_avx512_r16_8x16_sbwpf4k", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMM_AVX512_R16_8X16_SBWPF4K_MAX_NMSE);
 }

@@ -36,6 +36,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemv_avx2_1x4, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemv_avx2_1x4", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMV_AVX2_1X4_MAX_NMSE);
 }

@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemv_avx2_r8_1x8_vnni, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemv_avx2_r8_1x8_vnni", WOOLLY_ISA_AVX2, WOOLLY_CPU_AVXVNNI))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMV_AVX2_R8_1X8_VNNI_MAX_NMSE);
 }

@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q4k_q8_gemv_neon_r4_1x16, edge_shapes)
 {
+    if (!kc_cpu_runs("q4k_q8_gemv_neon_r4_1x16", WOOLLY_ISA_NEON, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q4K_Q8_GEMV_NEON_R4_1X16_MAX_NMSE);
 }

@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q5k_f16_gemv_avx2_r8_1x8, edge_shapes)
 {
+    if (!kc_cpu_runs("q5k_f16_gemv_avx2_r8_1x8", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q5K_F16_GEMV_AVX2_R8_1X8_MAX_NMSE);
 }

@@ -72,6 +72,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q5k_q8_gemm_scalar_4x1, edge_shapes)
 {
+    if (!kc_cpu_runs("q5k_q8_gemm_scalar_4x1", WOOLLY_ISA_SCALAR, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q5K_Q8_GEMM_SCALAR_4X1_MAX_NMSE);
 }

@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q5k_q8_gemv_avx512_r16_1x16_s2pf2k, edge_shapes)
 {
+    if (!kc_cpu_runs("q5k_q8_gemv_avx512_r16_1x16_s2pf2k", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q5K_Q8_GEMV_AVX512_R16_1X16_S2PF2K_MAX_NMSE);
 }

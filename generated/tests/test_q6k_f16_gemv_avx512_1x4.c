@@ -36,6 +36,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_f16_gemv_avx512_1x4, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_f16_gemv_avx512_1x4", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_F16_GEMV_AVX512_1X4_MAX_NMSE);
 }

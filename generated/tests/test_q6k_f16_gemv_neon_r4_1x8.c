@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_f16_gemv_neon_r4_1x8, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_f16_gemv_neon_r4_1x8", WOOLLY_ISA_NEON, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_F16_GEMV_NEON_R4_1X8_MAX_NMSE);
 }

@@ -72,6 +72,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_f32_gemm_avx512_4x4, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_f32_gemm_avx512_4x4", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_F32_GEMM_AVX512_4X4_MAX_NMSE);
 }

@@ -72,6 +72,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_q8_gemm_avx2_4x2, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_q8_gemm_avx2_4x2", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_Q8_GEMM_AVX2_4X2_MAX_NMSE);
 }

@@ -121,6 +121,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_q8_gemm_avx512_r16_8x16_sbpf4k, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_q8_gemm_avx512_r16_8x16_sbpf4k", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_Q8_GEMM_AVX512_R16_8X16_SBPF4K_MAX_NMSE);
 }

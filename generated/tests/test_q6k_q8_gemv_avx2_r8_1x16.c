@@ -40,6 +40,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q6k_q8_gemv_avx2_r8_1x16, edge_shapes)
 {
+    if (!kc_cpu_runs("q6k_q8_gemv_avx2_r8_1x16", WOOLLY_ISA_AVX2, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q6K_Q8_GEMV_AVX2_R8_1X16_MAX_NMSE);
 }

@@ -36,6 +36,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q80_f16_gemv_scalar_1x1, edge_shapes)
 {
+    if (!kc_cpu_runs("q80_f16_gemv_scalar_1x1", WOOLLY_ISA_SCALAR, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q80_F16_GEMV_SCALAR_1X1_MAX_NMSE);
 }

@@ -76,6 +76,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q80_q8_gemm_avx512_r16_4x32, edge_shapes)
 {
+    if (!kc_cpu_runs("q80_q8_gemm_avx512_r16_4x32", WOOLLY_ISA_AVX512, 0))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q80_Q8_GEMM_AVX512_R16_4X32_MAX_NMSE);
 }

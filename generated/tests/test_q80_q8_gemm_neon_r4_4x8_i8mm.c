@@ -76,6 +76,8 @@ static const kc_matmul_kernel KERNEL = {
 
 Test(q80_q8_gemm_neon_r4_4x8_i8mm, edge_shapes)
 {
+    if (!kc_cpu_runs("q80_q8_gemm_neon_r4_4x8_i8mm", WOOLLY_ISA_NEON, WOOLLY_CPU_I8MM))
+        return;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         kc_check_matmul(&KERNEL, &CASES[i], Q80_Q8_GEMM_NEON_R4_4X8_I8MM_MAX_NMSE);
 }
