@@ -206,8 +206,8 @@ def render(root):
             ks = ks + layouts  # layouts' repack routines are portable C
         for k in ks:
             k["extra_flags"] = [feature_flags[r] for r in k.get("requires", [])]
-        isas.append(dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], processors=PROCESSORS[v["processors"]],
-                         kernels=ks))
+        isas.append(dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], gcc_flags=v.get("gcc_flags", []),
+                         processors=PROCESSORS[v["processors"]], kernels=ks))
     features = [dict(name=n, enum=v["enum"], flag=v["flag"]) for n, v in spec.get("feature", {}).items()]
     out["kernels.inc"] = env.get_template("kernels.inc.j2").render(
         isas=isas, layouts=layouts, ACT_ENUM=ACT_ENUM, OP_ENUM=OP_ENUM)

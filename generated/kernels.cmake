@@ -264,6 +264,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
   )
   set(WOOLLY_FLAGS_AVX2 "-mavx2;-mfma;-mf16c")
+  if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
+    list(APPEND WOOLLY_FLAGS_AVX2 -fschedule-insns -fsched-pressure)
+  endif()
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8.c
