@@ -21,11 +21,19 @@ static inline void q6_at(int v, int *ql, int *ql_shift, int *qh, int *qh_shift)
     *qh_shift = 2 * quarter;
 }
 
-static inline uint8_t q6(const woolly_block_q6_k *b, int v)
+/* All 256 values of a Q6_K block, 6 bits each, in order: one pass over ql and qh (value v where q6_at
+ * places it), so that the interleaving below reads bytes instead of recomputing bit positions per value. */
+static void q6_all(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
 {
-    int ql, qls, qh, qhs;
-    q6_at(v, &ql, &qls, &qh, &qhs);
-    return (uint8_t)(((b->ql[ql] >> qls) & 0xF) | ((b->qh[qh] >> qhs) & 3) << 4);
+    for (int half = 0; half < 2; half++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo = b->ql[64 * half + l], hi = b->ql[64 * half + 32 + l], h = b->qh[32 * half + l];
+            uint8_t *o = q + 128 * half + l;
+            o[0] = (uint8_t)((lo & 0xF) | (h & 3) << 4);
+            o[32] = (uint8_t)((hi & 0xF) | (h >> 2 & 3) << 4);
+            o[64] = (uint8_t)((lo >> 4) | (h >> 4 & 3) << 4);
+            o[96] = (uint8_t)((hi >> 4) | (h >> 6 & 3) << 4);
+        }
 }
 
 static inline void put_q6(woolly_block_q6_k *b, int v, uint8_t q)
@@ -53,10 +61,12 @@ void woolly_repack_q6k_r8(const woolly_repack_args *a)
                 dst->d[i] = s->d;
                 for (int sb = 0; sb < 16; sb++)
                     dst->sc[sb][i] = s->scales[sb];
+                uint8_t q[WOOLLY_QK_K];
+                q6_all(s, q);
                 for (int j = 0; j < 8; j++)
                     for (int h = 0; h < 4; h++)
                         for (int l = 0; l < 4; l++) {
-                            const uint8_t lo = q6(s, 32 * j + 4 * h + l), hi = q6(s, 32 * j + 16 + 4 * h + l);
+                            const uint8_t lo = q[32 * j + 4 * h + l], hi = q[32 * j + 16 + 4 * h + l];
                             dst->slice[j].ql[h][4 * i + l] = (uint8_t)((lo & 0xF) | (hi & 0xF) << 4);
                             dst->slice[j].qh[0][4 * i + l] |= (uint8_t)((lo >> 4) << (2 * h));
                             dst->slice[j].qh[1][4 * i + l] |= (uint8_t)((hi >> 4) << (2 * h));
