@@ -176,6 +176,9 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
                     woolly_row_bytes(m->mats[i]->type, m->mats[i]->cols) * (size_t)m->mats[i]->layout->rows;
                 scratch_bytes = group > scratch_bytes ? group : scratch_bytes;
             }
+        /* aligned_alloc wants a multiple of the alignment, and each thread's slice starts aligned: an
+         * 8-row group of a GGUF row is not always a multiple of 64 bytes (AVX2 layouts). */
+        scratch_bytes = (scratch_bytes + ALIGN - 1) / ALIGN * ALIGN;
         scratch = aligned_alloc(ALIGN, scratch_bytes * (size_t)n_threads);
         if (!scratch) {
             woolly_threadpool_close(pool);
