@@ -14,7 +14,6 @@
 enum { X_PAD_FLOATS = 5, Y_PAD_FLOATS = 7, KV_PAD_ELEMS = 3, Q_PAD_FLOATS = 11 };
 static const float SENTINEL = -12345.0f;
 
-/* The scalar reference packer of an activation format (the oracle's view of the activations). */
 bool kc_cpu_runs(const char *name, enum woolly_isa isa, unsigned features)
 {
     const woolly_kernel probe = {.name = name, .isa = isa, .features = features};
@@ -25,6 +24,7 @@ bool kc_cpu_runs(const char *name, enum woolly_isa isa, unsigned features)
     return false;
 }
 
+/* The scalar reference packer of an activation format (the oracle's view of the activations). */
 static woolly_pack_fn reference_packer(enum woolly_act act)
 {
     const char *name = act == WOOLLY_ACT_F16    ? "pack_f16_scalar"
