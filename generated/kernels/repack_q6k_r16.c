@@ -18,32 +18,31 @@ static inline uint32_t load32(const uint8_t *p)
     return v;
 }
 
-/* The 256 values (0..63) of a Q6_K block, in order: value 128 * half + 32 * quarter + l takes its low 4
- * bits from ql[64 * half + 32 * (quarter % 2) + l] (low nibble for quarters 0 and 1, high for 2 and 3)
- * and its high 2 from bits 2 * quarter of qh[32 * half + l]. */
-static void values_of(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
+/* A Q6_K block's 256 values (0..63), both ways, for the repack routines. Value 128 * half + 32 * p + l
+ * (p = 0..3, l = 0..31) keeps its low 4 bits in ql[64 * half + 32 * (p % 2) + l] (the low nibble for
+ * p < 2, the high for p >= 2) and its high 2 in bits 2p, 2p + 1 of qh[32 * half + l]. */
+static void q6k_values(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
 {
     for (int half = 0; half < 2; half++)
-        for (int quarter = 0; quarter < 4; quarter++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t ql = b->ql[64 * half + 32 * (quarter % 2) + l];
-                const uint8_t lo = quarter < 2 ? ql & 0xF : ql >> 4;
-                const uint8_t hi = (b->qh[32 * half + l] >> (2 * quarter)) & 3;
-                q[128 * half + 32 * quarter + l] = (uint8_t)(lo | hi << 4);
-            }
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo = b->ql[64 * half + l], hi = b->ql[64 * half + 32 + l], h = b->qh[32 * half + l];
+            uint8_t *o = q + 128 * half + l;
+            o[0] = (uint8_t)((lo & 0xF) | (h & 3) << 4);
+            o[32] = (uint8_t)((hi & 0xF) | (h >> 2 & 3) << 4);
+            o[64] = (uint8_t)((lo >> 4) | (h >> 4 & 3) << 4);
+            o[96] = (uint8_t)((hi >> 4) | (h >> 6 & 3) << 4);
+        }
 }
 
-static void block_of(const uint8_t q[WOOLLY_QK_K], woolly_block_q6_k *b)
+static void q6k_set_values(woolly_block_q6_k *b, const uint8_t q[WOOLLY_QK_K])
 {
-    memset(b->ql, 0, sizeof b->ql);
-    memset(b->qh, 0, sizeof b->qh);
     for (int half = 0; half < 2; half++)
-        for (int quarter = 0; quarter < 4; quarter++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t v = q[128 * half + 32 * quarter + l];
-                b->ql[64 * half + 32 * (quarter % 2) + l] |= (uint8_t)((v & 0xF) << (quarter < 2 ? 0 : 4));
-                b->qh[32 * half + l] |= (uint8_t)((v >> 4) << (2 * quarter));
-            }
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *v = q + 128 * half + l;
+            b->ql[64 * half + l] = (uint8_t)((v[0] & 0xF) | (v[64] & 0xF) << 4);
+            b->ql[64 * half + 32 + l] = (uint8_t)((v[32] & 0xF) | (v[96] & 0xF) << 4);
+            b->qh[32 * half + l] = (uint8_t)((v[0] >> 4) | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+        }
 }
 
 void woolly_repack_q6k_r16(const woolly_repack_args *a)
@@ -63,7 +62,7 @@ void woolly_repack_q6k_r16(const woolly_repack_args *a)
                 dst->d[i] = s->d;
                 for (int j = 0; j < 16; j++)
                     dst->sc[j][i] = s->scales[j];
-                values_of(s, q);
+                q6k_values(s, q);
                 /* four values of the row at a time: lo holds values 4h.. of part p, hi 16 + 4h.. */
                 for (int p = 0; p < 8; p++)
                     for (int h = 0; h < 4; h++) {
@@ -98,6 +97,6 @@ void woolly_unpack_q6k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t
                     q[32 * p + 4 * h + l] = (uint8_t)((v & 0xF) | (bits & 3) << 4);
                     q[32 * p + 16 + 4 * h + l] = (uint8_t)((v >> 4) | ((bits >> 2) & 3) << 4);
                 }
-        block_of(q, dst);
+        q6k_set_values(dst, q);
     }
 }

@@ -14,27 +14,31 @@ _Static_assert(sizeof(layout_block) == G * sizeof(woolly_block_q6_k), "exactly Q
 void woolly_repack_q6k_r4(const woolly_repack_args *a);
 void woolly_unpack_q6k_r4(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
-/* Q6_K's values: for each half of 128, value 128 * half + 32 * p + l (p = 0..3, l = 0..31) has its low
- * 4 bits in ql[64 * half + l + 32 * (p & 1)] (low nibble for p < 2, high for p >= 2) and its high 2
- * bits in bits 2p, 2p + 1 of qh[32 * half + l]. */
+/* A Q6_K block's 256 values (0..63), both ways, for the repack routines. Value 128 * half + 32 * p + l
+ * (p = 0..3, l = 0..31) keeps its low 4 bits in ql[64 * half + 32 * (p % 2) + l] (the low nibble for
+ * p < 2, the high for p >= 2) and its high 2 in bits 2p, 2p + 1 of qh[32 * half + l]. */
 static void q6k_values(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
 {
-    for (int v = 0; v < WOOLLY_QK_K; v++) {
-        const int half = v / 128, p = v % 128 / 32, l = v % 32;
-        const uint8_t ql = b->ql[64 * half + l + 32 * (p & 1)];
-        q[v] = (uint8_t)(((p < 2 ? ql : ql >> 4) & 0xF) | ((b->qh[32 * half + l] >> (2 * p)) & 3) << 4);
-    }
+    for (int half = 0; half < 2; half++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo = b->ql[64 * half + l], hi = b->ql[64 * half + 32 + l], h = b->qh[32 * half + l];
+            uint8_t *o = q + 128 * half + l;
+            o[0] = (uint8_t)((lo & 0xF) | (h & 3) << 4);
+            o[32] = (uint8_t)((hi & 0xF) | (h >> 2 & 3) << 4);
+            o[64] = (uint8_t)((lo >> 4) | (h >> 4 & 3) << 4);
+            o[96] = (uint8_t)((hi >> 4) | (h >> 6 & 3) << 4);
+        }
 }
 
 static void q6k_set_values(woolly_block_q6_k *b, const uint8_t q[WOOLLY_QK_K])
 {
-    memset(b->ql, 0, sizeof b->ql);
-    memset(b->qh, 0, sizeof b->qh);
-    for (int v = 0; v < WOOLLY_QK_K; v++) {
-        const int half = v / 128, p = v % 128 / 32, l = v % 32;
-        b->ql[64 * half + l + 32 * (p & 1)] |= (uint8_t)((q[v] & 0xF) << (p < 2 ? 0 : 4));
-        b->qh[32 * half + l] |= (uint8_t)((q[v] >> 4) << (2 * p));
-    }
+    for (int half = 0; half < 2; half++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *v = q + 128 * half + l;
+            b->ql[64 * half + l] = (uint8_t)((v[0] & 0xF) | (v[64] & 0xF) << 4);
+            b->ql[64 * half + 32 + l] = (uint8_t)((v[32] & 0xF) | (v[96] & 0xF) << 4);
+            b->qh[32 * half + l] = (uint8_t)((v[0] >> 4) | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+        }
 }
 
 void woolly_repack_q6k_r4(const woolly_repack_args *a)

@@ -10,20 +10,10 @@ enum { G = 8 };
 void woolly_repack_q6k_r8(const woolly_repack_args *a);
 void woolly_unpack_q6k_r8(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
-/* Where value v (0..255) of a Q6_K block keeps its bits: the ql byte and nibble shift of its low 4 bits,
- * the qh byte and shift of its high 2 (see runtime/quant/quant_q6k.c). */
-static inline void q6_at(int v, int *ql, int *ql_shift, int *qh, int *qh_shift)
-{
-    const int half = v / 128, quarter = (v % 128) / 32, l = v % 32;
-    *ql = 64 * half + 32 * (quarter % 2) + l;
-    *ql_shift = 4 * (quarter / 2);
-    *qh = 32 * half + l;
-    *qh_shift = 2 * quarter;
-}
-
-/* All 256 values of a Q6_K block, 6 bits each, in order: one pass over ql and qh (value v where q6_at
- * places it), so that the interleaving below reads bytes instead of recomputing bit positions per value. */
-static void q6_all(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
+/* A Q6_K block's 256 values (0..63), both ways, for the repack routines. Value 128 * half + 32 * p + l
+ * (p = 0..3, l = 0..31) keeps its low 4 bits in ql[64 * half + 32 * (p % 2) + l] (the low nibble for
+ * p < 2, the high for p >= 2) and its high 2 in bits 2p, 2p + 1 of qh[32 * half + l]. */
+static void q6k_values(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
 {
     for (int half = 0; half < 2; half++)
         for (int l = 0; l < 32; l++) {
@@ -36,18 +26,22 @@ static void q6_all(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
         }
 }
 
-static inline void put_q6(woolly_block_q6_k *b, int v, uint8_t q)
+static void q6k_set_values(woolly_block_q6_k *b, const uint8_t q[WOOLLY_QK_K])
 {
-    int ql, qls, qh, qhs;
-    q6_at(v, &ql, &qls, &qh, &qhs);
-    b->ql[ql] |= (uint8_t)((q & 0xF) << qls);
-    b->qh[qh] |= (uint8_t)((q >> 4) << qhs);
+    for (int half = 0; half < 2; half++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *v = q + 128 * half + l;
+            b->ql[64 * half + l] = (uint8_t)((v[0] & 0xF) | (v[64] & 0xF) << 4);
+            b->ql[64 * half + 32 + l] = (uint8_t)((v[32] & 0xF) | (v[96] & 0xF) << 4);
+            b->qh[32 * half + l] = (uint8_t)((v[0] >> 4) | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+        }
 }
 
 void woolly_repack_q6k_r8(const woolly_repack_args *a)
 {
     const int64_t nb = a->k / WOOLLY_QK_K;
     const woolly_block_q6_k zero = {0}; /* d = 0: a zero row */
+    uint8_t q[WOOLLY_QK_K];
     for (int64_t g0 = a->r0; g0 < a->r1; g0 += G) {
         woolly_block_q6k_r8 *dst = (woolly_block_q6k_r8 *)((char *)a->dst + (size_t)g0 * a->dst_row_bytes);
         for (int64_t b = 0; b < nb; b++, dst++) {
@@ -61,8 +55,7 @@ void woolly_repack_q6k_r8(const woolly_repack_args *a)
                 dst->d[i] = s->d;
                 for (int sb = 0; sb < 16; sb++)
                     dst->sc[sb][i] = s->scales[sb];
-                uint8_t q[WOOLLY_QK_K];
-                q6_all(s, q);
+                q6k_values(s, q);
                 for (int j = 0; j < 8; j++)
                     for (int h = 0; h < 4; h++)
                         for (int l = 0; l < 4; l++) {
@@ -82,8 +75,8 @@ void woolly_unpack_q6k_r8(const void *w, size_t w_row_bytes, int64_t k, int64_t 
     const int i = (int)(r - g0);
     const woolly_block_q6k_r8 *src = (const woolly_block_q6k_r8 *)((const char *)w + (size_t)g0 * w_row_bytes);
     woolly_block_q6_k *dst = row;
+    uint8_t q[WOOLLY_QK_K];
     for (int64_t b = 0; b < nb; b++, src++, dst++) {
-        memset(dst, 0, sizeof *dst);
         dst->d = src->d[i];
         for (int sb = 0; sb < 16; sb++)
             dst->scales[sb] = src->sc[sb][i];
@@ -92,8 +85,9 @@ void woolly_unpack_q6k_r8(const void *w, size_t w_row_bytes, int64_t k, int64_t 
                 for (int l = 0; l < 4; l++) {
                     const uint8_t v = src->slice[j].ql[h][4 * i + l];
                     const uint8_t h0 = (src->slice[j].qh[0][4 * i + l] >> (2 * h)) & 3, h1 = (src->slice[j].qh[1][4 * i + l] >> (2 * h)) & 3;
-                    put_q6(dst, 32 * j + 4 * h + l, (uint8_t)((v & 0xF) | h0 << 4));
-                    put_q6(dst, 32 * j + 16 + 4 * h + l, (uint8_t)((v >> 4) | h1 << 4));
+                    q[32 * j + 4 * h + l] = (uint8_t)((v & 0xF) | h0 << 4);
+                    q[32 * j + 16 + 4 * h + l] = (uint8_t)((v >> 4) | h1 << 4);
                 }
+        q6k_set_values(dst, q);
     }
 }
