@@ -11,6 +11,12 @@ _Static_assert(G == 16, "the spec's group size");
 void woolly_repack_q6k_r16(const woolly_repack_args *a);
 void woolly_unpack_q6k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
+/* A Q6_K block's 256 values (0..63), both ways, for the repack routines. Value 128 * half + 32 * p + l
+ * (p = 0..3, l = 0..31) keeps its low 4 bits in ql[64 * half + 32 * (p % 2) + l] (the low nibble for
+ * p < 2, the high for p >= 2) and its high 2 in bits 2p, 2p + 1 of qh[32 * half + l].
+ *
+ * Four bytes at a time (a uint32 holds four values, each in its own byte; the masks keep every shift
+ * within its byte): the repack of a large model's Q6_K matrices is part of its load time. */
 static inline uint32_t load32(const uint8_t *p)
 {
     uint32_t v;
@@ -18,31 +24,50 @@ static inline uint32_t load32(const uint8_t *p)
     return v;
 }
 
-/* A Q6_K block's 256 values (0..63), both ways, for the repack routines. Value 128 * half + 32 * p + l
- * (p = 0..3, l = 0..31) keeps its low 4 bits in ql[64 * half + 32 * (p % 2) + l] (the low nibble for
- * p < 2, the high for p >= 2) and its high 2 in bits 2p, 2p + 1 of qh[32 * half + l]. */
 static void q6k_values(const woolly_block_q6_k *b, uint8_t q[WOOLLY_QK_K])
 {
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
     for (int half = 0; half < 2; half++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t lo = b->ql[64 * half + l], hi = b->ql[64 * half + 32 + l], h = b->qh[32 * half + l];
-            uint8_t *o = q + 128 * half + l;
-            o[0] = (uint8_t)((lo & 0xF) | (h & 3) << 4);
-            o[32] = (uint8_t)((hi & 0xF) | (h >> 2 & 3) << 4);
-            o[64] = (uint8_t)((lo >> 4) | (h >> 4 & 3) << 4);
-            o[96] = (uint8_t)((hi >> 4) | (h >> 6 & 3) << 4);
+        for (int l = 0; l < 32; l += 4) {
+            const uint32_t lo = load32(b->ql + 64 * half + l), hi = load32(b->ql + 64 * half + 32 + l);
+            const uint32_t h = load32(b->qh + 32 * half + l);
+            const uint32_t v[4] = {(lo & low4) | (h & low2) << 4, (hi & low4) | (h >> 2 & low2) << 4,
+                                   (lo >> 4 & low4) | (h >> 4 & low2) << 4, (hi >> 4 & low4) | (h >> 6 & low2) << 4};
+            for (int p = 0; p < 4; p++)
+                memcpy(q + 128 * half + 32 * p + l, &v[p], 4);
         }
 }
 
 static void q6k_set_values(woolly_block_q6_k *b, const uint8_t q[WOOLLY_QK_K])
 {
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
     for (int half = 0; half < 2; half++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t *v = q + 128 * half + l;
-            b->ql[64 * half + l] = (uint8_t)((v[0] & 0xF) | (v[64] & 0xF) << 4);
-            b->ql[64 * half + 32 + l] = (uint8_t)((v[32] & 0xF) | (v[96] & 0xF) << 4);
-            b->qh[32 * half + l] = (uint8_t)((v[0] >> 4) | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+        for (int l = 0; l < 32; l += 4) {
+            uint32_t v[4];
+            for (int p = 0; p < 4; p++)
+                v[p] = load32(q + 128 * half + 32 * p + l);
+            const uint32_t lo = (v[0] & low4) | (v[2] & low4) << 4, hi = (v[1] & low4) | (v[3] & low4) << 4;
+            const uint32_t h = (v[0] >> 4 & low2) | (v[1] >> 4 & low2) << 2 | (v[2] >> 4 & low2) << 4 |
+                               (v[3] >> 4 & low2) << 6;
+            memcpy(b->ql + 64 * half + l, &lo, 4);
+            memcpy(b->ql + 64 * half + 32 + l, &hi, 4);
+            memcpy(b->qh + 32 * half + l, &h, 4);
         }
+}
+
+/* One row's share of slice j (values 32j .. 32j + 31) in the 4- and 8-row layouts: ql[h] holds values
+ * 4h .. 4h + 3 in its low nibbles and 16 + 4h .. in its high ones, qh[0] and qh[1] the high 2 bits of
+ * those same values in bits 2h, 2h + 1 of each byte (the words go to bytes 4i .. 4i + 3 of row i). */
+static inline void q6k_slice_words(const uint8_t q[WOOLLY_QK_K], int j, uint32_t ql[4], uint32_t qh[2])
+{
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    qh[0] = qh[1] = 0;
+    for (int h = 0; h < 4; h++) {
+        const uint32_t lo = load32(q + 32 * j + 4 * h), hi = load32(q + 32 * j + 16 + 4 * h);
+        ql[h] = (lo & low4) | (hi & low4) << 4;
+        qh[0] |= (lo >> 4 & low2) << 2 * h;
+        qh[1] |= (hi >> 4 & low2) << 2 * h;
+    }
 }
 
 void woolly_repack_q6k_r16(const woolly_repack_args *a)
