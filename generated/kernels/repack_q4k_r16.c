@@ -13,25 +13,29 @@ _Static_assert(sizeof(layout_block) == 4 * G + 16 * G + 128 * G, "d, dmin; sc, m
 void woolly_repack_q4k_r16(const woolly_repack_args *a);
 void woolly_unpack_q4k_r16(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 
-static inline uint32_t load32(const uint8_t *p)
+static inline uint64_t load64(const uint8_t *p)
 {
-    uint32_t v;
+    uint64_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
 /* Q4_K keeps sub-blocks 2c and 2c + 1 in the low and high nibbles of qs[32c .. 32c + 31]; the layout
  * wants, per sub-block j and load h, values 4h .. 4h + 3 in low nibbles and 16 + 4h .. 16 + 4h + 3 in
- * high nibbles: four bytes at a time, w0 holding values 4h.. and w1 values 16 + 4h.. of the pair. */
+ * high nibbles. Eight bytes (loads h and h + 1) at a time: w0 holds values 4h .. 4h + 7 of the pair, w1
+ * values 16 + 4h ..; each 4-byte half goes to its own load. */
 static inline void repack_row_quants(const woolly_block_q4_k *s, layout_block *dst, int i)
 {
+    const uint64_t low = 0x0F0F0F0F0F0F0F0Fu;
     for (int c = 0; c < 4; c++)
-        for (int h = 0; h < 4; h++) {
-            const uint32_t w0 = load32(s->qs + 32 * c + 4 * h), w1 = load32(s->qs + 32 * c + 16 + 4 * h);
-            const uint32_t even = (w0 & 0x0F0F0F0Fu) | (w1 & 0x0F0F0F0Fu) << 4;
-            const uint32_t odd = (w0 >> 4 & 0x0F0F0F0Fu) | (w1 & 0xF0F0F0F0u);
-            memcpy(&dst->qs[2 * c][h][4 * i], &even, 4);
-            memcpy(&dst->qs[2 * c + 1][h][4 * i], &odd, 4);
+        for (int h = 0; h < 4; h += 2) {
+            const uint64_t w0 = load64(s->qs + 32 * c + 4 * h), w1 = load64(s->qs + 32 * c + 16 + 4 * h);
+            const uint64_t even = (w0 & low) | (w1 & low) << 4, odd = (w0 >> 4 & low) | (w1 & ~low);
+            const uint8_t *e = (const uint8_t *)&even, *o = (const uint8_t *)&odd;
+            memcpy(&dst->qs[2 * c][h][4 * i], e, 4);
+            memcpy(&dst->qs[2 * c][h + 1][4 * i], e + 4, 4);
+            memcpy(&dst->qs[2 * c + 1][h][4 * i], o, 4);
+            memcpy(&dst->qs[2 * c + 1][h + 1][4 * i], o + 4, 4);
         }
 }
 
