@@ -157,8 +157,8 @@ def check_defaults(kernels):
             alt = [k for k in ks if k.get(key) and k["op"] == op]
             assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} {op.upper()} kernels (need at most one)"
             for a in alt:
-                assert op == "gemv" or a["params"].get("every_m"), \
-                    f"{a['name']}: a {key} GEMM is a small-batch tile (params every_m)"
+                assert op == "gemv" or a["params"].get("every_m") or a["mr"] <= 8, \
+                    f"{a['name']}: a {key} GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
                 assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
                     f"{w} at {isa}: {key} {a['name']} and default GEMV {v['name']} differ in activations " \
                     "or layout"

@@ -60,7 +60,7 @@ static void observe(const woolly_matrix *w, const woolly_kernel *k, const woolly
 }
 
 /* Tokens evaluated per class: 1, a small batch, a large one. */
-static const int BATCH[WOOLLY_TOKENS_CLASSES] = {1, 8, 20};
+static const int BATCH[WOOLLY_TOKENS_CLASSES] = {1, 8, 48};
 
 /* Runs the model with the profile at `path` on one batch of each class and records the calls. */
 static void observe_run(const char *path)
@@ -78,8 +78,8 @@ static void observe_run(const char *path)
                  "one tensor, three classes, and attention's two phases tuned");
     memset(g_seen, 0, sizeof g_seen);
     woolly_matmul_set_observer(observe);
-    woolly_token ids[32];
-    for (int i = 0; i < 32; i++)
+    woolly_token ids[48];
+    for (int i = 0; i < 48; i++)
         ids[i] = 100 + 37 * i;
     for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++) {
         g_class = k;
@@ -163,8 +163,7 @@ static void profiles(const woolly_layout **la, woolly_matmul_step *a, const wool
     const woolly_kernel *kb[WOOLLY_TOKENS_CLASSES];
     if (*lb) {
         for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++)
-            kb[k] = woolly_kernel_choose(woolly_tokens_class_op((enum woolly_tokens_class)k),
-                                         WOOLLY_TYPE_Q4_K, act, *lb);
+            kb[k] = woolly_matmul_default_kernel((enum woolly_tokens_class)k, WOOLLY_TYPE_Q4_K, act, *lb);
     } else {
         kb[0] = pc_kernel("q4k_q8_gemv_scalar_1x1");
         kb[1] = pc_kernel("q4k_f16_gemm_scalar_4x1");
@@ -179,7 +178,12 @@ static void profiles(const woolly_layout **la, woolly_matmul_step *a, const wool
     cr_assert(kb[1] && kb[1]->tile_m <= BATCH[1], "a %d-token batch is smaller than one tile", BATCH[1]);
     b[1] =
         (woolly_matmul_step){kb[1], 8 * kb[1]->tile_n, BATCH[1] / kb[1]->tile_m * kb[1]->tile_m, 256, 512, 1};
-    b[2] = (woolly_matmul_step){kb[2], 2 * kb[2]->tile_n, 4 * kb[2]->tile_m, 512, 1024, 1};
+    /* up to 4 whole tiles, fewer tokens than the large batch so that the blocking shows */
+    int32_t large = 4 * kb[2]->tile_m;
+    while (large >= BATCH[2])
+        large -= kb[2]->tile_m;
+    cr_assert(large > 0, "a %d-token batch is not more than one %d-token tile", BATCH[2], kb[2]->tile_m);
+    b[2] = (woolly_matmul_step){kb[2], 2 * kb[2]->tile_n, large, 512, 1024, 1};
     for (int k = 0; k < WOOLLY_TOKENS_CLASSES; k++) {
         if (b[k].rows_per_call == a[k].rows_per_call)
             b[k].rows_per_call *= 2;
