@@ -199,6 +199,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_2x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_32x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_24x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_r8_4x8_vnni.c
@@ -287,6 +289,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_2x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_32x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_24x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_4x8_vnni.c

@@ -19,17 +19,51 @@
 typedef woolly_block_q4k_r8 wblock;
 
 /* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows. */
-enum { G = 8, TG = 5, KC = 256, NJ = KC / 32, NB = KC / WOOLLY_QK_K, RB = 128 };
+enum { TG = 5, KC = 256, RB = 128 };
+
+/* d * sc and dmin * mn per super-block of the panel, sub-block and row of the group. */
+typedef struct {
+    float sc[KC / WOOLLY_QK_K][8][8], mn[KC / WOOLLY_QK_K][8][8];
+} scale_tab;
+
+/* The min term's activation sum: d * sum(q) of the block, as float bits. */
+static inline int32_t panel_extra(const woolly_block_q8x32 *xb)
+{
+    int32_t v;
+    memcpy(&v, &xb->ds, sizeof v);
+    return v;
+}
+
+/* The part of the AVX2 row-broadcast GEMMs (q4k_q8_r8_rowcast, q6k_q8_r8_rowcast) that does not depend on
+ * the weights' format: the activation panel, its transpose, the driver loop over token tiles, row blocks
+ * and panels, and the write-back to the token-major y. The including template defines, before this:
+ * wblock (its layout's block of 8 rows), scale_tab (what it precomputes per group and panel), TG, KC, RB,
+ * panel_extra() (a token's 4 bytes of block sums in the panel) and, after the include, scale_table() and
+ * row_dot() with the signatures declared here. */
+enum { G = 8, NJ = KC / 32, NB = KC / WOOLLY_QK_K };
 _Static_assert(KC % WOOLLY_QK_K == 0 && RB % G == 0, "panels of whole super-blocks, row blocks of whole groups");
 
 void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a);
 
-/* 32 activations of 8 tokens: q[l][t] holds values 4l .. 4l + 3 of token t; d and ds per token (zero for
- * the tokens past the batch). */
+/* 32 activations of 8 tokens: q[l][t] holds values 4l .. 4l + 3 of token t; d and the format's extra
+ * per token (zero for tokens past the batch). */
 typedef struct {
     int8_t q[8][8][4];
-    float d[8], ds[8];
+    float d[8];
+    int32_t extra[8];
 } panel_block;
+
+/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and one row's dot
+ * products against ng registers of 8 tokens (out[8g + l] = token 8g + l's). */
+static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab);
+static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+
+static inline __m256i bcast4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
 
 /* The 8x8 transpose of 32-bit lanes: r[i] lane l -> o[l] lane i. */
 static inline void transpose8(const __m256 r[8], __m256 o[8])
@@ -63,274 +97,16 @@ static void build_panel(const woolly_matmul_args *a, int64_t t0, int n, int64_t 
                     (const woolly_block_q8x32 *)((const char *)a->x + (size_t)(t0 + t) * a->x_row_bytes) + j0 + jb;
                 r[t] = _mm256_loadu_ps((const float *)xb->q); /* 32 int8, moved as 8 lanes of 4 bytes */
                 pb[jb].d[t] = xb->d;
-                pb[jb].ds[t] = xb->ds;
+                pb[jb].extra[t] = panel_extra(xb);
             } else {
                 r[t] = _mm256_setzero_ps();
-                pb[jb].d[t] = pb[jb].ds[t] = 0;
+                pb[jb].d[t] = 0;
+                pb[jb].extra[t] = 0;
             }
         }
         transpose8(r, o);
         for (int l = 0; l < 8; l++)
             _mm256_storeu_ps((float *)pb[jb].q[l], o[l]);
-    }
-}
-
-/* d * sc and dmin * mn of super-blocks [b0, b0 + nb) of the group holding row g0, per sub-block and row. */
-static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, float tab[NB][2][8][8])
-{
-    const wblock *w = (const wblock *)((const char *)a->w + (size_t)g0 * a->w_row_bytes) + b0;
-    for (int b = 0; b < nb; b++) {
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
-        for (int j = 0; j < 8; j++) {
-            const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].sc[j])));
-            const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].mn[j])));
-            _mm256_store_ps(tab[b][0][j], _mm256_mul_ps(d, sc));
-            _mm256_store_ps(tab[b][1][j], _mm256_mul_ps(dmin, mn));
-        }
-    }
-}
-
-static inline __m256i bcast4(const uint8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
-/* Row i of the group at w, super-blocks [0, nb) of the panel, against 1 register(s) of 8 tokens: out[8g + l]
- * = token 8g + l's dot product. 8 vpmaddubsw of 4-bit weights are summed in int16 before widening
- * (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
-static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[1];
-    #pragma GCC unroll 8
-    for (int g = 0; g < 1; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            const panel_block *pb = pan + 8 * b + j;
-            __m256i s[1];
-            #pragma GCC unroll 8
-            for (int g = 0; g < 1; g++)
-                s[g] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                #pragma GCC unroll 8
-                for (int g = 0; g < 1; g++) {
-                    const panel_block *p = pb + g * NJ;
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
-                }
-            }
-            const __m256 sc = _mm256_broadcast_ss(&tab[b][0][j][i]), mn = _mm256_broadcast_ss(&tab[b][1][j][i]);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 1; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(p->ds), acc[g]);
-            }
-        }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 1; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-/* Row i of the group at w, super-blocks [0, nb) of the panel, against 2 register(s) of 8 tokens: out[8g + l]
- * = token 8g + l's dot product. 8 vpmaddubsw of 4-bit weights are summed in int16 before widening
- * (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
-static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[2];
-    #pragma GCC unroll 8
-    for (int g = 0; g < 2; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            const panel_block *pb = pan + 8 * b + j;
-            __m256i s[2];
-            #pragma GCC unroll 8
-            for (int g = 0; g < 2; g++)
-                s[g] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                #pragma GCC unroll 8
-                for (int g = 0; g < 2; g++) {
-                    const panel_block *p = pb + g * NJ;
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
-                }
-            }
-            const __m256 sc = _mm256_broadcast_ss(&tab[b][0][j][i]), mn = _mm256_broadcast_ss(&tab[b][1][j][i]);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 2; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(p->ds), acc[g]);
-            }
-        }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 2; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-/* Row i of the group at w, super-blocks [0, nb) of the panel, against 3 register(s) of 8 tokens: out[8g + l]
- * = token 8g + l's dot product. 8 vpmaddubsw of 4-bit weights are summed in int16 before widening
- * (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
-static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[3];
-    #pragma GCC unroll 8
-    for (int g = 0; g < 3; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            const panel_block *pb = pan + 8 * b + j;
-            __m256i s[3];
-            #pragma GCC unroll 8
-            for (int g = 0; g < 3; g++)
-                s[g] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                #pragma GCC unroll 8
-                for (int g = 0; g < 3; g++) {
-                    const panel_block *p = pb + g * NJ;
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
-                }
-            }
-            const __m256 sc = _mm256_broadcast_ss(&tab[b][0][j][i]), mn = _mm256_broadcast_ss(&tab[b][1][j][i]);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 3; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(p->ds), acc[g]);
-            }
-        }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 3; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-/* Row i of the group at w, super-blocks [0, nb) of the panel, against 4 register(s) of 8 tokens: out[8g + l]
- * = token 8g + l's dot product. 8 vpmaddubsw of 4-bit weights are summed in int16 before widening
- * (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
-static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    #pragma GCC unroll 8
-    for (int g = 0; g < 4; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            const panel_block *pb = pan + 8 * b + j;
-            __m256i s[4];
-            #pragma GCC unroll 8
-            for (int g = 0; g < 4; g++)
-                s[g] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                #pragma GCC unroll 8
-                for (int g = 0; g < 4; g++) {
-                    const panel_block *p = pb + g * NJ;
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
-                }
-            }
-            const __m256 sc = _mm256_broadcast_ss(&tab[b][0][j][i]), mn = _mm256_broadcast_ss(&tab[b][1][j][i]);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 4; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(p->ds), acc[g]);
-            }
-        }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 4; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-/* Row i of the group at w, super-blocks [0, nb) of the panel, against 5 register(s) of 8 tokens: out[8g + l]
- * = token 8g + l's dot product. 8 vpmaddubsw of 4-bit weights are summed in int16 before widening
- * (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
-static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[5];
-    #pragma GCC unroll 8
-    for (int g = 0; g < 5; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
-        for (int j = 0; j < 8; j++) {
-            const panel_block *pb = pan + 8 * b + j;
-            __m256i s[5];
-            #pragma GCC unroll 8
-            for (int g = 0; g < 5; g++)
-                s[g] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int h = 0; h < 4; h++) {
-                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                #pragma GCC unroll 8
-                for (int g = 0; g < 5; g++) {
-                    const panel_block *p = pb + g * NJ;
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
-                }
-            }
-            const __m256 sc = _mm256_broadcast_ss(&tab[b][0][j][i]), mn = _mm256_broadcast_ss(&tab[b][1][j][i]);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 5; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(p->ds), acc[g]);
-            }
-        }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 5; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
-}
-
-static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const float tab[NB][2][8][8], float *out)
-{
-    switch (ng) {
-    case 5:
-        row_5(w, i, nb, pan, tab, out);
-        return;
-    case 4:
-        row_4(w, i, nb, pan, tab, out);
-        return;
-    case 3:
-        row_3(w, i, nb, pan, tab, out);
-        return;
-    case 2:
-        row_2(w, i, nb, pan, tab, out);
-        return;
-    case 1:
-        row_1(w, i, nb, pan, tab, out);
-        return;
     }
 }
 
@@ -363,7 +139,7 @@ void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a)
     panel_block pan[TG * NJ];
     float buf[RB][8 * TG] __attribute__((aligned(32)));
     float part[8 * TG] __attribute__((aligned(32)));
-    float tab[NB][2][8][8] __attribute__((aligned(32)));
+    scale_tab tab;
     for (int64_t t0 = 0; t0 < a->m; t0 += 8 * TG) {
         const int nt = a->m - t0 < 8 * TG ? (int)(a->m - t0) : 8 * TG, ng = (nt + 7) / 8;
         for (int64_t R0 = a->r0; R0 < a->r1; R0 += RB) {
@@ -377,13 +153,13 @@ void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a)
                     const int64_t g0 = r / G * G;
                     next = g0 + G < R1 ? g0 + G : R1;
                     const wblock *w = (const wblock *)((const char *)a->w + (size_t)g0 * a->w_row_bytes) + b0;
-                    scale_table(a, g0, b0, nb, tab);
+                    scale_table(a, g0, b0, nb, &tab);
                     if (next < R1) /* the next group's blocks of this panel, while this group's rows run */
                         for (size_t o = 0; o < (size_t)nb * sizeof(wblock); o += 64)
                             _mm_prefetch((const char *)w + G * a->w_row_bytes + o, _MM_HINT_T0);
                     for (int64_t rr = r; rr < next; rr++) {
                         float *row = buf[rr - R0];
-                        row_dot(ng, w, (int)(rr - g0), nb, pan, (const float(*)[2][8][8])tab, b0 ? part : row);
+                        row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, b0 ? part : row);
                         if (b0)
                             for (int g = 0; g < 8 * ng; g += 8)
                                 _mm256_store_ps(row + g, _mm256_add_ps(_mm256_load_ps(row + g), _mm256_load_ps(part + g)));
@@ -395,5 +171,251 @@ void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a)
                 store_rows(a, t0, nt, r, (int)(next - r), buf + (r - R0));
             }
         }
+    }
+}
+
+static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab)
+{
+    const wblock *w = (const wblock *)((const char *)a->w + (size_t)g0 * a->w_row_bytes) + b0;
+    for (int b = 0; b < nb; b++) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        for (int j = 0; j < 8; j++) {
+            const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].sc[j])));
+            const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].mn[j])));
+            _mm256_storeu_ps(tab->sc[b][j], _mm256_mul_ps(d, sc));
+            _mm256_storeu_ps(tab->mn[b][j], _mm256_mul_ps(dmin, mn));
+        }
+    }
+}
+
+/* Row i against 1 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[1];
+    #pragma GCC unroll 8
+    for (int g = 0; g < 1; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            const panel_block *pb = pan + 8 * b + j;
+            __m256i s[1];
+            #pragma GCC unroll 8
+            for (int g = 0; g < 1; g++)
+                s[g] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
+                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 1; g++) {
+                    const panel_block *p = pb + g * NJ;
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                }
+            }
+            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 1; g++) {
+                const panel_block *p = pb + g * NJ;
+                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
+                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+            }
+        }
+    #pragma GCC unroll 8
+    for (int g = 0; g < 1; g++)
+        _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* Row i against 2 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[2];
+    #pragma GCC unroll 8
+    for (int g = 0; g < 2; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            const panel_block *pb = pan + 8 * b + j;
+            __m256i s[2];
+            #pragma GCC unroll 8
+            for (int g = 0; g < 2; g++)
+                s[g] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
+                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 2; g++) {
+                    const panel_block *p = pb + g * NJ;
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                }
+            }
+            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 2; g++) {
+                const panel_block *p = pb + g * NJ;
+                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
+                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+            }
+        }
+    #pragma GCC unroll 8
+    for (int g = 0; g < 2; g++)
+        _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* Row i against 3 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[3];
+    #pragma GCC unroll 8
+    for (int g = 0; g < 3; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            const panel_block *pb = pan + 8 * b + j;
+            __m256i s[3];
+            #pragma GCC unroll 8
+            for (int g = 0; g < 3; g++)
+                s[g] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
+                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 3; g++) {
+                    const panel_block *p = pb + g * NJ;
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                }
+            }
+            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 3; g++) {
+                const panel_block *p = pb + g * NJ;
+                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
+                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+            }
+        }
+    #pragma GCC unroll 8
+    for (int g = 0; g < 3; g++)
+        _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* Row i against 4 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int g = 0; g < 4; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            const panel_block *pb = pan + 8 * b + j;
+            __m256i s[4];
+            #pragma GCC unroll 8
+            for (int g = 0; g < 4; g++)
+                s[g] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
+                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 4; g++) {
+                    const panel_block *p = pb + g * NJ;
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                }
+            }
+            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 4; g++) {
+                const panel_block *p = pb + g * NJ;
+                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
+                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+            }
+        }
+    #pragma GCC unroll 8
+    for (int g = 0; g < 4; g++)
+        _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+/* Row i against 5 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[5];
+    #pragma GCC unroll 8
+    for (int g = 0; g < 5; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++)
+        for (int j = 0; j < 8; j++) {
+            const panel_block *pb = pan + 8 * b + j;
+            __m256i s[5];
+            #pragma GCC unroll 8
+            for (int g = 0; g < 5; g++)
+                s[g] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int h = 0; h < 4; h++) {
+                /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
+                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 5; g++) {
+                    const panel_block *p = pb + g * NJ;
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
+                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                }
+            }
+            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 5; g++) {
+                const panel_block *p = pb + g * NJ;
+                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
+                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+            }
+        }
+    #pragma GCC unroll 8
+    for (int g = 0; g < 5; g++)
+        _mm256_storeu_ps(out + 8 * g, acc[g]);
+}
+
+static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    switch (ng) {
+    case 5:
+        row_5(w, i, nb, pan, tab, out);
+        return;
+    case 4:
+        row_4(w, i, nb, pan, tab, out);
+        return;
+    case 3:
+        row_3(w, i, nb, pan, tab, out);
+        return;
+    case 2:
+        row_2(w, i, nb, pan, tab, out);
+        return;
+    case 1:
+        row_1(w, i, nb, pan, tab, out);
+        return;
     }
 }
