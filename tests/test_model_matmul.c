@@ -170,7 +170,10 @@ static void observe_slow_thread0(const woolly_matrix *w, const woolly_kernel *k,
         atomic_fetch_add(&g_row_calls[r], 1);
     atomic_fetch_add(&g_thread_rows[ith], a->r1 - a->r0);
     if (ith == 0) {
-        const struct timespec slow = {0, 50 * 1000 * 1000};
+        /* Long enough for the other two to finish all the other rows first even in the sanitizer build
+         * sharing two cores with another test: at 50 ms that build once saw the slow thread take a
+         * shared chunk. */
+        const struct timespec slow = {0, 250 * 1000 * 1000};
         nanosleep(&slow, NULL);
     }
 }
