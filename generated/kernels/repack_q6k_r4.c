@@ -2,9 +2,9 @@
  * Spec: [layout.q6k_r4]
  *
  * GGUF Q6_K rows <-> the q6k_r4 layout (woolly_block_q6k_r4 in kernels.h), one of the Q6_K
- * layouts of G interleaved rows in slices of 32 values (ql[slice][load][4 * row + l], qh[slice][half]
- * [4 * row + l]). A row's block goes through its 256 six-bit values, both ways: portable C, run once per
- * tensor at load. */
+ * layouts of G interleaved rows in slices of 32 values (a slice's ql[load][4 * row + l] and
+ * qh[half][4 * row + l]). A row's block goes through its 256 six-bit values, both ways: portable C, run
+ * once per tensor at load. */
 #include "kernels.h"
 
 enum { G = 4 };
@@ -73,6 +73,11 @@ static inline void q6k_slice_words(const uint8_t q[WOOLLY_QK_K], int j, uint32_t
     }
 }
 
+/* Slice j's low-bit loads and high-bit planes: the 8-row layout keeps each slice's bytes together (one
+ * sequential pass for the AVX2 kernels), the 4-row one keeps all slices' ql, then all their qh. */
+#define SLICE_QL(b, j) ((b)->ql[j])
+#define SLICE_QH(b, j) ((b)->qh[j])
+
 void woolly_repack_q6k_r4(const woolly_repack_args *a)
 {
     const int64_t nb = a->k / WOOLLY_QK_K;
@@ -94,9 +99,9 @@ void woolly_repack_q6k_r4(const woolly_repack_args *a)
                     uint32_t ql[4], qh[2];
                     q6k_slice_words(q, j, ql, qh);
                     for (int h = 0; h < 4; h++)
-                        memcpy(&dst->ql[j][h][4 * i], &ql[h], 4);
-                    memcpy(&dst->qh[j][0][4 * i], &qh[0], 4);
-                    memcpy(&dst->qh[j][1][4 * i], &qh[1], 4);
+                        memcpy(&SLICE_QL(dst, j)[h][4 * i], &ql[h], 4);
+                    memcpy(&SLICE_QH(dst, j)[0][4 * i], &qh[0], 4);
+                    memcpy(&SLICE_QH(dst, j)[1][4 * i], &qh[1], 4);
                 }
             }
         }
@@ -117,8 +122,8 @@ void woolly_unpack_q6k_r4(const void *w, size_t w_row_bytes, int64_t k, int64_t 
         for (int j = 0; j < 8; j++)
             for (int h = 0; h < 4; h++)
                 for (int l = 0; l < 4; l++) {
-                    const uint8_t ql = src->ql[j][h][4 * i + l];
-                    const uint8_t qh0 = src->qh[j][0][4 * i + l], qh1 = src->qh[j][1][4 * i + l];
+                    const uint8_t ql = SLICE_QL(src, j)[h][4 * i + l];
+                    const uint8_t qh0 = SLICE_QH(src, j)[0][4 * i + l], qh1 = SLICE_QH(src, j)[1][4 * i + l];
                     q[32 * j + 4 * h + l] = (uint8_t)((ql & 0xF) | ((qh0 >> (2 * h)) & 3) << 4);
                     q[32 * j + 16 + 4 * h + l] = (uint8_t)((ql >> 4) | ((qh1 >> (2 * h)) & 3) << 4);
                 }
