@@ -6,7 +6,7 @@
  * holding 4 activations of each of 8 tokens, so that a vpmaddubsw adds 4 products to each token's lane.
  * 40 tokens (5 registers of 8) per row, so one broadcast and its decode feed 10 vpmaddubsw and the
  * activations come as memory operands: about 26 instructions per 256 multiply-adds against the 8-row
- * tiles' 40, which on an AVX2 core with 16 registers is what bounds an int8 tile.
+ * tiles' 40.
  *
  * The activations of 40 tokens and 256 values are first transposed into a panel (4-byte groups of 8 tokens)
  * that stays in L1 while every row of a block of 128 runs against it; the rows' results are summed over the
@@ -39,7 +39,7 @@ static inline int32_t panel_extra(const woolly_block_q8x32 *xb)
  * and panels, and the write-back to the token-major y. The including template defines, before this:
  * wblock (its layout's block of 8 rows), scale_tab (what it precomputes per group and panel), TG, KC, RB,
  * panel_extra() (a token's 4 bytes of block sums in the panel) and, after the include, scale_table() and
- * row_dot() with the signatures declared here. */
+ * row_1() .. row_TG() with the signatures declared here. */
 enum { G = 8, NJ = KC / 32, NB = KC / WOOLLY_QK_K };
 _Static_assert(KC % WOOLLY_QK_K == 0 && RB % G == 0, "panels of whole super-blocks, row blocks of whole groups");
 
@@ -53,10 +53,35 @@ typedef struct {
     int32_t extra[8];
 } panel_block;
 
-/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and one row's dot
- * products against ng registers of 8 tokens (out[8g + l] = token 8g + l's). */
+/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and row i of the
+ * group at w against n registers of 8 tokens (out[8g + l] = token 8g + l's dot product). */
 static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab);
-static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+
+static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    switch (ng) {
+    case 5:
+        row_5(w, i, nb, pan, tab, out);
+        return;
+    case 4:
+        row_4(w, i, nb, pan, tab, out);
+        return;
+    case 3:
+        row_3(w, i, nb, pan, tab, out);
+        return;
+    case 2:
+        row_2(w, i, nb, pan, tab, out);
+        return;
+    case 1:
+        row_1(w, i, nb, pan, tab, out);
+        return;
+    }
+}
 
 static inline __m256i bcast4(const uint8_t *p)
 {
@@ -399,23 +424,3 @@ static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan,
         _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
-static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
-{
-    switch (ng) {
-    case 5:
-        row_5(w, i, nb, pan, tab, out);
-        return;
-    case 4:
-        row_4(w, i, nb, pan, tab, out);
-        return;
-    case 3:
-        row_3(w, i, nb, pan, tab, out);
-        return;
-    case 2:
-        row_2(w, i, nb, pan, tab, out);
-        return;
-    case 1:
-        row_1(w, i, nb, pan, tab, out);
-        return;
-    }
-}

@@ -39,7 +39,7 @@ static inline int32_t panel_extra(const woolly_block_q8x32 *xb)
  * and panels, and the write-back to the token-major y. The including template defines, before this:
  * wblock (its layout's block of 8 rows), scale_tab (what it precomputes per group and panel), TG, KC, RB,
  * panel_extra() (a token's 4 bytes of block sums in the panel) and, after the include, scale_table() and
- * row_dot() with the signatures declared here. */
+ * row_1() .. row_TG() with the signatures declared here. */
 enum { G = 8, NJ = KC / 32, NB = KC / WOOLLY_QK_K };
 _Static_assert(KC % WOOLLY_QK_K == 0 && RB % G == 0, "panels of whole super-blocks, row blocks of whole groups");
 
@@ -53,10 +53,31 @@ typedef struct {
     int32_t extra[8];
 } panel_block;
 
-/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and one row's dot
- * products against ng registers of 8 tokens (out[8g + l] = token 8g + l's). */
+/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and row i of the
+ * group at w against n registers of 8 tokens (out[8g + l] = token 8g + l's dot product). */
 static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab);
-static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
+
+static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
+{
+    switch (ng) {
+    case 4:
+        row_4(w, i, nb, pan, tab, out);
+        return;
+    case 3:
+        row_3(w, i, nb, pan, tab, out);
+        return;
+    case 2:
+        row_2(w, i, nb, pan, tab, out);
+        return;
+    case 1:
+        row_1(w, i, nb, pan, tab, out);
+        return;
+    }
+}
 
 static inline __m256i bcast4(const uint8_t *p)
 {
@@ -409,20 +430,3 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
         _mm256_storeu_ps(out + 8 * g, acc[g]);
 }
 
-static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
-{
-    switch (ng) {
-    case 4:
-        row_4(w, i, nb, pan, tab, out);
-        return;
-    case 3:
-        row_3(w, i, nb, pan, tab, out);
-        return;
-    case 2:
-        row_2(w, i, nb, pan, tab, out);
-        return;
-    case 1:
-        row_1(w, i, nb, pan, tab, out);
-        return;
-    }
-}
