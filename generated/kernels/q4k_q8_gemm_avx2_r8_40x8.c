@@ -83,6 +83,15 @@ static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *p
     }
 }
 
+/* v, as a register the compiler must hold at this point: the sum stays a running sum. Without it gcc
+ * reassociates a row's int16 sums into a tree, computes every vpmaddubsw of a sub-block first and spills
+ * their results (about 30 stack stores and reloads per 40 vpmaddubsw). */
+static inline __m256i in_register(__m256i v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 static inline __m256i bcast4(const uint8_t *p)
 {
     int32_t v;
@@ -239,7 +248,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
                 for (int g = 0; g < 1; g++) {
                     const panel_block *p = pb + g * NJ;
                     s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                    s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
             const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
@@ -281,7 +290,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
                 for (int g = 0; g < 2; g++) {
                     const panel_block *p = pb + g * NJ;
                     s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                    s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
             const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
@@ -323,7 +332,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
                 for (int g = 0; g < 3; g++) {
                     const panel_block *p = pb + g * NJ;
                     s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                    s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
             const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
@@ -365,7 +374,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
                 for (int g = 0; g < 4; g++) {
                     const panel_block *p = pb + g * NJ;
                     s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                    s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
             const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
@@ -407,7 +416,7 @@ static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan,
                 for (int g = 0; g < 5; g++) {
                     const panel_block *p = pb + g * NJ;
                     s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)p->q[h])));
-                    s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h])));
+                    s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
             const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);

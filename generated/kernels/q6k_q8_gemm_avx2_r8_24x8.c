@@ -75,6 +75,15 @@ static void row_dot(int ng, const wblock *w, int i, int nb, const panel_block *p
     }
 }
 
+/* v, as a register the compiler must hold at this point: the sum stays a running sum. Without it gcc
+ * reassociates a row's int16 sums into a tree, computes every vpmaddubsw of a sub-block first and spills
+ * their results (about 30 stack stores and reloads per 40 vpmaddubsw). */
+static inline __m256i in_register(__m256i v)
+{
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 static inline __m256i bcast4(const uint8_t *p)
 {
     int32_t v;
@@ -255,7 +264,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
                         const __m256i s = _mm256_add_epi16(
                             _mm256_maddubs_epi16(v0, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp])),
                             _mm256_maddubs_epi16(v1, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp + 1])));
-                        dot[g] = _mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc));
+                        dot[g] = in_register(_mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc)));
                     }
                 }
             }
@@ -306,7 +315,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
                         const __m256i s = _mm256_add_epi16(
                             _mm256_maddubs_epi16(v0, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp])),
                             _mm256_maddubs_epi16(v1, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp + 1])));
-                        dot[g] = _mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc));
+                        dot[g] = in_register(_mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc)));
                     }
                 }
             }
@@ -357,7 +366,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
                         const __m256i s = _mm256_add_epi16(
                             _mm256_maddubs_epi16(v0, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp])),
                             _mm256_maddubs_epi16(v1, _mm256_loadu_si256((const __m256i *)p->q[4 * half + hp + 1])));
-                        dot[g] = _mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc));
+                        dot[g] = in_register(_mm256_add_epi32(dot[g], _mm256_madd_epi16(s, sc)));
                     }
                 }
             }
