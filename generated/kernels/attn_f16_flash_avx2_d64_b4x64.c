@@ -79,27 +79,36 @@ static inline vf v_exp(vf x)
     return _mm256_and_ps(keep, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+/* The 8x8 transpose of 32-bit lanes: r[i] lane l -> o[l] lane i. */
+static inline void transpose8(const __m256 r[8], __m256 o[8])
+{
+    const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    o[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
+    o[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
+    o[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
+    o[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
+    o[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    o[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    o[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    o[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
 /* An 8 x 8 tile: dst row i = src column i. */
 static inline void v_transpose(const float *src, size_t src_stride, float *dst, size_t dst_stride)
 {
-    __m256 r[8], t[8], u[8];
+    __m256 r[8], o[8];
     for (int i = 0; i < 8; i++)
         r[i] = _mm256_loadu_ps(src + (size_t)i * src_stride);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4k + c], 128-bit lane L: rows 4k .. 4k + 3 of column 4L + c */
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int c = 0; c < 4; c++) {
-        _mm256_storeu_ps(dst + (size_t)c * dst_stride, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
-        _mm256_storeu_ps(dst + (size_t)(4 + c) * dst_stride, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
-    }
+    transpose8(r, o);
+    for (int i = 0; i < 8; i++)
+        _mm256_storeu_ps(dst + (size_t)i * dst_stride, o[i]);
 }
 
 /* n values of a cache row as floats (n a multiple of 8; of 32 for Q8_0). */
