@@ -21,9 +21,12 @@ typedef woolly_block_q4k_r8 wblock;
 /* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows. */
 enum { TG = 5, KC = 256, RB = 128 };
 
-/* d * sc and dmin * mn per super-block of the panel, sub-block and row of the group. */
+/* Per super-block of the panel and row of the group: d, and per sub-block the 6-bit scale sc and dmin * mn / d,
+ * so that a row sums its sub-blocks in units of d and multiplies by d once per super-block. Where d is 0
+ * the table holds d = 1, sc = 0 and dmin * mn: the same sum without a division by zero. */
 typedef struct {
-    float sc[KC / WOOLLY_QK_K][8][8], mn[KC / WOOLLY_QK_K][8][8];
+    float d[KC / WOOLLY_QK_K][8], mn[KC / WOOLLY_QK_K][8][8];
+    int16_t sc[KC / WOOLLY_QK_K][8][8];
 } scale_tab;
 
 /* The min term's activation sum: d * sum(q) of the block, as float bits. */
@@ -214,27 +217,43 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
     for (int b = 0; b < nb; b++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].d));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[b].dmin));
+        const __m256 zero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ);
+        const __m256 d1 = _mm256_blendv_ps(d, _mm256_set1_ps(1.0f), zero);
+        const __m256 mnd = _mm256_div_ps(dmin, d1);
+        const __m128i zero16 = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(zero)), _mm256_extractf128_si256(_mm256_castps_si256(zero), 1));
+        _mm256_storeu_ps(tab->d[b], d1);
         for (int j = 0; j < 8; j++) {
-            const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].sc[j])));
+            const __m128i sc = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)w[b].sc[j]));
             const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].mn[j])));
-            _mm256_storeu_ps(tab->sc[b][j], _mm256_mul_ps(d, sc));
-            _mm256_storeu_ps(tab->mn[b][j], _mm256_mul_ps(dmin, mn));
+            _mm_storeu_si128((__m128i *)tab->sc[b][j], _mm_andnot_si128(zero16, sc));
+            _mm256_storeu_ps(tab->mn[b][j], _mm256_mul_ps(mnd, mn));
         }
     }
 }
 
 /* Row i against 1 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
- * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles); the widening vpmaddwd also multiplies by sc
+ * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
+ * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
+ * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
+ * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[1];
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     #pragma GCC unroll 8
     for (int g = 0; g < 1; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[1];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 1; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256 mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 1; g++)
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)(pb + g * NJ)->extra), acc[g]);
             __m256i s[1];
             #pragma GCC unroll 8
             for (int g = 0; g < 1; g++)
@@ -251,32 +270,43 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
                     s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
-            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            const __m256i sc = _mm256_set1_epi16(tab->sc[b][j][i]);
             #pragma GCC unroll 8
             for (int g = 0; g < 1; g++) {
                 const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 1; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 1; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 2 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
- * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles); the widening vpmaddwd also multiplies by sc
+ * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
+ * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
+ * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
+ * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[2];
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     #pragma GCC unroll 8
     for (int g = 0; g < 2; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[2];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 2; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256 mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 2; g++)
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)(pb + g * NJ)->extra), acc[g]);
             __m256i s[2];
             #pragma GCC unroll 8
             for (int g = 0; g < 2; g++)
@@ -293,32 +323,43 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
                     s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
-            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            const __m256i sc = _mm256_set1_epi16(tab->sc[b][j][i]);
             #pragma GCC unroll 8
             for (int g = 0; g < 2; g++) {
                 const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 2; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 2; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 3 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
- * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles); the widening vpmaddwd also multiplies by sc
+ * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
+ * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
+ * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
+ * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
 static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[3];
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     #pragma GCC unroll 8
     for (int g = 0; g < 3; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[3];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 3; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256 mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 3; g++)
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)(pb + g * NJ)->extra), acc[g]);
             __m256i s[3];
             #pragma GCC unroll 8
             for (int g = 0; g < 3; g++)
@@ -335,32 +376,43 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
                     s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
-            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            const __m256i sc = _mm256_set1_epi16(tab->sc[b][j][i]);
             #pragma GCC unroll 8
             for (int g = 0; g < 3; g++) {
                 const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 3; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 3; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 4 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
- * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles); the widening vpmaddwd also multiplies by sc
+ * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
+ * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
+ * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
+ * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
 static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     #pragma GCC unroll 8
     for (int g = 0; g < 4; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[4];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 4; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256 mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 4; g++)
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)(pb + g * NJ)->extra), acc[g]);
             __m256i s[4];
             #pragma GCC unroll 8
             for (int g = 0; g < 4; g++)
@@ -377,32 +429,43 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
                     s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
-            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            const __m256i sc = _mm256_set1_epi16(tab->sc[b][j][i]);
             #pragma GCC unroll 8
             for (int g = 0; g < 4; g++) {
                 const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 4; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 4; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 5 register(s) of 8 tokens. 8 vpmaddubsw of 4-bit weights are summed in int16 before
- * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles). */
+ * widening (8 x 2 x 15 x 127 < 32768, as in the 8-row tiles); the widening vpmaddwd also multiplies by sc
+ * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
+ * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
+ * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
+ * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
 static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[5];
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     #pragma GCC unroll 8
     for (int g = 0; g < 5; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[5];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 5; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256 mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 5; g++)
+                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)(pb + g * NJ)->extra), acc[g]);
             __m256i s[5];
             #pragma GCC unroll 8
             for (int g = 0; g < 5; g++)
@@ -419,17 +482,17 @@ static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan,
                     s[g] = in_register(_mm256_add_epi16(s[g], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)p->q[4 + h]))));
                 }
             }
-            const __m256 sc = _mm256_broadcast_ss(&tab->sc[b][j][i]), mn = _mm256_broadcast_ss(&tab->mn[b][j][i]);
+            const __m256i sc = _mm256_set1_epi16(tab->sc[b][j][i]);
             #pragma GCC unroll 8
             for (int g = 0; g < 5; g++) {
                 const panel_block *p = pb + g * NJ;
-                const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], ones)), _mm256_loadu_ps(p->d));
-                acc[g] = _mm256_fmadd_ps(dot, sc, acc[g]);
-                acc[g] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps((const float *)p->extra), acc[g]);
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 5; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 5; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
