@@ -6,7 +6,7 @@
  * low bits per load and its 4 bytes of each high-bit plane are broadcast and rebuilt into 6-bit values
  * (q in [0, 63]); each sub-block's int16 sums are scaled in integer by its int8 scale (vpmaddwd), and
  * Q6_K's offset of 32 is taken off once per 32 values from the activation sums the panel carries:
- * 32 * (sc0 * sum(x[0..15]) + sc1 * sum(x[16..31])). 24 tokens (3 registers of 8) per row, panels of
+ * -32 * (sc0 * sum(x[0..15]) + sc1 * sum(x[16..31])) starts the slice's sum. 24 tokens (3 registers of 8) per row, panels of
  * 256 values, row blocks of 128. */
 #include <immintrin.h>
 #include <string.h>
@@ -19,7 +19,7 @@ typedef woolly_block_q6k_r8 wblock;
 enum { TG = 3, KC = 256, RB = 128 };
 
 /* Per super-block of the panel and row of the group: d; the 16 sub-block scales as int16; per slice j of
- * 32 values, 32 * sc[2j] and 32 * sc[2j + 1] as the int16 halves of an int32 (at most 4096 in magnitude). */
+ * 32 values, -32 * sc[2j] and -32 * sc[2j + 1] as the int16 halves of an int32 (at most 4096 in magnitude). */
 typedef struct {
     float d[KC / WOOLLY_QK_K][8];
     int16_t sc[KC / WOOLLY_QK_K][16][8];
@@ -210,8 +210,9 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
         for (int j = 0; j < 8; j++) {
             const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].sc[2 * j]));
             const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)w[b].sc[2 * j + 1]));
-            const __m256i off = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s0, 5), _mm256_set1_epi32(0xFFFF)),
-                                                _mm256_slli_epi32(s1, 21));
+            const __m256i n0 = _mm256_sub_epi32(_mm256_setzero_si256(), s0), n1 = _mm256_sub_epi32(_mm256_setzero_si256(), s1);
+            const __m256i off = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(n0, 5), _mm256_set1_epi32(0xFFFF)),
+                                                _mm256_slli_epi32(n1, 21));
             _mm256_storeu_si256((__m256i *)tab->off[b][j], off);
         }
     }
@@ -232,20 +233,25 @@ static inline __m256i values(__m256i ql, __m256i qh, int h)
 }
 
 /* Row i against 1 register(s) of 8 tokens. Two vpmaddubsw of 6-bit weights are summed in int16 before
- * widening (2 x 2 x 63 x 127 < 32768). */
+ * widening (2 x 2 x 63 x 127 < 32768). A slice's int32 sum starts from the offset's part and one FMA by the
+ * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    __m256 acc[1];
     #pragma GCC unroll 8
     for (int g = 0; g < 1; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[1];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 1; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
             __m256i dot[1];
             #pragma GCC unroll 8
-            for (int g = 0; g < 1; g++)
-                dot[g] = _mm256_setzero_si256();
+            for (int g = 0; g < 1; g++) /* the offset's part first: it needs none of the products */
+                dot[g] = _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)(pb + g * NJ)->extra));
             #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) { /* sub-block 2j (low nibbles, qh[0]), then 2j + 1 */
                 const __m256i sc = _mm256_set1_epi16(tab->sc[b][2 * j + half][i]);
@@ -268,35 +274,37 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
                     }
                 }
             }
-            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
-            const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
             #pragma GCC unroll 8
-            for (int g = 0; g < 1; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256i v = _mm256_sub_epi32(dot[g], _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)p->extra)));
-                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, _mm256_loadu_ps(p->d)), acc[g]);
-            }
+            for (int g = 0; g < 1; g++)
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 1; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 1; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 2 register(s) of 8 tokens. Two vpmaddubsw of 6-bit weights are summed in int16 before
- * widening (2 x 2 x 63 x 127 < 32768). */
+ * widening (2 x 2 x 63 x 127 < 32768). A slice's int32 sum starts from the offset's part and one FMA by the
+ * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    __m256 acc[2];
     #pragma GCC unroll 8
     for (int g = 0; g < 2; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[2];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 2; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
             __m256i dot[2];
             #pragma GCC unroll 8
-            for (int g = 0; g < 2; g++)
-                dot[g] = _mm256_setzero_si256();
+            for (int g = 0; g < 2; g++) /* the offset's part first: it needs none of the products */
+                dot[g] = _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)(pb + g * NJ)->extra));
             #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) { /* sub-block 2j (low nibbles, qh[0]), then 2j + 1 */
                 const __m256i sc = _mm256_set1_epi16(tab->sc[b][2 * j + half][i]);
@@ -319,35 +327,37 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
                     }
                 }
             }
-            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
-            const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
             #pragma GCC unroll 8
-            for (int g = 0; g < 2; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256i v = _mm256_sub_epi32(dot[g], _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)p->extra)));
-                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, _mm256_loadu_ps(p->d)), acc[g]);
-            }
+            for (int g = 0; g < 2; g++)
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 2; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 2; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
 /* Row i against 3 register(s) of 8 tokens. Two vpmaddubsw of 6-bit weights are summed in int16 before
- * widening (2 x 2 x 63 x 127 < 32768). */
+ * widening (2 x 2 x 63 x 127 < 32768). A slice's int32 sum starts from the offset's part and one FMA by the
+ * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    __m256 acc[3];
     #pragma GCC unroll 8
     for (int g = 0; g < 3; g++)
-        acc[g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
+    for (int b = 0; b < nb; b++) {
+        __m256 acc[3];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 3; g++)
+            acc[g] = _mm256_setzero_ps();
         for (int j = 0; j < 8; j++) {
             const panel_block *pb = pan + 8 * b + j;
+            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
             __m256i dot[3];
             #pragma GCC unroll 8
-            for (int g = 0; g < 3; g++)
-                dot[g] = _mm256_setzero_si256();
+            for (int g = 0; g < 3; g++) /* the offset's part first: it needs none of the products */
+                dot[g] = _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)(pb + g * NJ)->extra));
             #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) { /* sub-block 2j (low nibbles, qh[0]), then 2j + 1 */
                 const __m256i sc = _mm256_set1_epi16(tab->sc[b][2 * j + half][i]);
@@ -370,17 +380,14 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
                     }
                 }
             }
-            const __m256i off = _mm256_set1_epi32(tab->off[b][j][i]);
-            const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
             #pragma GCC unroll 8
-            for (int g = 0; g < 3; g++) {
-                const panel_block *p = pb + g * NJ;
-                const __m256i v = _mm256_sub_epi32(dot[g], _mm256_madd_epi16(off, _mm256_loadu_si256((const __m256i *)p->extra)));
-                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, _mm256_loadu_ps(p->d)), acc[g]);
-            }
+            for (int g = 0; g < 3; g++)
+                acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-    #pragma GCC unroll 8
-    for (int g = 0; g < 3; g++)
-        _mm256_storeu_ps(out + 8 * g, acc[g]);
+        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
+        #pragma GCC unroll 8
+        for (int g = 0; g < 3; g++)
+            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+    }
 }
 
