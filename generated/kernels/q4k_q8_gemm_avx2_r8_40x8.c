@@ -95,6 +95,16 @@ static inline __m256i in_register(__m256i v)
     return v;
 }
 
+/* out[8g .. 8g + 8) += d * acc[g] for g < n: a super-block's sums, kept in units of its d (one per row), into
+ * the row's result (zeroed before the first super-block). */
+static inline void add_super_block(float *out, const __m256 *acc, int n, float d)
+{
+    const __m256 dv = _mm256_set1_ps(d);
+    #pragma GCC unroll 8
+    for (int g = 0; g < n; g++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], dv, _mm256_loadu_ps(out + 8 * g)));
+}
+
 static inline __m256i bcast4(const uint8_t *p)
 {
     int32_t v;
@@ -220,7 +230,8 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
         const __m256 zero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ);
         const __m256 d1 = _mm256_blendv_ps(d, _mm256_set1_ps(1.0f), zero);
         const __m256 mnd = _mm256_div_ps(dmin, d1);
-        const __m128i zero16 = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(zero)), _mm256_extractf128_si256(_mm256_castps_si256(zero), 1));
+        const __m256i z = _mm256_castps_si256(zero);
+        const __m128i zero16 = _mm_packs_epi32(_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1));
         _mm256_storeu_ps(tab->d[b], d1);
         for (int j = 0; j < 8; j++) {
             const __m128i sc = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)w[b].sc[j]));
@@ -277,10 +288,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 1; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 1, tab->d[b][i]);
     }
 }
 
@@ -330,10 +338,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 2; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 2, tab->d[b][i]);
     }
 }
 
@@ -383,10 +388,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 3; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 3, tab->d[b][i]);
     }
 }
 
@@ -436,10 +438,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 4; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 4, tab->d[b][i]);
     }
 }
 
@@ -489,10 +488,7 @@ static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan,
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[g], sc)), _mm256_loadu_ps(p->d), acc[g]);
             }
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 5; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 5, tab->d[b][i]);
     }
 }
 

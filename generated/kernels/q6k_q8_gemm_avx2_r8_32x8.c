@@ -88,6 +88,16 @@ static inline __m256i in_register(__m256i v)
     return v;
 }
 
+/* out[8g .. 8g + 8) += d * acc[g] for g < n: a super-block's sums, kept in units of its d (one per row), into
+ * the row's result (zeroed before the first super-block). */
+static inline void add_super_block(float *out, const __m256 *acc, int n, float d)
+{
+    const __m256 dv = _mm256_set1_ps(d);
+    #pragma GCC unroll 8
+    for (int g = 0; g < n; g++)
+        _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], dv, _mm256_loadu_ps(out + 8 * g)));
+}
+
 static inline __m256i bcast4(const uint8_t *p)
 {
     int32_t v;
@@ -282,10 +292,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
             for (int g = 0; g < 1; g++)
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 1; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 1, tab->d[b][i]);
     }
 }
 
@@ -335,10 +342,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
             for (int g = 0; g < 2; g++)
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 2; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 2, tab->d[b][i]);
     }
 }
 
@@ -388,10 +392,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
             for (int g = 0; g < 3; g++)
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 3; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 3, tab->d[b][i]);
     }
 }
 
@@ -441,10 +442,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
             for (int g = 0; g < 4; g++)
                 acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[g]), _mm256_loadu_ps((pb + g * NJ)->d), acc[g]);
         }
-        const __m256 d = _mm256_broadcast_ss(&tab->d[b][i]);
-        #pragma GCC unroll 8
-        for (int g = 0; g < 4; g++)
-            _mm256_storeu_ps(out + 8 * g, _mm256_fmadd_ps(acc[g], d, _mm256_loadu_ps(out + 8 * g)));
+        add_super_block(out, acc, 4, tab->d[b][i]);
     }
 }
 
