@@ -70,7 +70,8 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < k; i++)
             src[i] = 0.02f * tu_rand_normal(&rng);
-        /* super-blocks whose scale d is 0: all zero, and all one negative value (only the min term left) */
+        /* a first super-block of zeros (d = 0 in every format) and one of a single negative value (Q4_K,
+         * Q5_K: d = 0 and only the min term left) */
         for (int64_t i = 0; i < k && i < 256 && (r == 1 || r == 2); i++)
             src[i] = r == 1 ? 0.0f : -0.015f;
         cr_assert_eq(woolly_quantize_row(kern->wtype, src, w + (size_t)r * row_bytes, k), row_bytes);
