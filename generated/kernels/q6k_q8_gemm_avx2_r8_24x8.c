@@ -54,7 +54,7 @@ typedef struct {
 } panel_block;
 
 /* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and row i of the
- * group at w against n registers of 8 tokens (out[8g + l] = token 8g + l's dot product). */
+ * group at w against n registers of 8 tokens, added to out (out[8g + l] += token 8g + l's dot product). */
 static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab);
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
@@ -85,7 +85,7 @@ static inline __m256i in_register(__m256i v)
 }
 
 /* out[8g .. 8g + 8) += d * acc[g] for g < n: a super-block's sums, kept in units of its d (one per row), into
- * the row's result (zeroed before the first super-block). */
+ * the row's result (which the driver zeroes before a row's first panel). */
 static inline void add_super_block(float *out, const __m256 *acc, int n, float d)
 {
     const __m256 dv = _mm256_set1_ps(d);
@@ -174,7 +174,6 @@ void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a)
     const int64_t nb_all = a->k / WOOLLY_QK_K;
     panel_block pan[TG * NJ];
     float buf[RB][8 * TG] __attribute__((aligned(32)));
-    float part[8 * TG] __attribute__((aligned(32)));
     scale_tab tab;
     for (int64_t t0 = 0; t0 < a->m; t0 += 8 * TG) {
         const int nt = a->m - t0 < 8 * TG ? (int)(a->m - t0) : 8 * TG, ng = (nt + 7) / 8;
@@ -194,11 +193,9 @@ void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a)
                         for (size_t o = 0; o < (size_t)nb * sizeof(wblock); o += 64)
                             _mm_prefetch((const char *)w + G * a->w_row_bytes + o, _MM_HINT_T0);
                     for (int64_t rr = r; rr < next; rr++) {
-                        float *row = buf[rr - R0];
-                        row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, b0 ? part : row);
-                        if (b0)
-                            for (int g = 0; g < 8 * ng; g += 8)
-                                _mm256_store_ps(row + g, _mm256_add_ps(_mm256_load_ps(row + g), _mm256_load_ps(part + g)));
+                        if (!b0)
+                            memset(buf[rr - R0], 0, sizeof buf[0]);
+                        row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, buf[rr - R0]);
                     }
                 }
             }
@@ -247,9 +244,6 @@ static inline __m256i values(__m256i ql, __m256i qh, int h)
  * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    #pragma GCC unroll 8
-    for (int g = 0; g < 1; g++)
-        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
     for (int b = 0; b < nb; b++) {
         __m256 acc[1];
         #pragma GCC unroll 8
@@ -297,9 +291,6 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
  * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    #pragma GCC unroll 8
-    for (int g = 0; g < 2; g++)
-        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
     for (int b = 0; b < nb; b++) {
         __m256 acc[2];
         #pragma GCC unroll 8
@@ -347,9 +338,6 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
  * tokens' d adds it to the super-block's sum; d multiplies once per super-block (as in q4k_q8_r8_rowcast). */
 static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    #pragma GCC unroll 8
-    for (int g = 0; g < 3; g++)
-        _mm256_storeu_ps(out + 8 * g, _mm256_setzero_ps());
     for (int b = 0; b < nb; b++) {
         __m256 acc[3];
         #pragma GCC unroll 8
