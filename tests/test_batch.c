@@ -152,8 +152,8 @@ Test(batch, granite_batched_logits_equal_alone)
 
 enum { LONG_PROMPT = 300, SHORT_BATCH = 100 };
 
-/* A prompt longer than WOOLLY_FFN_TOKENS (128) in one batch runs the feed-forward in passes of 128, 128
- * and 44 tokens; in batches of 100 it runs in one pass per batch. Every position's logits agree. */
+/* A prompt longer than WOOLLY_FFN_TOKENS (160) in one batch runs the feed-forward in passes of 160 and 140
+ * tokens; in batches of 100 it runs in one pass per batch. Every position's logits agree. */
 static void check_long_prompt_equals_short_batches(const char *name)
 {
     woolly_model *m = open_model(name);

@@ -14,11 +14,13 @@
 #include "woolly.h"
 
 /* Tokens per pass of the feed-forward: its hidden buffers hold this many rows, not a whole batch. At
- * n_batch 512 they would hold 4x as much (50 MiB for granite-8b, 1% of its weights) for no speed that
- * pp512 runs could tell apart: a GEMM of 128 tokens reuses each decoded weight block as often as one of
- * 512 (the register tile sets the reuse), and the 3 extra passes over the FFN's weights read them from
- * DRAM at a few GB/s. */
-enum { WOOLLY_FFN_TOKENS = 128 };
+ * n_batch 512 they would hold 3.2x as much (50 MiB for granite-8b, 1% of its weights) for no speed that
+ * pp512 runs could tell apart: a GEMM of 160 tokens reuses each decoded weight block as often as one of
+ * 512 (the register tile sets the reuse), and the extra passes over the FFN's weights read them from
+ * DRAM at a few GB/s. 160 is a multiple of the GEMM tiles' token counts (1, 2, 4, 5, 8, 32, 40; not of
+ * the rarer 3, 6 and 24): with 128 the AVX2 Q4_K tile of 40 tokens ended each pass with a tile of 8,
+ * which decodes each weight once for 8 tokens instead of 40. */
+enum { WOOLLY_FFN_TOKENS = 160 };
 
 /* Activations of one batch of up to n_batch tokens ("[n]" below: one row per token of the batch). */
 typedef struct woolly_run_state {
