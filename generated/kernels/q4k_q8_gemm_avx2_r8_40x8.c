@@ -157,26 +157,29 @@ static void build_panel(const woolly_matmul_args *a, int64_t t0, int n, int64_t 
     }
 }
 
-/* y[t0 + t][r0 + i] (+)= buf[i][t] for t < nt, i < nr (rows of one group). */
-static void store_rows(const woolly_matmul_args *a, int64_t t0, int nt, int64_t r0, int nr, float (*buf)[8 * TG])
+/* y[t0 + t][R0 + i] (+)= buf[i][t] for t < nt, i < R1 - R0: by 8 tokens, then by 8 rows, so that a token's
+ * run of the block's rows is written from start to end before the next 8 tokens'. Rows by 8 tokens (each
+ * 8x8 block transposed) would interleave the stores of all the tile's tokens, whose rows of y are often
+ * a multiple of 4 KiB apart: one L1 set for all of them, and each line fetched twice. */
+static void store_block(const woolly_matmul_args *a, int64_t t0, int nt, int64_t R0, int64_t R1, float (*buf)[8 * TG])
 {
-    if (nr < G) {
-        for (int t = 0; t < nt; t++) {
-            float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r0;
-            for (int i = 0; i < nr; i++)
-                y[i] = a->accumulate ? y[i] + buf[i][t] : buf[i][t];
-        }
-        return;
-    }
+    const int nr = (int)(R1 - R0), nr8 = nr / 8 * 8;
     for (int g = 0; 8 * g < nt; g++) {
-        __m256 r[8], o[8];
-        for (int i = 0; i < 8; i++)
-            r[i] = _mm256_load_ps(buf[i] + 8 * g);
-        transpose8(r, o);
-        for (int l = 0; l < 8 && 8 * g + l < nt; l++) {
-            float *y = a->y + (size_t)(t0 + 8 * g + l) * a->y_stride + (size_t)r0;
-            _mm256_storeu_ps(y, a->accumulate ? _mm256_add_ps(_mm256_loadu_ps(y), o[l]) : o[l]);
+        for (int i0 = 0; i0 < nr8; i0 += 8) {
+            __m256 r[8], o[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = _mm256_load_ps(buf[i0 + i] + 8 * g);
+            transpose8(r, o);
+            for (int l = 0; l < 8 && 8 * g + l < nt; l++) {
+                float *y = a->y + (size_t)(t0 + 8 * g + l) * a->y_stride + (size_t)(R0 + i0);
+                _mm256_storeu_ps(y, a->accumulate ? _mm256_add_ps(_mm256_loadu_ps(y), o[l]) : o[l]);
+            }
         }
+    }
+    for (int t = 0; t < nt && nr8 < nr; t++) {
+        float *y = a->y + (size_t)(t0 + t) * a->y_stride + (size_t)R0;
+        for (int i = nr8; i < nr; i++)
+            y[i] = a->accumulate ? y[i] + buf[i][t] : buf[i][t];
     }
 }
 
@@ -210,10 +213,7 @@ void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a)
                     }
                 }
             }
-            for (int64_t r = R0, next; r < R1; r = next) {
-                next = (r / G + 1) * G < R1 ? (r / G + 1) * G : R1;
-                store_rows(a, t0, nt, r, (int)(next - r), buf + (r - R0));
-            }
+            store_block(a, t0, nt, R0, R1, buf);
         }
     }
 }
