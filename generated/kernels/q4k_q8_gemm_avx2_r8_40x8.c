@@ -9,7 +9,7 @@
  * tiles' 40.
  *
  * The activations of 40 tokens and 256 values are first transposed into a panel (4-byte groups of 8 tokens)
- * that stays in L1 while every row of a block of 128 runs against it; the rows' results are summed over the
+ * that stays in L1 while every row of a block of 256 runs against it; the rows' results are summed over the
  * panels in a local buffer and written once per block, through 8x8 transposes (y is token-major). */
 #include <immintrin.h>
 #include <string.h>
@@ -19,7 +19,7 @@
 typedef woolly_block_q4k_r8 wblock;
 
 /* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows. */
-enum { TG = 5, KC = 256, RB = 128 };
+enum { TG = 5, KC = 256, RB = 256 };
 
 /* Per super-block of the panel and row of the group: d, and per sub-block the 6-bit scale sc and dmin * mn / d,
  * so that a row sums its sub-blocks in units of d and multiplies by d once per super-block. Where d is 0
@@ -207,8 +207,9 @@ void woolly_q4k_q8_gemm_avx2_r8_40x8(const woolly_matmul_args *a)
                         for (size_t o = 0; o < (size_t)nb * sizeof(wblock); o += 64)
                             _mm_prefetch((const char *)w + G * a->w_row_bytes + o, _MM_HINT_T0);
                     for (int64_t rr = r; rr < next; rr++) {
-                        if (!b0)
-                            memset(buf[rr - R0], 0, sizeof buf[0]);
+                        if (!b0) /* vector stores: gcc made a memset here a rep stos, slower for 160 bytes */
+                            for (int g = 0; g < TG; g++)
+                                _mm256_store_ps(buf[rr - R0] + 8 * g, _mm256_setzero_ps());
                         row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, buf[rr - R0]);
                     }
                 }

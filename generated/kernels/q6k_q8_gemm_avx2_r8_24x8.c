@@ -196,8 +196,9 @@ void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a)
                         for (size_t o = 0; o < (size_t)nb * sizeof(wblock); o += 64)
                             _mm_prefetch((const char *)w + G * a->w_row_bytes + o, _MM_HINT_T0);
                     for (int64_t rr = r; rr < next; rr++) {
-                        if (!b0)
-                            memset(buf[rr - R0], 0, sizeof buf[0]);
+                        if (!b0) /* vector stores: gcc made a memset here a rep stos, slower for 160 bytes */
+                            for (int g = 0; g < TG; g++)
+                                _mm256_store_ps(buf[rr - R0] + 8 * g, _mm256_setzero_ps());
                         row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, buf[rr - R0]);
                     }
                 }

@@ -7,7 +7,7 @@
  * (q in [0, 63]); each sub-block's int16 sums are scaled in integer by its int8 scale (vpmaddwd), and
  * Q6_K's offset of 32 is taken off once per 32 values from the activation sums the panel carries:
  * -32 * (sc0 * sum(x[0..15]) + sc1 * sum(x[16..31])) starts the slice's sum. 32 tokens (4 registers of 8) per row, panels of
- * 256 values, row blocks of 128. */
+ * 256 values, row blocks of 256. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -16,7 +16,7 @@
 typedef woolly_block_q6k_r8 wblock;
 
 /* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows. */
-enum { TG = 4, KC = 256, RB = 128 };
+enum { TG = 4, KC = 256, RB = 256 };
 
 /* Per super-block of the panel and row of the group: d; the 16 sub-block scales as int16; per slice j of
  * 32 values, -32 * sc[2j] and -32 * sc[2j + 1] as the int16 halves of an int32 (at most 4096 in magnitude). */
@@ -200,8 +200,9 @@ void woolly_q6k_q8_gemm_avx2_r8_32x8(const woolly_matmul_args *a)
                         for (size_t o = 0; o < (size_t)nb * sizeof(wblock); o += 64)
                             _mm_prefetch((const char *)w + G * a->w_row_bytes + o, _MM_HINT_T0);
                     for (int64_t rr = r; rr < next; rr++) {
-                        if (!b0)
-                            memset(buf[rr - R0], 0, sizeof buf[0]);
+                        if (!b0) /* vector stores: gcc made a memset here a rep stos, slower for 160 bytes */
+                            for (int g = 0; g < TG; g++)
+                                _mm256_store_ps(buf[rr - R0] + 8 * g, _mm256_setzero_ps());
                         row_dot(ng, w, (int)(rr - g0), nb, pan, &tab, buf[rr - R0]);
                     }
                 }
