@@ -240,21 +240,25 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
@@ -330,21 +334,25 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b4x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
