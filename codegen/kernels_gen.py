@@ -8,7 +8,8 @@ import jinja2
 
 ISA_ENUM = {"scalar": "WOOLLY_ISA_SCALAR", "avx2": "WOOLLY_ISA_AVX2", "avx512": "WOOLLY_ISA_AVX512",
             "neon": "WOOLLY_ISA_NEON"}
-ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8", "bf16": "WOOLLY_ACT_BF16"}
+ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8", "bf16": "WOOLLY_ACT_BF16",
+           "i16": "WOOLLY_ACT_I16"}
 OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
@@ -82,9 +83,9 @@ def expand(spec):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         blocks = entry.get("blocks", [])
         variant = entry.get("variant", "")
-        # the tiles' operands: F32, rounded to BF16 (both products), or P V in F16
+        # the tiles' operands: F32, rounded to BF16 (both products), P V in F16, or int16 (both products)
         dot = entry.get("params", {}).get("dot", "f32")
-        assert dot in ("f32", "bf16", "f16"), f"[[attn]] {entry['isa']}: dot must be f32, bf16 or f16"
+        assert dot in ("f32", "bf16", "f16", "i16"), f"[[attn]] {entry['isa']}: dot must be f32, bf16, f16 or i16"
         if "default" in entry:
             assert entry["default"] in blocks, f"[[attn]] {entry['isa']}: default must be one of {blocks}"
         for cache in entry["cache"]:

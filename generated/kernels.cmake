@@ -266,6 +266,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
@@ -360,6 +368,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c

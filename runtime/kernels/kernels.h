@@ -337,7 +337,10 @@ enum woolly_act {
     WOOLLY_ACT_F16 = 1,  /* binary16 rows */
     WOOLLY_ACT_Q8 = 2,   /* int8 with one float scale per 32 values: woolly_block_q8x32 */
     WOOLLY_ACT_BF16 = 3, /* bfloat16 rows (woolly_f32_to_bf16), for the vdpbf16ps kernels */
-    WOOLLY_ACT_COUNT
+    WOOLLY_ACT_COUNT,    /* the formats above are the ones matmuls take */
+    /* int16 with a float scale per row, the vpmaddwd attention tiles' operands: no matmul takes them,
+     * so they stay out of the loops over WOOLLY_ACT_COUNT */
+    WOOLLY_ACT_I16 = WOOLLY_ACT_COUNT,
 };
 
 /* One block of 32 int8 activations, x[i] ~ d * q[i] with d = max|x| / 127 and q = round(x / d) (ties

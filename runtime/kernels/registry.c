@@ -93,7 +93,7 @@ const char *woolly_isa_name(enum woolly_isa isa)
 
 const char *woolly_act_name(enum woolly_act act)
 {
-    return (unsigned)act < WOOLLY_ACT_COUNT ? ACT_NAMES[act] : "?";
+    return (unsigned)act < WOOLLY_ACT_COUNT ? ACT_NAMES[act] : act == WOOLLY_ACT_I16 ? "i16" : "?";
 }
 
 /* The highest level the CPU supports. */
@@ -375,12 +375,17 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
     if (act == WOOLLY_ACT_F32 || !f32)
         return f32;
     /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
-     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else F32. */
+     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else
+     * int16 tiles where that level has them (AVX2), else F32. */
     const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
     const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
     if (!k) {
         const slot hf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F16, NULL, false, head_dim, (int)f32->isa};
         k = best_of(slot_match, &hf);
+    }
+    if (!k) {
+        const slot i16 = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_I16, NULL, false, head_dim, (int)f32->isa};
+        k = best_of(slot_match, &i16);
     }
     return k ? k : f32;
 }
