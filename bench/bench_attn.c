@@ -5,8 +5,8 @@
  *            4 * head_dim flops per visible (query head, position) (q.k and p v)
  * for n_kv 512, 4096 and 16384, head dims 64 and 128, groups of 4 and 8, F16 and Q8_0 caches, with the
  * default kernel of every ISA level this CPU runs (the scalar one at n_kv 512 only: it is the reference,
- * not a contender). `bench_attn --variants` compares every block variant instead, at head dim 64,
- * group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
+ * not a contender). `bench_attn --variants` compares every block variant instead, at head dims 64 and
+ * 128, group 4, n_kv 4096 (how the spec's defaults were chosen). Medians of several samples of the thread's
  * CPU time (bench_cpu_time.h). `bench_attn --quick` measures llama-1b's shape only (head dim 64, group 4)
  * at n_kv 4096 and 16384, and decode at 262144 (512 MiB of F16 K and V: read from DRAM, as a decode
  * step at depth reads them, even past an L3 of 260 MiB), with the kernel the forward pass takes beside
@@ -155,11 +155,13 @@ int main(int argc, char **argv)
     if (variants) {
         int n;
         const woolly_kernel *ks = woolly_kernel_list(&n);
-        const shape s = {64, 4, 4096};
-        for (int i = 0; i < n; i++)
-            if (ks[i].op == WOOLLY_OP_ATTN && ks[i].head_dim == 64 && ks[i].isa != WOOLLY_ISA_SCALAR &&
-                woolly_kernel_runs(&ks[i]))
-                report(&ks[i], &s, 1);
+        for (int64_t hd = 64; hd <= 128; hd *= 2) {
+            const shape s = {hd, 4, 4096};
+            for (int i = 0; i < n; i++)
+                if (ks[i].op == WOOLLY_OP_ATTN && ks[i].head_dim == hd && ks[i].isa != WOOLLY_ISA_SCALAR &&
+                    woolly_kernel_runs(&ks[i]))
+                    report(&ks[i], &s, 1);
+        }
         return 0;
     }
     static const enum woolly_type CACHES[] = {WOOLLY_TYPE_F16, WOOLLY_TYPE_Q8_0};

@@ -212,10 +212,15 @@ Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
         const bool fp16 = tiled && !bf16 && (cpu->features & WOOLLY_CPU_AVX512FP16);
         const bool i16 = f32->isa == WOOLLY_ISA_AVX2 && dims[d] % 64 == 0;
         if (bf16 || fp16 || i16)
-            cr_assert(r->act == (bf16 ? WOOLLY_ACT_BF16 : fp16 ? WOOLLY_ACT_F16 : WOOLLY_ACT_I16) &&
+            cr_assert(r->act == (bf16   ? WOOLLY_ACT_BF16
+                                 : fp16 ? WOOLLY_ACT_F16
+                                        : WOOLLY_ACT_I16) &&
                           r->tile_m == f32->tile_m && r->tile_n == f32->tile_n,
                       "head_dim %d: %s, not the %s twin of %s", dims[d], r->name,
-                      bf16 ? "BF16" : fp16 ? "FP16" : "int16", f32->name);
+                      bf16   ? "BF16"
+                      : fp16 ? "FP16"
+                             : "int16",
+                      f32->name);
         else
             cr_assert_eq(r, f32, "head_dim %d: %s where no rounded tiles run", dims[d], r->name);
         cr_assert_eq(woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F16), r,

@@ -177,8 +177,8 @@ static void measure(attn_bench *b, const tune_attn_env *env, enum woolly_attn_ph
 
 /* The kernels tried: those of the default's ISA level for this cache and head dimension that this CPU
  * runs (a lower level's tiles are never faster; the default is one of them), with F32 operands, and with
- * rounded ones (BF16, FP16 P V) where the model's accuracy allows them (act, woolly_attn_act) even where
- * they are not the default (a CPU whose BF16 dot product does not pay, woolly_kernel_choose_attn). */
+ * rounded ones (BF16, FP16 P V, int16) where the model's accuracy allows them (act, woolly_attn_act) even
+ * where they are not the default (a CPU whose BF16 dot product does not pay, woolly_kernel_choose_attn). */
 static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t head_dim, enum woolly_act act,
                       const woolly_kernel **out, int max)
 {
