@@ -173,6 +173,15 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 
 void woolly_attn_q80_flash_avx2_d128_b16x64_i16(const woolly_attn_args *a);
 
+/* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
+static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
+{
+    if (j < nk)
+        decode_row_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
+    else
+        memset(x, 0, sizeof(float) * D);
+}
+
 /* attn_flash's tiles in int16 (AVX2, vpmaddwd): the queries, K, the probabilities and V as 16-bit integers
  * with float scales, products summed exactly in int32. One vpmaddwd does 8 lanes x 2 products and an
  * integer add keeps the sum, where F32 tiles spend two FMAs; on a Zen 3 core 12 such pairs took 2.4 ns
@@ -285,15 +294,6 @@ static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
     for (int d = 0; d < D; d++)
         x[d] = q ? q[d] * scale : 0.0f;
     t->qs[r] = row_i16(x, D, QK_MAX, t->q[r]);
-}
-
-/* Cache row j0 + j of k or v as floats, zeros past nk. */
-static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
-{
-    if (j < nk)
-        decode_row_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
-    else
-        memset(x, 0, sizeof(float) * D);
 }
 
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)

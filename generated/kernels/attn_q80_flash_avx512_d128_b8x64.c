@@ -173,6 +173,15 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 
 void woolly_attn_q80_flash_avx512_d128_b8x64(const woolly_attn_args *a);
 
+/* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
+static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
+{
+    if (j < nk)
+        decode_row_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
+    else
+        memset(x, 0, sizeof(float) * D);
+}
+
 /* One K and V block, as floats: K transposed (kt[d][j]). */
 typedef struct kv_block {
     _Alignas(64) float kt[D][BK];

@@ -173,6 +173,15 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 
 void woolly_attn_q80_flash_avx512_d64_b8x64_bf16(const woolly_attn_args *a);
 
+/* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
+static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
+{
+    if (j < nk)
+        decode_row_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
+    else
+        memset(x, 0, sizeof(float) * D);
+}
+
 /* attn_flash's tiles in BF16 (AVX512-BF16, vdpbf16ps): the queries, K, the probabilities and V rounded
  * to bfloat16 (8 bits of mantissa), products summed in F32. One vdpbf16ps does 16 lanes x 2 products,
  * twice an FMA's work, so both matrix products of a tile take half the instructions of the F32 tiles.
@@ -227,15 +236,6 @@ static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
         x[d] = q ? q[d] * scale : 0.0f;
     for (int d = 0; d < D; d += 32)
         _mm512_storeu_si512(&t->q[r][d / 2], bf16_of(x + d));
-}
-
-/* Cache row j0 + j of k or v as floats, zeros past nk. */
-static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
-{
-    if (j < nk)
-        decode_row_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
-    else
-        memset(x, 0, sizeof(float) * D);
 }
 
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
