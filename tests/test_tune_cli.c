@@ -73,8 +73,8 @@ Test(tune_cli, preset_tiny_writes_a_profile_that_loads)
         const woolly_profile_attn *a = &p->attns[i];
         cr_expect(a->cache == WOOLLY_TYPE_F16 && a->head_dim == 64 && a->threads == 2, "attn row %d's key",
                   i);
-        /* tiny's Q4_K and Q6_K matrices run int8 activations, so its attention runs rounded (BF16, FP16
-         * P V or int16) tiles (where the CPU has them and they pay) */
+        /* tiny's Q4_K and Q6_K matrices run int8 activations, so its attention runs rounded (BF16 or
+         * FP16 P V) tiles (where the CPU has them and they pay) */
         cr_expect(a->default_kernel == woolly_kernel_choose_attn(WOOLLY_TYPE_F16, 64, WOOLLY_ACT_BF16),
                   "attn row %d: the default is not what runs without a profile", i);
         cr_expect_leq(a->us, a->default_us * 1.0001 + 0.01, "attn row %d: %g us, default %g us", i, a->us,

@@ -375,17 +375,14 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
     if (act == WOOLLY_ACT_F32 || !f32)
         return f32;
     /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
-     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else
-     * int16 tiles where that level has them (AVX2), else F32. */
+     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else F32.
+     * The AVX2 level's int16 tiles are tuner candidates only: beside the F32 decode path a prompt's
+     * logits would depend on how it was cut into calls (registry.h). */
     const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
     const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
     if (!k) {
         const slot hf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F16, NULL, false, head_dim, (int)f32->isa};
         k = best_of(slot_match, &hf);
-    }
-    if (!k) {
-        const slot i16 = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_I16, NULL, false, head_dim, (int)f32->isa};
-        k = best_of(slot_match, &i16);
     }
     return k ? k : f32;
 }

@@ -103,13 +103,16 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
  * (WOOLLY_ACT_F32). The highest level, and at it the default tile. Rounded, at the level the F32 tiles
  * run at: BF16 tiles (both products on bfloat16, F32 sums) where they are measured faster than F32 ones
  * (registry.c, bf16_tiles_pay), else FP16 P V tiles (WOOLLY_ACT_F16: Q K^T in F32, P V in halves) on a
- * CPU with AVX512-FP16, else int16 tiles (WOOLLY_ACT_I16, both products by vpmaddwd) at a level that has
- * them (AVX2), else the F32 kernel. */
+ * CPU with AVX512-FP16, else the F32 kernel. Never the int16 tiles (WOOLLY_ACT_I16, AVX2): a call of one
+ * query takes the F32 decode path inside every tiled kernel, and int16 tiles differ from it by about 1e-7
+ * of NMSE, enough to change a greedy token of a small model when a prompt's last token comes alone (a
+ * server's reused prefix); they stay candidates of `woolly tune` (bench/RESULTS.md, "Int16 attention
+ * tiles"). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
- * (1 << WOOLLY_ACT_*): rounded (WOOLLY_ACT_BF16, which woolly_kernel_choose_attn takes for BF16, FP16
- * or int16 tiles) where some matrix reads int8 activations, F32 otherwise. Int8 activations cost a
+ * (1 << WOOLLY_ACT_*): rounded (WOOLLY_ACT_BF16, which woolly_kernel_choose_attn takes for BF16 or FP16
+ * tiles) where some matrix reads int8 activations, F32 otherwise. Int8 activations cost a
  * model's logits some 1e-4 of NMSE and rounded tiles move it by at most about 5e-6; beside F16 or F32
  * activations (an F16 model, strict accuracy) the attention keeps F32 operands. */
 enum woolly_act woolly_attn_act(unsigned matmul_acts);
