@@ -277,15 +277,23 @@ static inline float abs_max(const float *x, int n)
     return v_hmax(m);
 }
 
+/* The factor that takes values whose largest |x| is amax to integers whose largest is top (0 for all
+ * zeros), and in *back the scale that turns those integers back. */
+static inline vf i16_factor(float amax, int top, float *back)
+{
+    *back = amax / (float)top;
+    return v_set1(amax > 0.0f ? (float)top / amax : 0.0f);
+}
+
 /* n floats x (n a multiple of 16) as int16 words into w, the largest |x| as `top`; returns the scale that
  * turns them back (0 for all zeros). */
 static inline float row_i16(const float *x, int n, int top, uint32_t *w)
 {
-    const float amax = abs_max(x, n);
-    const vf f = v_set1(amax > 0.0f ? (float)top / amax : 0.0f);
+    float back;
+    const vf f = i16_factor(abs_max(x, n), top, &back);
     for (int d = 0; d < n; d += 16)
         _mm256_storeu_si256((__m256i *)&w[d / 2], i16_of(x + d, f));
-    return amax / (float)top;
+    return back;
 }
 
 static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
@@ -314,9 +322,7 @@ static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t
         vf f[2];
         for (int h = 0; h < 2; h++) {
             block_row(a->v, a, j0, j + h, nk, x[h]);
-            const float amax = abs_max(x[h], D);
-            f[h] = v_set1(amax > 0.0f ? (float)V_MAX / amax : 0.0f);
-            b->vs[j + h] = amax / (float)V_MAX;
+            f[h] = i16_factor(abs_max(x[h], D), V_MAX, &b->vs[j + h]);
         }
         for (int d = 0; d < D; d += VL) {
             const __m256i lo = _mm256_cvtps_epi32(v_mul(v_load(&x[0][d]), f[0]));
@@ -366,11 +372,9 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
             v_store(&wt[j], w);
             top = v_max(top, w);
         }
-        const float wmax = v_hmax(top);
-        const vf f = v_set1(wmax > 0.0f ? (float)P_MAX / wmax : 0.0f);
+        const vf f = i16_factor(v_hmax(top), P_MAX, &ps[i]);
         for (int j = 0; j < nkv; j += 16)
             _mm256_storeu_si256((__m256i *)&pw[i][j / 2], i16_of(&wt[j], f));
-        ps[i] = wmax / (float)P_MAX;
     }
     const int nw = (nk + 1) / 2;
     for (int d0 = 0; d0 < D; d0 += VL * NVO) {
