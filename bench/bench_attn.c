@@ -127,14 +127,15 @@ static void report(const woolly_kernel *kern, const shape *s, int do_prefill)
     fflush(stdout);
 }
 
-/* The default tiled kernel of an ISA level for a cache and head dimension. */
+/* The default tiled kernel of an ISA level for a cache and head dimension, with F32 operands (a level
+ * may also have a default among its rounded tiles: --variants and --quick measure those). */
 static const woolly_kernel *default_of(enum woolly_isa isa, enum woolly_type cache, int hd)
 {
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++)
         if (ks[i].op == WOOLLY_OP_ATTN && ks[i].isa == isa && ks[i].wtype == cache && ks[i].head_dim == hd &&
-            ks[i].is_default && woolly_kernel_runs(&ks[i]))
+            ks[i].act == WOOLLY_ACT_F32 && ks[i].is_default && woolly_kernel_runs(&ks[i]))
             return &ks[i];
     return NULL;
 }
