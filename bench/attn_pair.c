@@ -21,7 +21,10 @@
 void attn_pair_old(const woolly_attn_args *a);
 void attn_pair_new(const woolly_attn_args *a);
 
-enum { N_HEAD_KV = 8, GROUP = 4, MAX_ROUNDS = 1000 };
+#ifndef GROUP
+#define GROUP 4 /* query heads per KV head (attn_pair.sh: GROUP=...) */
+#endif
+enum { N_HEAD_KV = 8, MAX_ROUNDS = 1000 };
 
 static int by_value(const void *a, const void *b)
 {

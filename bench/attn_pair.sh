@@ -8,7 +8,8 @@
 # against) and the same attention contract (kernels.h) in both trees.
 #   KERNEL  a generated attention kernel, e.g. attn_f16_flash_avx512_d64_b32x64_fp16 (the default)
 #   N_KV    cache positions, one row of the table each (default: 512 4096 262144)
-# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), BUILD (the
+# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), GROUP (query
+# heads per KV head, default 4), KEEP (keep the build directory, for perf), BUILD (the
 # build directory, default build/: its compiler, flags and library are used).
 # shellcheck disable=SC2046,SC2086 # compiler flags in variables are meant to split into words
 set -eu
@@ -40,12 +41,12 @@ cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 cflags=$(sed -n 's/^C_FLAGS = //p; s/^C_DEFINES = //p' "$flags" | tr '\n' ' ')
 isa=$(grep "generated/kernels/$kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
 out=$(mktemp -d "$build/attn_pair.XXXXXX") # one per run: runs side by side do not share objects
-trap 'rm -rf "$out"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 common="$cflags $isa"
 tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
 $cc $common $(tree_inc "$old") "-Dwoolly_$kernel=attn_pair_old" -c "$old/generated/kernels/$kernel.c" -o "$out/old.o"
 $cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
-$cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" "$new/bench/attn_pair.c" \
+$cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" -DGROUP="${GROUP:-4}" "$new/bench/attn_pair.c" \
     "$out/old.o" "$out/new.o" "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
 echo "$kernel: $(basename "$old") (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
 echo "| n_kv | n_q | d | old $( [ "${N_Q:-1}" = 1 ] && echo GB/s || echo GFLOP/s) | new | new / old (quartiles) | max diff |"
