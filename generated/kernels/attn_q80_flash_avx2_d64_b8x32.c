@@ -14,8 +14,9 @@
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path, since a tile of one query row
  * would spend most of its work on decoding, storing and transposing K: the K and V rows are converted
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
- * transpose-reduce into a score vector; the online softmax runs per KV block; P V accumulates from the
- * converted V rows, for as many output vectors per pass as the registers hold. On AVX-512, at head
+ * transpose-reduce into a score vector (KR rows at a time where the group's q vectors do not fit in the
+ * registers, so each q load serves KR rows); the online softmax runs per KV block; P V accumulates from
+ * the converted V rows, for as many heads and output vectors per pass as the registers hold. On AVX-512, at head
  * dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4
  * heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
  * transpose-reduce. */
@@ -28,6 +29,8 @@
 
 enum { VL = 8, MR = 4, NVS_MAX = 2, NVO = 2 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
 enum { DEC_ACC = 8 }; /* accumulator vectors the one-query path keeps in registers (of 16) */
+enum { DEC_QK_ACC = 8 }; /* score accumulators of the one-query q.k: K rows per step = DEC_QK_ACC / heads */
+enum { DEC_PV_HEADS = 4 }; /* heads per pass over V of the one-query path (a group of 8 in halves) */
 typedef __m256 vf;
 
 static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
@@ -289,6 +292,8 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 }
 
 enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
+_Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0, "q.k steps of KR rows tile VL rows");
 _Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
@@ -331,29 +336,61 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
     }
 }
 
-/* part[g][j] = the products q_g * k_j of the row's vectors, summed vertically (a vector of partial sums). */
-static inline __attribute__((always_inline)) void qk_row(const void *row, const vf (*q)[NV], int G, vf (*part)[VL],
-                                                         int j)
+/* part[g][j + r] for r < KR = the products q_g * k_(j+r) of KR consecutive rows, summed vertically (a
+ * vector of partial sums each). KR rows go together so that each q vector, when the group's queries do
+ * not fit in the registers beside the accumulators (AVX2: 32 vectors for 4 heads at head dimension 64),
+ * is loaded once for KR rows instead of once per row. Each row's sum runs in the same order whatever
+ * KR is. */
+static inline __attribute__((always_inline)) void qk_rows(const char *row, size_t rb, const vf (*q)[NV], int G,
+                                                          int KR, vf (*part)[VL], int j)
 {
-    vf kr[NV];
+    vf acc[DEC_QK_ACC][DEC_MAX_GROUP];
+#pragma GCC unroll 8
+    for (int r = 0; r < KR; r++) {
+        const vf kr = decode_vec_q80(row + (size_t)r * rb, 0);
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            acc[r][g] = v_mul(q[g][0], kr);
+    }
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; v++)
-        kr[v] = decode_vec_q80(row, v * VL);
+    for (int v = 1; v < NV; v++)
+#pragma GCC unroll 8
+        for (int r = 0; r < KR; r++) {
+            const vf kr = decode_vec_q80(row + (size_t)r * rb, v * VL);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++)
+                acc[r][g] = v_fma(q[g][v], kr, acc[r][g]);
+        }
+#pragma GCC unroll 8
+    for (int r = 0; r < KR; r++)
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++)
+            part[g][j + r] = acc[r][g];
+}
+
+/* acc[g][v] += p[g][j] x (V row j's vectors d0 / VL + v), for the G heads and nvd output vectors. */
+static inline __attribute__((always_inline)) void pv_row(const char *row, int d0, int nvd, int G,
+                                                         const float (*p)[BK], int j, vf (*acc)[NVD_MAX])
+{
+    vf vv[NVD_MAX];
+#pragma GCC unroll 16
+    for (int v = 0; v < nvd; v++)
+        vv[v] = decode_vec_q80(row, d0 + v * VL);
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
-        vf acc = v_mul(q[g][0], kr[0]);
+        const vf pj = v_set1(p[g][j]);
 #pragma GCC unroll 16
-        for (int v = 1; v < NV; v++)
-            acc = v_fma(q[g][v], kr[v], acc);
-        part[g][j] = acc;
+        for (int v = 0; v < nvd; v++)
+            acc[g][v] = v_fma(pj, vv[v], acc[g][v]);
     }
 }
 
 /* The one-query path for a group of G heads (a constant after inlining). */
 static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
 {
-    enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC };
-    const int nvd = DEC_ACC / G < 1 ? 1 : DEC_ACC / G < NV ? DEC_ACC / G : NV; /* output vectors per V pass */
+    const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
+    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV; /* output vectors per V pass */
+    const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
     _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
     _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */
     vf q[DEC_MAX_GROUP][NV];
@@ -387,14 +424,19 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
                 }
-            if (jc + VL <= nk) {
+            if (jc + VL <= nk && kr > 1) {
+                /* Not unrolled: gcc would convert every row of the VL first and spill them. */
+#pragma GCC unroll 1
+                for (int j = 0; j < VL; j += kr)
+                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, kr, part, j);
+            } else if (jc + VL <= nk) {
 #pragma GCC unroll 16
                 for (int j = 0; j < VL; j++)
-                    qk_row(row + (size_t)j * rb, (const vf(*)[NV])q, G, part, j);
+                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
             } else { /* the block's last, partial vector of positions */
                 for (int j = 0; j < VL; j++)
                     if (jc + j < nk)
-                        qk_row(row + (size_t)j * rb, (const vf(*)[NV])q, G, part, j);
+                        qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
                     else
                         for (int g = 0; g < G; g++)
                             part[g][j] = v_set1(0.0f);
@@ -407,38 +449,37 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int j = nk; j < nkv; j++)
                 s[g][j] = -INFINITY;
         softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
-        for (int d0 = 0; d0 < D; d0 += VL * nvd) {
-            vf acc[DEC_MAX_GROUP][NVD_MAX];
+        /* gp heads at a time (a group of 8 on AVX2 in two halves: 8 accumulators and 8 broadcasts at once
+         * left gcc short of registers, 0.75x), nvd output vectors of each per pass over the block's V. */
+#pragma GCC unroll 2
+        for (int g0 = 0; g0 < G; g0 += gp)
+            for (int d0 = 0; d0 < D; d0 += VL * nvd) {
+                vf acc[DEC_MAX_GROUP][NVD_MAX];
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                const vf cg = v_set1(c[g]);
-#pragma GCC unroll 16
-                for (int v = 0; v < nvd; v++)
-                    acc[g][v] = v_mul(cg, v_load(&o[g][d0 + v * VL]));
-            }
-            for (int j = 0; j < nk; j++) {
-                const char *row = vc + (size_t)(j0 + j) * rb;
-                if (d0 == 0 && j0 + BK + j < end) /* the V row one block ahead, within the range */
-                    for (size_t l = 0; l < rb; l += 64)
-                        __builtin_prefetch(row + BK * rb + l);
-                vf vv[NVD_MAX];
-#pragma GCC unroll 16
-                for (int v = 0; v < nvd; v++)
-                    vv[v] = decode_vec_q80(row, d0 + v * VL);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const vf p = v_set1(s[g][j]);
+                for (int g = 0; g < gp; g++) {
+                    const vf cg = v_set1(c[g0 + g]);
 #pragma GCC unroll 16
                     for (int v = 0; v < nvd; v++)
-                        acc[g][v] = v_fma(p, vv[v], acc[g][v]);
+                        acc[g][v] = v_mul(cg, v_load(&o[g0 + g][d0 + v * VL]));
                 }
-            }
+                /* The first pass prefetches the V rows one block ahead, within the range, in a loop of
+                 * its own: a test on every row cost this loop a tenth of its time. */
+                const int64_t ahead = end - j0 - BK;
+                const int npf = g0 > 0 || d0 > 0 || ahead <= 0 ? 0 : ahead < nk ? (int)ahead : nk;
+                for (int j = 0; j < npf; j++) {
+                    const char *row = vc + (size_t)(j0 + j) * rb;
+                    for (size_t l = 0; l < rb; l += 64)
+                        __builtin_prefetch(row + BK * rb + l);
+                    pv_row(row, d0, nvd, gp, s + g0, j, acc);
+                }
+                for (int j = npf; j < nk; j++)
+                    pv_row(vc + (size_t)(j0 + j) * rb, d0, nvd, gp, s + g0, j, acc);
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
+                for (int g = 0; g < gp; g++)
 #pragma GCC unroll 16
-                for (int v = 0; v < nvd; v++)
-                    v_store(&o[g][d0 + v * VL], acc[g][v]);
-        }
+                    for (int v = 0; v < nvd; v++)
+                        v_store(&o[g0 + g][d0 + v * VL], acc[g][v]);
+            }
     }
     for (int g = 0; g < G; g++) {
         float *out = a->out + (size_t)g * a->out_stride;

@@ -14,6 +14,8 @@
 
 enum { VL = 8, MR = 4, NVS_MAX = 2, NVO = 2 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
 enum { DEC_ACC = 8 }; /* accumulator vectors the one-query path keeps in registers (of 16) */
+enum { DEC_QK_ACC = 8 }; /* score accumulators of the one-query q.k: K rows per step = DEC_QK_ACC / heads */
+enum { DEC_PV_HEADS = 4 }; /* heads per pass over V of the one-query path (a group of 8 in halves) */
 typedef __m256 vf;
 
 static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }

@@ -14,6 +14,8 @@
 
 enum { VL = 16, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
 enum { DEC_ACC = 16 }; /* accumulator vectors the one-query path keeps in registers (of 32) */
+enum { DEC_QK_ACC = 1 }; /* score accumulators of the one-query q.k: one K row per step (more not measured here) */
+enum { DEC_PV_HEADS = 8 }; /* heads per pass over V of the one-query path (all of a group) */
 typedef __m512 vf;
 
 static inline vf v_load(const float *p) { return _mm512_loadu_ps(p); }

@@ -15,6 +15,8 @@
 
 enum { VL = 1, MR = 4, NVS_MAX = 4, NVO = 4 }; /* lanes; query rows, key vectors (at most) and output vectors per tile */
 enum { DEC_ACC = 16 }; /* accumulators of the one-query path per pass over V */
+enum { DEC_QK_ACC = 1 }; /* K rows per step of the one-query q.k */
+enum { DEC_PV_HEADS = 8 }; /* heads per pass over V of the one-query path (all of a group) */
 typedef float vf;
 
 static inline vf v_load(const float *p) { return *p; }
