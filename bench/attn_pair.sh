@@ -9,8 +9,9 @@
 #   KERNEL  a generated attention kernel, e.g. attn_f16_flash_avx512_d64_b32x64_fp16 (the default)
 #   N_KV    cache positions, one row of the table each (default: 512 4096 262144)
 # Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), GROUP (query
-# heads per KV head, default 4), KEEP (keep the build directory, for perf), BUILD (the
-# build directory, default build/: its compiler, flags and library are used).
+# heads per KV head, default 4), KEEP (keep the build directory, for perf), NEW_CFLAGS (more compiler
+# flags for the new kernel only: OLD_TREE may be this tree, to measure a flag), BUILD (the build
+# directory, default build/: its compiler, flags and library are used).
 # shellcheck disable=SC2046,SC2086 # compiler flags in variables are meant to split into words
 set -eu
 if [ $# -lt 1 ] || [ ! -d "$1/generated/kernels" ]; then
@@ -45,7 +46,7 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 common="$cflags $isa"
 tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
 $cc $common $(tree_inc "$old") "-Dwoolly_$kernel=attn_pair_old" -c "$old/generated/kernels/$kernel.c" -o "$out/old.o"
-$cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
+$cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" ${NEW_CFLAGS:-} -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
 $cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" -DGROUP="${GROUP:-4}" "$new/bench/attn_pair.c" \
     "$out/old.o" "$out/new.o" "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
 echo "$kernel: $(basename "$old") (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
