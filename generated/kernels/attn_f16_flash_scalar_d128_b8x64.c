@@ -16,9 +16,9 @@
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
  * transpose-reduce into a score vector (KR rows at a time where the group's q vectors do not fit in the
  * registers, so each q load serves KR rows); the online softmax runs per KV block; P V accumulates from
- * the converted V rows, for as many heads and output vectors per pass as the registers hold. On AVX-512, at head
- * dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the 4
- * heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
+ * the converted V rows, for as many heads and output vectors per pass as the registers hold. On AVX-512,
+ * at head dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the
+ * 4 heads into one vector instead (attn_qk_g4_avx512.c.j2): the same FMAs, a quarter of the
  * transpose-reduce. */
 #include <math.h>
 
@@ -109,7 +109,8 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 void woolly_attn_f16_flash_scalar_d128_b8x64(const woolly_attn_args *a);
 
 /* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
-static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, float *x)
+static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk,
+                             float *x)
 {
     if (j < nk)
         decode_row_f16((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, x, D);
@@ -225,7 +226,8 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 
 enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
 enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
-_Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0, "q.k steps of KR rows tile VL rows");
+_Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
+               "q.k steps of KR rows tile VL rows");
 _Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
@@ -273,8 +275,8 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
  * not fit in the registers beside the accumulators (AVX2: 32 vectors for 4 heads at head dimension 64),
  * is loaded once for KR rows instead of once per row. Each row's sum runs in the same order whatever
  * KR is. */
-static inline __attribute__((always_inline)) void qk_rows(const char *row, size_t rb, const vf (*q)[NV], int G,
-                                                          int KR, vf (*part)[VL], int j)
+static inline __attribute__((always_inline)) void qk_rows(const char *row, size_t rb, const vf (*q)[NV],
+                                                          int G, int KR, vf (*part)[VL], int j)
 {
     vf acc[DEC_QK_ACC][DEC_MAX_GROUP];
 #pragma GCC unroll 8
@@ -321,7 +323,8 @@ static inline __attribute__((always_inline)) void pv_row(const char *row, int d0
 static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
 {
     const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
-    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV; /* output vectors per V pass */
+    /* output vectors per pass over V */
+    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV;
     const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
     _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
     _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */
@@ -396,7 +399,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
         /* gp heads at a time (a group of 8 on AVX2 in two halves: 8 accumulators and 8 broadcasts at once
          * left gcc short of registers, 0.75x), nvd output vectors of each per pass over the block's V. */
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int g0 = 0; g0 < G; g0 += gp)
             for (int d0 = 0; d0 < D; d0 += VL * nvd) {
                 vf acc[DEC_MAX_GROUP][NVD_MAX];
