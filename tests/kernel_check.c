@@ -392,6 +392,29 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
         }
     const double split_max = max_nmse > KC_ATTN_SPLIT_MAX_NMSE ? max_nmse : KC_ATTN_SPLIT_MAX_NMSE;
     cr_assert(num <= split_max * den, "%s: split and whole differ by NMSE %.3g", name, num / den);
+
+    /* Each query alone, as a prompt's token that comes alone asks for it (the runtime's kv1). */
+    for (int64_t t = 0; nq > 1 && t < nq; t++) {
+        woolly_attn_args b = a;
+        const int64_t causal = c->pos0 + t + 1;
+        b.q = q + (size_t)(t * g) * q_stride;
+        b.out = split + (size_t)(t * g) * q_stride;
+        b.n_q = 1;
+        b.pos0 = c->pos0 + t;
+        b.kv1 = causal < c->kv1 ? causal : c->kv1;
+        b.one_query_tiles = 1;
+        fn(&b);
+    }
+    num = den = 0;
+    for (size_t r = 0; nq > 1 && r < rows; r++)
+        for (int64_t i = 0; i < hd; i++) {
+            const double x = split[r * q_stride + (size_t)i], y = out[r * q_stride + (size_t)i];
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+    const double alone = num / (den > 0 ? den : 1);
+    cr_assert(alone <= KC_ATTN_ALONE_MAX_NMSE, "%s: n_q=%lld pos0=%lld: alone and together, NMSE %.3g", name,
+              (long long)nq, (long long)c->pos0, alone);
     free(k), free(v), free(kf), free(vf), free(q), free(out), free(split), free(part[0]), free(part[1]);
     free(ml[0]), free(ml[1]), free(p), free(ref);
 }

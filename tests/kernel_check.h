@@ -55,6 +55,12 @@ typedef struct kc_attn_case {
  * when that is looser. */
 #define KC_ATTN_SPLIT_MAX_NMSE 1e-11
 
+/* How far a query of several in one call may be from the same query alone asking for the tiles
+ * (one_query_tiles): each row's numbers are its own, the same operations on the same rounded operands,
+ * so only where a kernel's exponential of 0 is not exactly 1 (a rescale that changes nothing) could
+ * they differ. A kernel that rounds its operands differs from its F32 one-query path by about 1e-7. */
+#define KC_ATTN_ALONE_MAX_NMSE 1e-12
+
 /* Asserts NMSE <= max_nmse over the computed rows against a float64 product of the reference-dequantized
  * weights and the activations as packed (so an int8 or F16 kernel is held to a tight bound: only its
  * summation order differs), and that nothing outside the rows was written. */
@@ -70,7 +76,8 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
 /* An attention kernel against a float64 softmax attention over the cache values as stored (F16, F32 or
  * Q8_0 rows, padded to an odd byte stride): NMSE <= max_nmse, nothing written past head_dim; and the
  * range split in two partial results combined by woolly_attn_combine gives the same within
- * KC_ATTN_SPLIT_MAX_NMSE (or max_nmse, the looser). */
+ * KC_ATTN_SPLIT_MAX_NMSE (or max_nmse, the looser); of several queries, each alone with one_query_tiles
+ * gives its row of the whole call within KC_ATTN_ALONE_MAX_NMSE. */
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse);
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "attn_run.h"
+#include "kernel_check.h"
 #include "testutil.h"
 
 /* Float kernels against a double-precision sum over at most N_CTX positions of values of size ~1. */
@@ -128,11 +129,13 @@ static void run(fixture *f, const woolly_attn_layer *a, int threads)
 Test(attn_run, batch_of_runs_covers_every_query_once)
 {
     fixture *f = fixture_open();
-    /* a prompt from position 0, a lone token deep in its cache, a continued prompt */
+    /* a prompt from position 0, a generated token deep in its cache, a continued prompt, a prompt's
+     * token that comes alone */
     const woolly_seq_run runs[] = {{.row0 = 0, .n = 5, .seq = 0, .pos0 = 0},
-                                   {.row0 = 5, .n = 1, .seq = 1, .pos0 = 600},
-                                   {.row0 = 6, .n = 37, .seq = 2, .pos0 = 40}};
-    woolly_attn_layer a = layer(f, runs, 3);
+                                   {.row0 = 5, .n = 1, .seq = 1, .pos0 = 600, .generated = true},
+                                   {.row0 = 6, .n = 37, .seq = 2, .pos0 = 40},
+                                   {.row0 = 43, .n = 1, .seq = 0, .pos0 = 300}};
+    woolly_attn_layer a = layer(f, runs, 4);
     const int32_t q_per_call[] = {1, 4, 16};
     for (int threads = 1; threads <= 3; threads++)
         for (int i = 0; i < 3; i++) {
@@ -167,7 +170,7 @@ Test(attn_run, a_slow_thread_leaves_the_shared_items_to_the_others)
      * cost, of which thread 0's own stretch is 4 */
     woolly_seq_run runs[8];
     for (int32_t r = 0; r < 8; r++)
-        runs[r] = (woolly_seq_run){.row0 = r, .n = 1, .seq = r % N_SEQ, .pos0 = 600 + r};
+        runs[r] = (woolly_seq_run){.row0 = r, .n = 1, .seq = r % N_SEQ, .pos0 = 600 + r, .generated = true};
     woolly_attn_layer a = layer(f, runs, 8);
     for (int t = 0; t < 3; t++)
         atomic_init(&g_calls_by[t], 0);
@@ -189,7 +192,7 @@ Test(attn_run, split_token_matches_whole)
     /* deep in the cache; and at position 1, where 3 chunks of 2 positions leave one empty */
     const int32_t pos[] = {700, 1};
     for (int i = 0; i < 2; i++) {
-        const woolly_seq_run one = {.row0 = 0, .n = 1, .seq = 1, .pos0 = pos[i]};
+        const woolly_seq_run one = {.row0 = 0, .n = 1, .seq = 1, .pos0 = pos[i], .generated = true};
         woolly_attn_layer a = layer(f, &one, 1);
         for (int threads = 1; threads <= 3; threads++)
             for (a.n_split = 1; a.n_split <= 5; a.n_split += 2) {
@@ -199,6 +202,70 @@ Test(attn_run, split_token_matches_whole)
                               threads, a.n_split, e);
             }
     }
+    fixture_close(f);
+}
+
+/* A kernel that rounds its operands and runs here: the default's rounded tiles where there are (BF16 or
+ * FP16 at AVX-512), else the AVX2 level's int16 tiles; NULL on a CPU with neither. */
+static const woolly_kernel *rounded_kernel(void)
+{
+    const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, HEAD_DIM, WOOLLY_ACT_BF16);
+    if (k && k->act != WOOLLY_ACT_F32)
+        return k;
+    k = woolly_kernel_by_name("attn_f16_flash_avx2_d64_b32x64_i16");
+    return k && woolly_kernel_runs(k) ? k : NULL;
+}
+
+/* Query row `row` of out_a against out_b: NMSE over its heads. */
+static double row_nmse(const float *out_a, const float *out_b, int row)
+{
+    double num = 0.0, den = 0.0;
+    for (int i = row * Q_DIM; i < (row + 1) * Q_DIM; i++)
+        num += (double)(out_a[i] - out_b[i]) * (out_a[i] - out_b[i]), den += (double)out_b[i] * out_b[i];
+    return num / den;
+}
+
+/* A prompt's token that comes alone (a run of one, not generated) gets the numbers of its row in the
+ * whole prompt's run, where the tiles round their operands too; a generated token takes the one-query
+ * path, whose numbers differ from rounded tiles' by their rounding (the check that the two runs did
+ * take different paths). */
+Test(attn_run, a_prompt_token_alone_takes_the_tiles)
+{
+    const woolly_kernel *k = rounded_kernel();
+    cr_assert(k != NULL || woolly_isa_active() < WOOLLY_ISA_AVX2, "no rounded attention tiles run here");
+    if (!k)
+        k = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, HEAD_DIM, WOOLLY_ACT_F32);
+    enum { PROMPT = 40 };
+    fixture *f = fixture_open();
+    woolly_error err;
+    woolly_kv_cache kv;
+    cr_assert_eq(woolly_kv_cache_open(&kv, WOOLLY_TYPE_F16, N_CTX, 1, 1, N_HEAD_KV, HEAD_DIM, &err), 0, "%s",
+                 err.msg);
+    for (int p = 0; p < PROMPT; p++)
+        woolly_kv_cache_store(&kv, 0, 0, p, f->k + (size_t)p * KV_DIM, f->v + (size_t)p * KV_DIM);
+    static float whole[MAX_ROWS * Q_DIM];
+    const woolly_seq_run prompt = {.row0 = 0, .n = PROMPT, .seq = 0, .pos0 = 0};
+    woolly_attn_layer a = layer(f, &prompt, 1);
+    a.kv = &kv;
+    a.kernel = a.kernel_decode = k;
+    a.q_per_call = k->tile_m;
+    run(f, &a, 2);
+    memcpy(whole, f->out, sizeof whole);
+
+    for (int generated = 0; generated < 2; generated++) {
+        const woolly_seq_run last = {
+            .row0 = PROMPT - 1, .n = 1, .seq = 0, .pos0 = PROMPT - 1, .generated = generated};
+        a.runs = &last;
+        run(f, &a, 2);
+        const double e = row_nmse(f->out, whole, PROMPT - 1);
+        if (!generated)
+            cr_expect_leq(e, KC_ATTN_ALONE_MAX_NMSE, "%s: the prompt's last token alone: NMSE %.3g", k->name,
+                          e);
+        else if (k->act != WOOLLY_ACT_F32)
+            cr_expect_gt(e, KC_ATTN_ALONE_MAX_NMSE, "%s: a generated token on the tiles too (NMSE %.3g)",
+                         k->name, e);
+    }
+    woolly_kv_cache_close(&kv);
     fixture_close(f);
 }
 

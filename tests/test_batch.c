@@ -1,13 +1,16 @@
 /* Multi-sequence batches (woolly_decode): several sequences in one forward pass give each sequence the
  * logits it gets alone; greedy text on stories260K (reference kernels, no tuning profile) is the same
  * alone and batched; a sequence that ends mid-batch frees its cache region at once; a sequence that
- * copies another's beginning goes on as if it had evaluated it; a prompt longer than one feed-forward
- * pass gives the logits of shorter batches; bad batches are clear errors that evaluate nothing. */
+ * copies another's beginning goes on as if it had evaluated it; a prompt's last token that comes alone
+ * gets the logits of the whole prompt; a prompt longer than one feed-forward pass gives the logits of
+ * shorter batches; bad batches are clear errors that evaluate nothing. */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_run.h"
 #include "testutil.h"
 #include "woolly.h"
 
@@ -383,6 +386,92 @@ Test(batch, a_copied_beginning_continues_like_an_evaluated_one)
                   woolly_last_error(), bad[i].what);
         cr_expect_eq(woolly_seq_n_past(c, 1), 7, "a refused copy changes nothing");
     }
+    woolly_batch_free(&b);
+    woolly_context_close(c);
+    woolly_model_close(m);
+}
+
+/* ---- a prompt's token that comes alone ------------------------------------------------------------ */
+
+enum { CUT_PROMPT = 24 };
+
+/* The attention calls of one query since the last reset: how many, and how many asked for the tiles. */
+static atomic_int g_lone_calls, g_lone_tiled;
+
+static void observe_lone(const woolly_kernel *k, const woolly_attn_args *a, int ith, int nth)
+{
+    (void)k, (void)ith, (void)nth;
+    if (a->n_q == 1) {
+        atomic_fetch_add(&g_lone_calls, 1);
+        atomic_fetch_add(&g_lone_tiled, a->one_query_tiles != 0);
+    }
+}
+
+/* Evaluates token t of sequence seq alone (its logits kept) and checks how its attention ran: every call
+ * on the tiles, or every one on the one-query path of generated tokens. */
+static void expect_lone(woolly_context *c, woolly_batch *b, woolly_token t, int32_t pos, int32_t seq,
+                        bool tiled, const char *what)
+{
+    atomic_store(&g_lone_calls, 0);
+    atomic_store(&g_lone_tiled, 0);
+    cr_assert_eq(decode_one(c, b, t, pos, seq), 0, "%s", woolly_last_error());
+    const int calls = atomic_load(&g_lone_calls), on_tiles = atomic_load(&g_lone_tiled);
+    cr_expect(calls > 0 && on_tiles == (tiled ? calls : 0), "%s: %d of %d calls on the tiles, expected %s",
+              what, on_tiles, calls, tiled ? "all" : "none");
+}
+
+/* Where a prompt's last token comes alone: after the rest of the prompt in a batch that kept no logits
+ * (a server's prompt cut by its token budget), or after a copy of another sequence's beginning (a
+ * reused prefix). It was not sampled from logits, so it is a prompt's token: its attention takes the
+ * tiles, as in the whole prompt's batch, and not the one-query path of generated tokens, whose numbers
+ * differ from rounded tiles' (a tuning profile's int16 tiles at the AVX2 level, the default BF16 ones at
+ * AVX-512 on AMD) by their rounding: taken for this token with int16 tiles on a Zen 3, that path moved
+ * these logits by 1.3e-4 of NMSE. The token after it, sampled from its logits, takes the one-query path.
+ * Either way its logits are those of the whole prompt within BATCH_MAX_NMSE. */
+Test(batch, a_prompt_token_alone_takes_the_tiles_and_gets_the_whole_prompts_logits)
+{
+    woolly_model *m = open_model("tiny-llama-q4_k_m");
+    const int n_vocab = woolly_model_n_vocab(m);
+    woolly_context *c = open_ctx(m, 64, 64, 3);
+    woolly_batch b;
+    cr_assert_eq(woolly_batch_init(&b, 64), 0);
+    woolly_token ids[CUT_PROMPT + 1];
+    for (int i = 0; i <= CUT_PROMPT; i++)
+        ids[i] = (woolly_token)((i * 7919 + 13) % n_vocab);
+
+    /* sequence 0: the whole prompt in one batch */
+    for (int i = 0; i < CUT_PROMPT; i++)
+        woolly_batch_add(&b, ids[i], i, 0, i == CUT_PROMPT - 1);
+    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    float *whole = malloc(sizeof(float) * (size_t)n_vocab);
+    cr_assert(whole != NULL);
+    memcpy(whole, woolly_get_logits(c, CUT_PROMPT - 1), sizeof(float) * (size_t)n_vocab);
+
+    woolly_attn_set_observer(observe_lone);
+    /* sequence 1: all but the last token without logits, then the last alone, then one generated */
+    b.n_tokens = 0;
+    for (int i = 0; i < CUT_PROMPT - 1; i++)
+        woolly_batch_add(&b, ids[i], i, 1, false);
+    cr_assert_eq(woolly_decode(c, &b), 0, "%s", woolly_last_error());
+    expect_lone(c, &b, ids[CUT_PROMPT - 1], CUT_PROMPT - 1, 1, true, "after the rest of the prompt");
+    const double cut = tu_nmse(woolly_get_logits(c, 0), whole, (size_t)n_vocab);
+    expect_lone(c, &b, ids[CUT_PROMPT], CUT_PROMPT, 1, false, "the token sampled after it");
+
+    /* sequence 2: sequence 0's beginning copied, then the last token alone */
+    cr_assert_eq(woolly_seq_copy(c, 0, 2, CUT_PROMPT - 1), 0, "%s", woolly_last_error());
+    expect_lone(c, &b, ids[CUT_PROMPT - 1], CUT_PROMPT - 1, 2, true, "after a copied beginning");
+    const double copied = tu_nmse(woolly_get_logits(c, 0), whole, (size_t)n_vocab);
+
+    /* sequence 0 rewound to before its last token, which comes again alone: a prompt's again */
+    cr_assert_eq(woolly_seq_rewind(c, 0, CUT_PROMPT - 1), 0, "%s", woolly_last_error());
+    expect_lone(c, &b, ids[CUT_PROMPT - 1], CUT_PROMPT - 1, 0, true, "after a rewind");
+    woolly_attn_set_observer(NULL);
+    fprintf(stderr,
+            "NMSE of a prompt's last token alone against the whole: %.3g after a batch, %.3g after a copy\n",
+            cut, copied);
+    cr_expect_leq(cut, BATCH_MAX_NMSE, "after the rest of the prompt: NMSE %g", cut);
+    cr_expect_leq(copied, BATCH_MAX_NMSE, "after a copied beginning: NMSE %g", copied);
+    free(whole);
     woolly_batch_free(&b);
     woolly_context_close(c);
     woolly_model_close(m);

@@ -62,7 +62,7 @@ static int bench_open(attn_bench *b, const woolly_tune_model *m, enum woolly_typ
 {
     memset(b, 0, sizeof *b);
     b->m = m, b->pool = pool;
-    b->run = (woolly_seq_run){.row0 = 0, .n = n_q, .seq = 0, .pos0 = positions - n_q};
+    b->run = (woolly_seq_run){.row0 = 0, .n = n_q, .seq = 0, .pos0 = positions - n_q, .generated = n_q == 1};
     const size_t per_layer = woolly_kv_cache_bytes(cache, positions, 1, m->n_head_kv, m->head_dim);
     double layers = per_layer ? ceil(rotate_bytes / (double)per_layer) : 1;
     layers = layers < 1 ? 1 : layers > m->n_layer ? m->n_layer : layers;

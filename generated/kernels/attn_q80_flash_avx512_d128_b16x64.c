@@ -11,8 +11,9 @@
  *   O += P V for MR rows x NVO output vectors at a time.
  * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB).
  *
- * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path, since a tile of one query row
- * would spend most of its work on decoding, storing and transposing K: the K and V rows are converted
+ * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
+ * tiles' numbers (one_query_tiles: a prompt's token), since a tile of one query row would spend most of
+ * its work on decoding, storing and transposing K: the K and V rows are converted
  * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
  * transpose-reduce into a score vector (KR rows at a time where the group's q vectors do not fit in the
  * registers, so each q load serves KR rows); the online softmax runs per KV block; P V accumulates from
@@ -500,7 +501,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
 
 void woolly_attn_q80_flash_avx512_d128_b16x64(const woolly_attn_args *a)
 {
-    if (a->n_q == 1)
+    if (a->n_q == 1 && !a->one_query_tiles)
         switch (a->n_group) {
         case 1: decode_one(a, 1); return;
         case 2: decode_one(a, 2); return;

@@ -402,6 +402,10 @@ typedef struct woolly_attn_args {
     float *out;       /* query t, head g at out + t * out_row_stride + g * out_stride */
     size_t out_stride, out_row_stride;
     float *ml; /* NULL, or the partial form: m, l of query t, head g at ml[2 * (t * n_group + g)] */
+    /* 0: a call of one query may take a faster path of its own (decode), whose numbers can differ from
+     * the tiles' by their rounding of the operands. 1: it takes the tiles like any other: a prompt's
+     * token, whose logits must not depend on how the prompt was cut into calls. */
+    int32_t one_query_tiles;
 } woolly_attn_args;
 
 typedef void (*woolly_attn_fn)(const woolly_attn_args *a);

@@ -376,8 +376,8 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
         return f32;
     /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
      * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else F32.
-     * The AVX2 level's int16 tiles are tuner candidates only: beside the F32 decode path a prompt's
-     * logits would depend on how it was cut into calls (registry.h). */
+     * The AVX2 level's int16 tiles are tuner candidates only: they turn the last-bit differences of a
+     * prompt's matmuls between batch sizes into steps of their rounding (registry.h). */
     const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
     const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
     if (!k) {

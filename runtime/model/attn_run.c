@@ -35,6 +35,7 @@ static woolly_attn_args head_args(const woolly_attn_layer *a, const woolly_seq_r
         .out_stride = (size_t)hd,
         .out_row_stride = q_dim,
         .ml = NULL,
+        .one_query_tiles = !r->generated,
     };
 }
 
@@ -70,7 +71,7 @@ static void run_item(const woolly_attn_layer *a, const attn_item *it, int ith, i
 {
     const woolly_attn_args args =
         head_args(a, it->run, it->h, it->t0, it->nq, 0, (int64_t)it->run->pos0 + it->t0 + it->nq);
-    woolly_attn_call(it->run->n == 1 ? a->kernel_decode : a->kernel, &args, ith, nth);
+    woolly_attn_call(it->run->generated ? a->kernel_decode : a->kernel, &args, ith, nth);
 }
 
 /* A batch across the threads: each first runs a contiguous stretch of the items before `shared`, of
@@ -130,8 +131,8 @@ static void batch_run(void *arg, int ith, int nth)
     }
 }
 
-/* One token: the items (KV head, chunk of its cache positions), n_head_kv * n_split of them, split evenly
- * across the threads; each chunk leaves a partial result in part / ml (an empty chunk, when there are
+/* One generated token: the items (KV head, chunk of its cache positions), n_head_kv * n_split of them, split
+ * evenly across the threads; each chunk leaves a partial result in part / ml (an empty chunk, when there are
  * more chunks than positions, one that says so: m = -inf, l = 0). */
 static void split_run(void *arg, int ith, int nth)
 {

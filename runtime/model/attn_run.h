@@ -11,6 +11,7 @@
 #ifndef WOOLLY_ATTN_RUN_H
 #define WOOLLY_ATTN_RUN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -22,6 +23,10 @@
 typedef struct woolly_seq_run {
     int32_t row0, n; /* the batch's tokens row0 .. row0 + n - 1 */
     int32_t seq, pos0;
+    /* One generated token (n 1): it takes kernel_decode's one-query path, and may split its cache.
+     * Every other run takes kernel's tiles, a prompt's token that comes alone included, so that a
+     * prompt's logits do not depend on how it was cut into batches. */
+    bool generated;
 } woolly_seq_run;
 
 /* One layer's attention of a batch: run r's token t (row runs[r].row0 + t of q and out, at position
@@ -37,10 +42,10 @@ typedef struct woolly_attn_layer {
     const woolly_kv_cache *kv; /* keys and values: head h of run r at woolly_kv_cache_k/v(kv, layer,
                                   runs[r].seq, h) */
     int32_t layer;
-    const woolly_kernel *kernel;        /* for a run of several queries (prefill) */
-    const woolly_kernel *kernel_decode; /* for a run of one query (decode) */
+    const woolly_kernel *kernel;        /* for a prompt's run, of one query or several (prefill) */
+    const woolly_kernel *kernel_decode; /* for a generated token (decode) */
     int32_t q_per_call;                 /* queries per kernel call of a run */
-    /* 1: no split. Else the batch is one token (one run of one query) whose cache is split into n_split
+    /* 1: no split. Else the batch is one generated token (one run) whose cache is split into n_split
      * (<= WOOLLY_ATTN_MAX_PARTS) chunks per KV head, each leaving its partial result in part and ml. */
     int32_t n_split;
     float *part; /* [n_split][n_head * head_dim] unnormalized partial outputs */

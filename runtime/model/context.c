@@ -105,11 +105,14 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     const size_t n_seq = (size_t)c->params.n_seq_max;
     c->seq_len = calloc(n_seq, sizeof *c->seq_len);
     c->next_pos = calloc(n_seq, sizeof *c->next_pos);
+    c->logits_pos = malloc(n_seq * sizeof *c->logits_pos);
     c->runs = calloc(nb, sizeof *c->runs);
     c->logits_row = calloc(nb, sizeof *c->logits_row);
-    if (!c->seq_len || !c->next_pos || !c->runs || !c->logits_row ||
+    if (!c->seq_len || !c->next_pos || !c->logits_pos || !c->runs || !c->logits_row ||
         woolly_batch_init(&c->own, c->params.n_batch))
         return woolly_fail(err, "out of memory");
+    for (size_t i = 0; i < n_seq; i++)
+        c->logits_pos[i] = -1;
     return 0;
 }
 
@@ -129,6 +132,7 @@ static void free_batch_state(woolly_context *c)
 {
     free(c->seq_len);
     free(c->next_pos);
+    free(c->logits_pos);
     free(c->runs);
     free(c->logits_row);
     woolly_batch_free(&c->own);
@@ -533,6 +537,8 @@ int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past)
     }
     /* Positions past n_past are never read again before they are written: the region is free now. */
     c->seq_len[seq_id] = n_past;
+    if (c->logits_pos[seq_id] >= n_past)
+        c->logits_pos[seq_id] = -1;
     /* The last call's logits stay readable: other sequences of its batch still need theirs. */
     return 0;
 }
@@ -555,5 +561,6 @@ int woolly_seq_copy(woolly_context *c, int32_t src, int32_t dst, int32_t n)
     }
     woolly_kv_cache_copy(&c->kv, src, dst, n);
     c->seq_len[dst] = n;
+    c->logits_pos[dst] = -1; /* what follows the copy is a prompt's, not a token sampled from dst */
     return 0;
 }

@@ -60,6 +60,9 @@ struct woolly_context {
     woolly_run_state s;
     int32_t *seq_len;     /* [n_seq_max] positions filled in each sequence's KV cache */
     int32_t *next_pos;    /* [n_seq_max] scratch of the batch check */
+    int32_t *logits_pos;  /* [n_seq_max] the position of the sequence's last token in the last forward
+                             pass that had it, when that token's logits were kept; else -1. A lone token
+                             right after it was sampled from them: a generated token (woolly_seq_run) */
     woolly_seq_run *runs; /* [n_batch] the runs of the current forward pass */
     woolly_batch own;     /* woolly_eval's batch (sequence 0), cap n_batch */
     int32_t *logits_row;  /* [n_batch] row of s.logits of each token of the last forward pass, or -1 */

@@ -129,7 +129,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
         .ml = c->s.att_ml,
     };
     const int nth = woolly_attn_threads(c->pool, &a);
-    if (n_runs == 1 && runs[0].n == 1)
+    if (n_runs == 1 && runs[0].generated)
         a.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
     woolly_attn_run(c->pool, &a, nth);
 }
@@ -159,8 +159,10 @@ static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
 }
 
 /* Cuts the batch into runs of consecutive tokens of one sequence (the batch is checked: their positions
- * are consecutive too). Returns how many. */
-static int32_t split_runs(woolly_seq_run *runs, const woolly_batch *b)
+ * are consecutive too). A lone token that follows the last token whose logits its sequence kept was
+ * sampled from them, or stands where such a token would: it is a generated token, and takes the decode
+ * path. Any other run is a prompt's (or a part of one), and takes the tiles. Returns how many. */
+static int32_t split_runs(const woolly_context *c, woolly_seq_run *runs, const woolly_batch *b)
 {
     int32_t n_runs = 0;
     for (int32_t t = 0; t < b->n_tokens; t++) {
@@ -170,6 +172,9 @@ static int32_t split_runs(woolly_seq_run *runs, const woolly_batch *b)
         }
         runs[n_runs++] = (woolly_seq_run){.row0 = t, .n = 1, .seq = b->seq_id[t], .pos0 = b->pos[t]};
     }
+    for (int32_t r = 0; r < n_runs; r++)
+        runs[r].generated =
+            runs[r].n == 1 && runs[r].pos0 > 0 && c->logits_pos[runs[r].seq] == runs[r].pos0 - 1;
     return n_runs;
 }
 
@@ -197,7 +202,7 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
     woolly_run_state *s = &c->s;
     const int32_t d = p->n_embd, n = b->n_tokens;
     const size_t kv_dim = (size_t)p->n_head_kv * p->head_dim;
-    const int32_t n_runs = split_runs(c->runs, b);
+    const int32_t n_runs = split_runs(c, c->runs, b);
 
     /* Token embeddings: one dequantized row per token. */
     for (int32_t t = 0; t < n; t++) {
@@ -238,6 +243,9 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
         for (size_t i = 0; i < (size_t)rows * p->n_vocab; i++)
             s->logits[i] /= p->logit_scale;
     c->fwd_n = n;
-    for (int32_t r = 0; r < n_runs; r++)
-        c->seq_len[c->runs[r].seq] = c->runs[r].pos0 + c->runs[r].n;
+    for (int32_t r = 0; r < n_runs; r++) {
+        const woolly_seq_run *run = &c->runs[r];
+        c->seq_len[run->seq] = run->pos0 + run->n;
+        c->logits_pos[run->seq] = c->logits_row[run->row0 + run->n - 1] >= 0 ? run->pos0 + run->n - 1 : -1;
+    }
 }
