@@ -50,22 +50,33 @@ static void unpack_act(enum woolly_act act, const void *row, int64_t k, double *
         out[i] = (double)b[i / 32].d * b[i / 32].q[i % 32];
 }
 
-void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, double max_nmse)
+/* A matmul case's inputs: rows of random weights quantized (and, for a layout, repacked), m tokens of
+ * activations (packed to the kernel's format), their float64 views, and y (stride y_stride). */
+typedef struct mm_inputs {
+    uint8_t *w, *packed, *repacked;
+    float *wf, *x, *y;
+    double *xd;
+    const void *wk, *xk;
+    size_t w_row_bytes, x_row_bytes, x_stride, y_stride;
+} mm_inputs;
+
+static void mm_inputs_build(const kc_matmul_kernel *kern, int64_t k, int64_t m, int64_t rows, uint64_t seed,
+                            mm_inputs *in)
 {
     const char *name = kern->name;
-    const int64_t rows = c->r1 + 2, k = c->k, m = c->m;
     const size_t row_bytes = woolly_row_bytes(kern->wtype, k);
     cr_assert(row_bytes > 0, "%s: k=%lld is not a whole number of blocks", name, (long long)k);
-    tu_rng rng = {(uint64_t)(k * 1000003 + m * 101 + c->r0 * 7 + c->r1)};
-
-    uint8_t *w = malloc(row_bytes * (size_t)rows);
+    tu_rng rng = {seed};
+    memset(in, 0, sizeof *in);
+    in->x_stride = (size_t)k + X_PAD_FLOATS;
+    in->y_stride = (size_t)rows + Y_PAD_FLOATS;
+    in->w = malloc(row_bytes * (size_t)rows);
     float *src = malloc(sizeof(float) * (size_t)k);
-    float *wf = malloc(sizeof(float) * (size_t)(k * rows));
-    const size_t x_stride = (size_t)k + X_PAD_FLOATS, y_stride = (size_t)rows + Y_PAD_FLOATS;
-    float *x = malloc(sizeof(float) * x_stride * (size_t)m);
-    float *y = malloc(sizeof(float) * y_stride * (size_t)m);
-    double *xd = malloc(sizeof(double) * (size_t)k * (size_t)m);
-    cr_assert(w && src && wf && x && y && xd);
+    in->wf = malloc(sizeof(float) * (size_t)(k * rows));
+    in->x = malloc(sizeof(float) * in->x_stride * (size_t)m);
+    in->y = malloc(sizeof(float) * in->y_stride * (size_t)m);
+    in->xd = malloc(sizeof(double) * (size_t)k * (size_t)m);
+    cr_assert(in->w && src && in->wf && in->x && in->y && in->xd);
 
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < k; i++)
@@ -74,69 +85,86 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
          * Q5_K: d = 0 and only the min term left) */
         for (int64_t i = 0; i < k && i < 256 && (r == 1 || r == 2); i++)
             src[i] = r == 1 ? 0.0f : -0.015f;
-        cr_assert_eq(woolly_quantize_row(kern->wtype, src, w + (size_t)r * row_bytes, k), row_bytes);
-        cr_assert_eq(woolly_dequantize_row(kern->wtype, w + (size_t)r * row_bytes, wf + r * k, k), 0);
+        cr_assert_eq(woolly_quantize_row(kern->wtype, src, in->w + (size_t)r * row_bytes, k), row_bytes);
+        cr_assert_eq(woolly_dequantize_row(kern->wtype, in->w + (size_t)r * row_bytes, in->wf + r * k, k), 0);
     }
-    for (size_t i = 0; i < x_stride * (size_t)m; i++)
-        x[i] = tu_rand_normal(&rng);
-    for (size_t i = 0; i < y_stride * (size_t)m; i++)
-        y[i] = c->accumulate ? (float)(i % 5) - 2.0f : SENTINEL;
+    free(src);
+    for (size_t i = 0; i < in->x_stride * (size_t)m; i++)
+        in->x[i] = tu_rand_normal(&rng);
 
     /* The activations in the kernel's format, rows padded to a prime number of bytes past their end. */
-    const void *xk = x;
-    size_t x_row_bytes = x_stride * sizeof(float);
-    uint8_t *packed = NULL;
+    in->xk = in->x;
+    in->x_row_bytes = in->x_stride * sizeof(float);
     if (kern->act == WOOLLY_ACT_F32) {
         for (int64_t t = 0; t < m; t++)
             for (int64_t i = 0; i < k; i++)
-                xd[t * k + i] = x[(size_t)t * x_stride + (size_t)i];
+                in->xd[t * k + i] = in->x[(size_t)t * in->x_stride + (size_t)i];
     } else {
         const woolly_pack_fn pack = reference_packer(kern->act);
         const bool halves = kern->act == WOOLLY_ACT_F16 || kern->act == WOOLLY_ACT_BF16;
         const size_t pb = halves ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
-        x_row_bytes = pb + (halves ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
-        packed = malloc(x_row_bytes * (size_t)m);
-        cr_assert(packed);
+        in->x_row_bytes = pb + (halves ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
+        in->packed = malloc(in->x_row_bytes * (size_t)m);
+        cr_assert(in->packed);
         for (int64_t t = 0; t < m; t++) {
-            pack(x + (size_t)t * x_stride, k, packed + (size_t)t * x_row_bytes);
-            unpack_act(kern->act, packed + (size_t)t * x_row_bytes, k, xd + t * k);
+            pack(in->x + (size_t)t * in->x_stride, k, in->packed + (size_t)t * in->x_row_bytes);
+            unpack_act(kern->act, in->packed + (size_t)t * in->x_row_bytes, k, in->xd + t * k);
         }
-        xk = packed;
+        in->xk = in->packed;
     }
 
     /* The weights in the kernel's layout. */
-    const void *wk = w;
-    size_t w_row_bytes = row_bytes;
-    uint8_t *repacked = NULL;
+    in->wk = in->w;
+    in->w_row_bytes = row_bytes;
     if (kern->repack) {
         const int64_t g = kern->layout_rows, groups = (rows + g - 1) / g;
-        cr_assert(c->r0 % g == 0, "%s: case r0=%lld is not a whole group", name, (long long)c->r0);
-        w_row_bytes =
+        in->w_row_bytes =
             (size_t)(k / woolly_type_get(kern->wtype)->block_elems) * kern->layout_block_bytes / (size_t)g;
-        repacked = malloc(w_row_bytes * (size_t)(groups * g));
-        cr_assert(repacked);
-        kern->repack(&(woolly_repack_args){.src = w,
+        in->repacked = malloc(in->w_row_bytes * (size_t)(groups * g));
+        cr_assert(in->repacked);
+        kern->repack(&(woolly_repack_args){.src = in->w,
                                            .src_row_bytes = row_bytes,
-                                           .dst = repacked,
-                                           .dst_row_bytes = w_row_bytes,
+                                           .dst = in->repacked,
+                                           .dst_row_bytes = in->w_row_bytes,
                                            .k = k,
                                            .r0 = 0,
                                            .r1 = rows});
-        wk = repacked;
+        in->wk = in->repacked;
     }
+}
 
-    woolly_matmul_args a = {.w = wk,
-                            .w_row_bytes = w_row_bytes,
-                            .x = xk,
-                            .x_row_bytes = x_row_bytes,
-                            .y = y,
-                            .y_stride = y_stride,
-                            .k = k,
-                            .m = m,
-                            .r0 = c->r0,
-                            .r1 = c->r1,
-                            .accumulate = c->accumulate,
-                            .prefetch = c->prefetch};
+static void mm_inputs_free(mm_inputs *in)
+{
+    free(in->w), free(in->wf), free(in->x), free(in->y), free(in->xd), free(in->packed), free(in->repacked);
+}
+
+static woolly_matmul_args mm_args(const mm_inputs *in, int64_t k, int64_t m, int64_t r0, int64_t r1)
+{
+    return (woolly_matmul_args){.w = in->wk,
+                                .w_row_bytes = in->w_row_bytes,
+                                .x = in->xk,
+                                .x_row_bytes = in->x_row_bytes,
+                                .y = in->y,
+                                .y_stride = in->y_stride,
+                                .k = k,
+                                .m = m,
+                                .r0 = r0,
+                                .r1 = r1};
+}
+
+void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, double max_nmse)
+{
+    const char *name = kern->name;
+    const int64_t rows = c->r1 + 2, k = c->k, m = c->m;
+    mm_inputs in;
+    mm_inputs_build(kern, k, m, rows, (uint64_t)(k * 1000003 + m * 101 + c->r0 * 7 + c->r1), &in);
+    const size_t y_stride = in.y_stride;
+    float *y = in.y;
+    for (size_t i = 0; i < y_stride * (size_t)m; i++)
+        y[i] = c->accumulate ? (float)(i % 5) - 2.0f : SENTINEL;
+    woolly_matmul_args a = mm_args(&in, k, m, c->r0, c->r1);
+    a.accumulate = c->accumulate;
+    a.prefetch = c->prefetch;
     kern->fn(&a);
 
     double num = 0, den = 0;
@@ -152,7 +180,7 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
             }
             double ref = 0;
             for (int64_t i = 0; i < k; i++)
-                ref += (double)wf[(int64_t)r * k + i] * xd[t * k + i];
+                ref += (double)in.wf[(int64_t)r * k + i] * in.xd[t * k + i];
             const double v = c->accumulate ? (double)got - before : got;
             num += (v - ref) * (v - ref);
             den += ref * ref;
@@ -161,7 +189,38 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
     cr_assert(nmse <= max_nmse, "%s: k=%lld m=%lld rows [%lld, %lld)%s: NMSE %.3g > %.3g", name, (long long)k,
               (long long)m, (long long)c->r0, (long long)c->r1, c->accumulate ? " accumulating" : "", nmse,
               max_nmse);
-    free(w), free(src), free(wf), free(x), free(y), free(xd), free(packed), free(repacked);
+    mm_inputs_free(&in);
+}
+
+void kc_check_same_bits(const kc_matmul_kernel *kerns, int n, int64_t k, int64_t m, int64_t rows)
+{
+    mm_inputs in;
+    mm_inputs_build(&kerns[0], k, m, rows, (uint64_t)(k * 7919 + m * 31 + rows), &in);
+    const size_t len = in.y_stride * (size_t)m;
+    float *first = malloc(sizeof(float) * len);
+    cr_assert(first != NULL);
+    for (int i = 0; i < n; i++) {
+        cr_assert(kerns[i].wtype == kerns[0].wtype && kerns[i].act == kerns[0].act &&
+                      kerns[i].repack == kerns[0].repack,
+                  "%s and %s read different inputs", kerns[i].name, kerns[0].name);
+        for (size_t j = 0; j < len; j++)
+            in.y[j] = SENTINEL;
+        woolly_matmul_args a = mm_args(&in, k, m, 0, rows);
+        kerns[i].fn(&a);
+        if (!i) {
+            memcpy(first, in.y, sizeof(float) * len);
+            continue;
+        }
+        for (int64_t t = 0; t < m; t++)
+            for (int64_t r = 0; r < rows; r++) {
+                const size_t at = (size_t)t * in.y_stride + (size_t)r;
+                cr_assert(in.y[at] == first[at], "%s: token %lld of %lld, row %lld: %.9g, %s gives %.9g",
+                          kerns[i].name, (long long)t, (long long)m, (long long)r, in.y[at], kerns[0].name,
+                          first[at]);
+            }
+    }
+    free(first);
+    mm_inputs_free(&in);
 }
 
 void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows)

@@ -66,6 +66,10 @@ typedef struct kc_attn_case {
  * summation order differs), and that nothing outside the rows was written. */
 void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, double max_nmse);
 
+/* The n kernels (the same weights, layout and activation format) give every one of `rows` rows of each
+ * of m tokens the same bits as kerns[0], on one set of inputs (k values a row). */
+void kc_check_same_bits(const kc_matmul_kernel *kerns, int n, int64_t k, int64_t m, int64_t rows);
+
 /* Repacking then unpacking gives back every row byte for byte, for row counts at, below and above
  * whole groups; and the padding rows of a partial last group are zero weights. */
 void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows);

@@ -4,8 +4,11 @@
  * Q5_K weights (q5k_r8: 8 rows interleaved) x int8 activations, AVX2, 1 token(s) x 8
  * rows (1 group(s) of 8) per register tile. Each 32-byte load holds 4 values of each of 8 rows, so one
  * vpmaddubsw against 4 broadcast activation bytes adds 4 products to every row's lane at once: no
- * horizontal sums. Per sub-block of 32: the integer dot products, scaled in float by the row's d * sc
- * and the activation block's d, minus the min term dmin * mn * d * sum(q). */
+ * horizontal sums. Per sub-block of 32: the integer dot product times sc, scaled by the activation
+ * block's d, minus the min term (dmin / d) * mn * d * sum(q); per super-block, that sum times the row's
+ * d. The float operations are those of the prompt GEMM (q4k_q8_r8_rowcast.c.j2), in the same order, so
+ * that a token's results do not depend on the batch it comes in (a prompt's token alone gets the
+ * numbers of the whole prompt's batch). */
 #include <immintrin.h>
 
 #include "kernels.h"
@@ -94,20 +97,30 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     const woolly_block_q8x32 *x[1];
-    __m256 acc[1][1];
+    /* the results, in memory: touched once per super-block, they would hold registers the sub-blocks need */
+    _Alignas(32) float out[1][1][8] = {{{0}}};
     #pragma GCC unroll 16
-    for (int t = 0; t < 1; t++) {
+    for (int t = 0; t < 1; t++)
         x[t] = act_row(a, t0 + t);
-        #pragma GCC unroll 16
-        for (int g = 0; g < 1; g++)
-            acc[t][g] = _mm256_setzero_ps();
-    }
     for (int64_t b = 0; b < nb; b++) {
-        __m256 d[1], dmin[1];
+        /* A super-block's sum is kept in units of the row's d (1 where d is 0, sc then 0): per sub-block
+         * and row, sc and (dmin / d) * mn, in memory so that the sub-blocks' products keep the registers. */
+        _Alignas(32) float d1[1][8], scf[1][8][8], mnf[1][8][8];
+        __m256 acc[1][1];
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++) {
-            d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
-            dmin[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].dmin));
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            const __m256 dzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ);
+            const __m256 dg = _mm256_blendv_ps(d, _mm256_set1_ps(1.0f), dzero);
+            const __m256 mnd = _mm256_div_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].dmin)), dg);
+            _mm256_store_ps(d1[g], dg);
+            for (int j = 0; j < 8; j++) {
+                _mm256_store_ps(scf[g][j], _mm256_andnot_ps(dzero, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[j])))));
+                _mm256_store_ps(mnf[g][j], _mm256_mul_ps(mnd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].mn[j])))));
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < 1; t++)
+                acc[t][g] = _mm256_setzero_ps();
         }
         for (int j = 0; j < 8; j++) {
             if (pf)
@@ -143,24 +156,28 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
             }
             #pragma GCC unroll 16
             for (int g = 0; g < 1; g++) {
-                const __m256 sc = _mm256_mul_ps(d[g], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[j]))));
-                const __m256 mn = _mm256_mul_ps(dmin[g], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].mn[j]))));
+                const __m256 sc = _mm256_load_ps(scf[g][j]), mn = _mm256_load_ps(mnf[g][j]);
                 #pragma GCC unroll 16
                 for (int t = 0; t < 1; t++) {
                     const woolly_block_q8x32 *xb = &x[t][8 * b + j];
-                    const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[t][g]), _mm256_set1_ps(xb->d));
-                    acc[t][g] = _mm256_fmadd_ps(p, sc, acc[t][g]);
                     acc[t][g] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xb->ds), acc[t][g]);
+                    /* dot * sc is below 2^24: exact as a float, whichever way it is formed */
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot[t][g]), sc), _mm256_set1_ps(xb->d), acc[t][g]);
                 }
             }
         }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 1; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                _mm256_store_ps(out[t][g], _mm256_fmadd_ps(acc[t][g], _mm256_load_ps(d1[g]), _mm256_load_ps(out[t][g])));
     }
     #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
-                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), _mm256_load_ps(out[t][g]));
 }
 
 void woolly_q5k_q8_gemv_avx2_r8_1x8(const woolly_matmul_args *a)

@@ -7,7 +7,9 @@
  * row's lane. The weights are used unsigned (q in [0, 63]) and Q6_K's offset of 32 is taken off once per
  * 32 values: 32 * (sc0 * sum(x[0..15]) + sc1 * sum(x[16..31])), from the sums the activation block
  * carries. Per 32 values: integer dot products times the two sub-blocks' int8 scales (in integer), then
- * the row's d and the activation block's d in float. */
+ * the activation block's d in float; per super-block, that sum times the row's d. The float operations
+ * are those of the prompt GEMM (q6k_q8_r8_rowcast.c.j2), in the same order, so that a token's results do
+ * not depend on the batch it comes in. */
 #include <immintrin.h>
 
 #include "kernels.h"
@@ -112,19 +114,23 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     const woolly_block_q8x32 *x[4];
-    __m256 acc[4][1];
+    __m256 out[4][1];
     #pragma GCC unroll 16
     for (int t = 0; t < 4; t++) {
         x[t] = act_row(a, t0 + t);
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
-            acc[t][g] = _mm256_setzero_ps();
+            out[t][g] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        __m256 d[1];
+        __m256 d[1], acc[4][1]; /* a super-block's sum in units of the row's d */
         #pragma GCC unroll 16
-        for (int g = 0; g < 1; g++)
+        for (int g = 0; g < 1; g++) {
             d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            #pragma GCC unroll 16
+            for (int t = 0; t < 4; t++)
+                acc[t][g] = _mm256_setzero_ps();
+        }
         for (int j = 0; j < 8; j++) {
             if (pf)
                 #pragma GCC unroll 16
@@ -177,17 +183,22 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++) {
                     const __m256i v = _mm256_sub_epi32(dot[t][g], _mm256_madd_epi16(off[g], xs));
-                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d[g], xd), acc[t][g]);
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), xd, acc[t][g]);
                 }
             }
         }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 4; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                out[t][g] = _mm256_fmadd_ps(acc[t][g], d[g], out[t][g]);
     }
     #pragma GCC unroll 16
     for (int t = 0; t < 4; t++)
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
-                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
 }
 
 /* Tokens [t0, t0 + 1) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
@@ -199,19 +210,23 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
     for (int g = 0; g < 1; g++)
         wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
     const woolly_block_q8x32 *x[1];
-    __m256 acc[1][1];
+    __m256 out[1][1];
     #pragma GCC unroll 16
     for (int t = 0; t < 1; t++) {
         x[t] = act_row(a, t0 + t);
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
-            acc[t][g] = _mm256_setzero_ps();
+            out[t][g] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
-        __m256 d[1];
+        __m256 d[1], acc[1][1]; /* a super-block's sum in units of the row's d */
         #pragma GCC unroll 16
-        for (int g = 0; g < 1; g++)
+        for (int g = 0; g < 1; g++) {
             d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            #pragma GCC unroll 16
+            for (int t = 0; t < 1; t++)
+                acc[t][g] = _mm256_setzero_ps();
+        }
         for (int j = 0; j < 8; j++) {
             if (pf)
                 #pragma GCC unroll 16
@@ -264,17 +279,22 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 #pragma GCC unroll 16
                 for (int g = 0; g < 1; g++) {
                     const __m256i v = _mm256_sub_epi32(dot[t][g], _mm256_madd_epi16(off[g], xs));
-                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d[g], xd), acc[t][g]);
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), xd, acc[t][g]);
                 }
             }
         }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 1; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                out[t][g] = _mm256_fmadd_ps(acc[t][g], d[g], out[t][g]);
     }
     #pragma GCC unroll 16
     for (int t = 0; t < 1; t++)
         #pragma GCC unroll 16
         for (int g = 0; g < 1; g++)
             if (g0 + G * g < a->r1)
-                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), acc[t][g]);
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
 }
 
 void woolly_q6k_q8_gemm_avx2_r8_4x8(const woolly_matmul_args *a)
