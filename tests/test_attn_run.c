@@ -206,7 +206,7 @@ Test(attn_run, split_token_matches_whole)
 }
 
 /* A kernel that rounds its operands and runs here: the default's rounded tiles where there are (BF16 or
- * FP16 at AVX-512), else the AVX2 level's int16 tiles; NULL on a CPU with neither. */
+ * FP16 at AVX-512, int16 at AVX2), else the AVX2 level's int16 tiles; NULL on a CPU with neither. */
 static const woolly_kernel *rounded_kernel(void)
 {
     const woolly_kernel *k = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, HEAD_DIM, WOOLLY_ACT_BF16);

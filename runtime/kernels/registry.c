@@ -375,14 +375,14 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
     if (act == WOOLLY_ACT_F32 || !f32)
         return f32;
     /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
-     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else F32.
-     * The AVX2 level's int16 tiles are tuner candidates only: they turn the last-bit differences of a
-     * prompt's matmuls between batch sizes into steps of their rounding (registry.h). */
+     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else
+     * int16 tiles wherever they run (the AVX2 level), else F32. */
     const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
     const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
-    if (!k) {
-        const slot hf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F16, NULL, false, head_dim, (int)f32->isa};
-        k = best_of(slot_match, &hf);
+    const int after_bf16[] = {WOOLLY_ACT_F16, WOOLLY_ACT_I16};
+    for (size_t i = 0; !k && i < sizeof after_bf16 / sizeof after_bf16[0]; i++) {
+        const slot s = {WOOLLY_OP_ATTN, cache, after_bf16[i], NULL, false, head_dim, (int)f32->isa};
+        k = best_of(slot_match, &s);
     }
     return k ? k : f32;
 }

@@ -103,12 +103,13 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
  * (WOOLLY_ACT_F32). The highest level, and at it the default tile. Rounded, at the level the F32 tiles
  * run at: BF16 tiles (both products on bfloat16, F32 sums) where they are measured faster than F32 ones
  * (registry.c, bf16_tiles_pay), else FP16 P V tiles (WOOLLY_ACT_F16: Q K^T in F32, P V in halves) on a
- * CPU with AVX512-FP16, else the F32 kernel. Never the int16 tiles (WOOLLY_ACT_I16, AVX2): a prompt's
- * token that comes alone takes the tiles like the others (woolly_attn_args.one_query_tiles), but its
- * matmuls, of another batch size, differ from the whole prompt's in the last bits of their sums, and
- * int16's rounding turns some of those into steps of 1e-5 of an output (a P weight on a rounding
- * boundary), which changed a tiny model's greedy reply between a fresh and a reused prompt (test_server_api);
- * they stay candidates of `woolly tune` (bench/RESULTS.md, "Int16 attention tiles"). */
+ * CPU with AVX512-FP16, else int16 tiles (WOOLLY_ACT_I16: Q K^T and P V on 16-bit integers) at the
+ * AVX2 level, else the F32 kernel. Rounding is a step function: a last-bit difference in its input can
+ * move an output by a step (1e-5 of it for int16's P weights), which can change a small model's greedy
+ * token. So rounded tiles need the same inputs for a prompt's token however the prompt was cut into
+ * batches: a lone prompt token takes the tiles (woolly_attn_args.one_query_tiles), and the AVX2 level's
+ * int8 matmuls give a token the same bits at any batch size (tests/test_matmul_batch.c). The AVX-512
+ * level's matmuls do not yet (bench/RESULTS.md, "Batch-invariant matmuls"). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
