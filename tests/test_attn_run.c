@@ -216,15 +216,6 @@ static const woolly_kernel *rounded_kernel(void)
     return k && woolly_kernel_runs(k) ? k : NULL;
 }
 
-/* Query row `row` of out_a against out_b: NMSE over its heads. */
-static double row_nmse(const float *out_a, const float *out_b, int row)
-{
-    double num = 0.0, den = 0.0;
-    for (int i = row * Q_DIM; i < (row + 1) * Q_DIM; i++)
-        num += (double)(out_a[i] - out_b[i]) * (out_a[i] - out_b[i]), den += (double)out_b[i] * out_b[i];
-    return num / den;
-}
-
 /* A prompt's token that comes alone (a run of one, not generated) gets the numbers of its row in the
  * whole prompt's run, where the tiles round their operands too; a generated token takes the one-query
  * path, whose numbers differ from rounded tiles' by their rounding (the check that the two runs did
@@ -257,7 +248,7 @@ Test(attn_run, a_prompt_token_alone_takes_the_tiles)
             .row0 = PROMPT - 1, .n = 1, .seq = 0, .pos0 = PROMPT - 1, .generated = generated};
         a.runs = &last;
         run(f, &a, 2);
-        const double e = row_nmse(f->out, whole, PROMPT - 1);
+        const double e = tu_nmse(f->out + (PROMPT - 1) * Q_DIM, whole + (PROMPT - 1) * Q_DIM, Q_DIM);
         if (!generated)
             cr_expect_leq(e, KC_ATTN_ALONE_MAX_NMSE, "%s: the prompt's last token alone: NMSE %.3g", k->name,
                           e);
