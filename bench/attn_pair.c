@@ -5,9 +5,12 @@
  * which is faster. 8 KV heads in the runtime's cache layout (huge pages), a group of 4 heads:
  *   decode   (n_q 1)  one query per KV head over n_kv positions: GB/s of K and V read
  *   prefill  (n_q > 1) n_q causal queries at the end of n_kv positions, one KV head: GFLOP/s
- * Also prints the largest difference between the two versions' outputs.
+ * Also prints the largest difference between the two versions' outputs. OLD may be another kernel on
+ * another cache type (-DOLD_CACHE): each then reads its own cache of the same values, and the rates
+ * count each one's bytes (the ratio is of times: positions per second).
  *
- *   attn_pair N_KV [ROUNDS] [N_Q]      (compiled with -DHEAD_DIM=64|128 -DCACHE=WOOLLY_TYPE_F16|...) */
+ *   attn_pair N_KV [ROUNDS] [N_Q]      (compiled with -DHEAD_DIM=64|128 -DCACHE=WOOLLY_TYPE_F16|...
+ *                                       [-DOLD_CACHE=...]) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,9 @@
 void attn_pair_old(const woolly_attn_args *a);
 void attn_pair_new(const woolly_attn_args *a);
 
+#ifndef OLD_CACHE
+#define OLD_CACHE CACHE
+#endif
 #ifndef GROUP
 #define GROUP 4 /* query heads per KV head (attn_pair.sh: GROUP=...) */
 #endif
@@ -33,8 +39,9 @@ static int by_value(const void *a, const void *b)
 }
 
 /* A cache of N_HEAD_KV heads x n positions of values in [-amp, amp) in the cache type. */
-static uint8_t *make_cache(int64_t n, size_t head_bytes, float amp, uint64_t seed, woolly_huge_map *m)
+static uint8_t *make_cache(enum woolly_type type, int64_t n, float amp, uint64_t seed, woolly_huge_map *m)
 {
+    const size_t head_bytes = woolly_row_bytes(type, HEAD_DIM);
     uint8_t *c = woolly_huge_map_open(m, head_bytes * N_HEAD_KV * (size_t)n);
     float row[HEAD_DIM];
     if (!c)
@@ -44,7 +51,7 @@ static uint8_t *make_cache(int64_t n, size_t head_bytes, float amp, uint64_t see
             seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
             row[i] = amp * (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
         }
-        woolly_quantize_row(CACHE, row, c + (size_t)r * head_bytes, HEAD_DIM);
+        woolly_quantize_row(type, row, c + (size_t)r * head_bytes, HEAD_DIM);
     }
     return c;
 }
@@ -58,11 +65,17 @@ int main(int argc, char **argv)
         return 2;
     }
     const int heads = n_q == 1 ? N_HEAD_KV : 1;
-    const size_t hb = woolly_row_bytes(CACHE, HEAD_DIM), q_row = (size_t)GROUP * HEAD_DIM;
-    woolly_huge_map km, vm;
-    const uint8_t *k = make_cache(n_kv, hb, 1.0f, 88172645463325252ull, &km),
-                  *v = make_cache(n_kv, hb, 0.7f, 2463534242ull, &vm);
-    float *q = malloc(sizeof(float) * q_row * (size_t)n_q), *o_old = malloc(sizeof(float) * q_row * (size_t)n_q),
+    const size_t hb[2] = {woolly_row_bytes(OLD_CACHE, HEAD_DIM), woolly_row_bytes(CACHE, HEAD_DIM)},
+                 q_row = (size_t)GROUP * HEAD_DIM;
+    const enum woolly_type types[2] = {OLD_CACHE, CACHE};
+    woolly_huge_map km[2], vm[2];
+    const uint8_t *k[2], *v[2];
+    for (int w = 0; w < 2; w++) {
+        k[w] = make_cache(types[w], n_kv, 1.0f, 88172645463325252ull, &km[w]);
+        v[w] = make_cache(types[w], n_kv, 0.7f, 2463534242ull, &vm[w]);
+    }
+    float *q = malloc(sizeof(float) * q_row * (size_t)n_q),
+          *o_old = malloc(sizeof(float) * q_row * (size_t)n_q),
           *o_new = malloc(sizeof(float) * q_row * (size_t)n_q);
     if (!q || !o_old || !o_new)
         return 1;
@@ -71,7 +84,6 @@ int main(int argc, char **argv)
     woolly_attn_args a = {.q = q,
                           .q_stride = HEAD_DIM,
                           .q_row_stride = q_row,
-                          .kv_row_bytes = hb,
                           .n_q = n_q,
                           .pos0 = n_kv - n_q,
                           .kv0 = 0,
@@ -82,43 +94,51 @@ int main(int argc, char **argv)
                           .out_stride = HEAD_DIM,
                           .out_row_stride = q_row,
                           .ml = NULL};
+    void (*const fn[2])(const woolly_attn_args *) = {attn_pair_old, attn_pair_new};
     double max_diff = 0.0;
     for (int h = 0; h < heads; h++) {
-        a.k = k + (size_t)h * hb * (size_t)n_kv, a.v = v + (size_t)h * hb * (size_t)n_kv;
-        a.out = o_old, attn_pair_old(&a);
-        a.out = o_new, attn_pair_new(&a);
+        for (int w = 0; w < 2; w++) {
+            a.k = k[w] + (size_t)h * hb[w] * (size_t)n_kv, a.v = v[w] + (size_t)h * hb[w] * (size_t)n_kv;
+            a.kv_row_bytes = hb[w];
+            a.out = w ? o_new : o_old, fn[w](&a);
+        }
         for (size_t i = 0; i < q_row * (size_t)n_q; i++)
             max_diff = fmax(max_diff, fabs((double)o_old[i] - (double)o_new[i]));
     }
     /* work per call of all heads: bytes of K and V (decode) or flops (prefill: 4 * head_dim per visible
      * (query head, position), q.k and p v) */
-    const double work = n_q == 1 ? 2.0 * (double)hb * (double)n_kv * N_HEAD_KV
-                                 : 4.0 * HEAD_DIM * GROUP *
-                                       ((double)n_q * (double)(n_kv - n_q) + n_q * (n_q + 1) / 2.0);
+    double work[2];
+    for (int w = 0; w < 2; w++)
+        work[w] = n_q == 1
+                      ? 2.0 * (double)hb[w] * (double)n_kv * N_HEAD_KV
+                      : 4.0 * HEAD_DIM * GROUP * ((double)n_q * (double)(n_kv - n_q) + n_q * (n_q + 1) / 2.0);
     const int reps = n_q > 1 || n_kv > 65536 ? 1 : n_kv > 4096 ? 4 : 20; /* calls per timing */
     static double rate[2][MAX_ROUNDS], ratio[MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         double t[2];
         for (int w = 0; w < 2; w++) {
             const int which = (r + w) % 2; /* alternate which version goes first */
+            a.kv_row_bytes = hb[which];
             const double t0 = bench_cpu_now_s();
             for (int rep = 0; rep < reps; rep++)
                 for (int h = 0; h < heads; h++) {
-                    a.k = k + (size_t)h * hb * (size_t)n_kv, a.v = v + (size_t)h * hb * (size_t)n_kv;
+                    a.k = k[which] + (size_t)h * hb[which] * (size_t)n_kv;
+                    a.v = v[which] + (size_t)h * hb[which] * (size_t)n_kv;
                     a.out = o_old;
-                    (which ? attn_pair_new : attn_pair_old)(&a);
+                    fn[which](&a);
                 }
             t[which] = (bench_cpu_now_s() - t0) / reps;
         }
-        rate[0][r] = work / t[0] / 1e9, rate[1][r] = work / t[1] / 1e9, ratio[r] = t[0] / t[1];
+        rate[0][r] = work[0] / t[0] / 1e9, rate[1][r] = work[1] / t[1] / 1e9, ratio[r] = t[0] / t[1];
     }
     qsort(rate[0], (size_t)rounds, sizeof(double), by_value);
     qsort(rate[1], (size_t)rounds, sizeof(double), by_value);
     qsort(ratio, (size_t)rounds, sizeof(double), by_value);
-    printf("| %6lld | %4d | %4d | %8.3g | %8.3g | %5.3f (%5.3f-%5.3f) | %8.2g |\n", (long long)n_kv, n_q, HEAD_DIM,
-           rate[0][rounds / 2], rate[1][rounds / 2], ratio[rounds / 2], ratio[rounds / 4], ratio[3 * rounds / 4],
-           max_diff);
-    woolly_huge_map_close(&km), woolly_huge_map_close(&vm);
+    printf("| %6lld | %4d | %4d | %8.3g | %8.3g | %5.3f (%5.3f-%5.3f) | %8.2g |\n", (long long)n_kv, n_q,
+           HEAD_DIM, rate[0][rounds / 2], rate[1][rounds / 2], ratio[rounds / 2], ratio[rounds / 4],
+           ratio[3 * rounds / 4], max_diff);
+    for (int w = 0; w < 2; w++)
+        woolly_huge_map_close(&km[w]), woolly_huge_map_close(&vm[w]);
     free(q), free(o_old), free(o_new);
     return 0;
 }

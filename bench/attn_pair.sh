@@ -8,7 +8,9 @@
 # against) and the same attention contract (kernels.h) in both trees.
 #   KERNEL  a generated attention kernel, e.g. attn_f16_flash_avx512_d64_b32x64_fp16 (the default)
 #   N_KV    cache positions, one row of the table each (default: 512 4096 262144)
-# Environment: ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), GROUP (query
+# Environment: OLD_KERNEL (the old side's kernel, default KERNEL: another kernel of the same head
+# dimension, on another cache type if its name says so, each side then reading its own cache of the same
+# values), ROUNDS (default 30), N_Q (queries: 1 = decode, the default; 512 = prefill), GROUP (query
 # heads per KV head, default 4), KEEP (keep the build directory, for perf), NEW_CFLAGS (more compiler
 # flags for the new kernel only: OLD_TREE may be this tree, to measure a flag), BUILD (the build
 # directory, default build/: its compiler, flags and library are used).
@@ -21,22 +23,28 @@ fi
 new=$(cd "$(dirname "$0")/.." && pwd)
 old=$(cd "$1" && pwd)
 kernel=${2:-attn_f16_flash_avx512_d64_b32x64_fp16}
+old_kernel=${OLD_KERNEL:-$kernel}
 if [ $# -ge 2 ]; then shift 2; else shift $#; fi
 sizes=${*:-512 4096 262144}
 build=${BUILD:-$new/build}
 flags=$build/runtime/kernels/CMakeFiles/woolly_kernels.dir/flags.make
-for f in "$old/generated/kernels/$kernel.c" "$new/generated/kernels/$kernel.c" "$build/runtime/libwoolly.a" "$flags"; do
+for f in "$old/generated/kernels/$old_kernel.c" "$new/generated/kernels/$kernel.c" "$build/runtime/libwoolly.a" "$flags"; do
     [ -e "$f" ] || { echo "attn_pair: $f is missing (a kernel name, or this tree's release build?)" >&2; exit 1; }
 done
-# the kernel's head dimension and cache type from its name: attn_<cache>_flash_<isa>_d<dim>_...
+# a kernel's cache type from its name: attn_<cache>_flash_<isa>_d<dim>_...
+cache_of() {
+    case $1 in
+        attn_f16_*) echo WOOLLY_TYPE_F16 ;;
+        attn_f32_*) echo WOOLLY_TYPE_F32 ;;
+        attn_q80_*) echo WOOLLY_TYPE_Q8_0 ;;
+        *) echo "attn_pair: $1 is not a tiled attention kernel" >&2; exit 2 ;;
+    esac
+}
 hd=$(echo "$kernel" | sed -n 's/.*_d\([0-9]*\)_.*/\1/p')
-case $kernel in
-    attn_f16_*) cache=WOOLLY_TYPE_F16 ;;
-    attn_f32_*) cache=WOOLLY_TYPE_F32 ;;
-    attn_q80_*) cache=WOOLLY_TYPE_Q8_0 ;;
-    *) echo "attn_pair: $kernel is not a tiled attention kernel" >&2; exit 2 ;;
-esac
+cache=$(cache_of "$kernel")
+old_cache=$(cache_of "$old_kernel")
 [ -n "$hd" ] || { echo "attn_pair: no head dimension in $kernel" >&2; exit 2; }
+[ "$(echo "$old_kernel" | sed -n 's/.*_d\([0-9]*\)_.*/\1/p')" = "$hd" ] || { echo "attn_pair: $old_kernel and $kernel differ in head dimension" >&2; exit 2; }
 # the compiler, flags (optimization, sanitizers) and ISA options the build compiles this kernel with
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 cflags=$(sed -n 's/^C_FLAGS = //p; s/^C_DEFINES = //p' "$flags" | tr '\n' ' ')
@@ -45,11 +53,14 @@ out=$(mktemp -d "$build/attn_pair.XXXXXX") # one per run: runs side by side do n
 trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 common="$cflags $isa"
 tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
-$cc $common $(tree_inc "$old") "-Dwoolly_$kernel=attn_pair_old" -c "$old/generated/kernels/$kernel.c" -o "$out/old.o"
+isa_old=$(grep "generated/kernels/$old_kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
+$cc $cflags $isa_old $(tree_inc "$old") "-Dwoolly_$old_kernel=attn_pair_old" -c "$old/generated/kernels/$old_kernel.c" -o "$out/old.o"
 $cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" ${NEW_CFLAGS:-} -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
-$cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" -DGROUP="${GROUP:-4}" "$new/bench/attn_pair.c" \
+$cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" -DOLD_CACHE="$old_cache" -DGROUP="${GROUP:-4}" "$new/bench/attn_pair.c" \
     "$out/old.o" "$out/new.o" "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
-echo "$kernel: $(basename "$old") (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
+old_label=$(basename "$old")
+[ "$old_kernel" = "$kernel" ] || old_label="$old_kernel of $old_label"
+echo "$kernel: $old_label (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
 echo "| n_kv | n_q | d | old $( [ "${N_Q:-1}" = 1 ] && echo GB/s || echo GFLOP/s) | new | new / old (quartiles) | max diff |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for n in $sizes; do
