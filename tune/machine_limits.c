@@ -100,7 +100,7 @@ typedef struct peak_job {
             : "+v"(a##0), "+v"(a##1), "+v"(a##2), "+v"(a##3), "+v"(a##4), "+v"(a##5), "+v"(a##6),            \
               "+v"(a##7), "+v"(a##8), "+v"(a##9), "+v"(a##10), "+v"(a##11))
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AVX512)
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpdpbusd_zmm(void)
 {
     const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
@@ -122,7 +122,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpd
     (void)sink;
     return 12LL * 64 * PEAK_ITERS;
 }
+#endif
 
+#if defined(__x86_64__)
 /* What the AVX2 int8 kernels spend their time on: vpmaddubsw (u8 x s8 -> pairs summed to s16) added
  * up in s16 with vpaddw, 32 multiply-adds each (the kernels widen with vpmaddwd once per 8; the sums
  * here wrap, which costs nothing). Two `a`s the empty asm makes opaque every iteration, times four
@@ -195,8 +197,13 @@ static long long (*peak_fn(const char **name))(void)
     switch (woolly_isa_active()) {
 #if defined(__x86_64__)
     case WOOLLY_ISA_AVX512:
+#if defined(WOOLLY_EMULATED_AVX512)
+        *name = "none (avx512 emulated)";
+        return NULL;
+#else
         *name = "vpdpbusd zmm";
         return peak_vpdpbusd_zmm;
+#endif
     case WOOLLY_ISA_AVX2:
         *name = "vpmaddubsw+vpaddw ymm";
         return peak_maddubs_ymm;

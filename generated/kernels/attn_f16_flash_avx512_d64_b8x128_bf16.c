@@ -197,7 +197,7 @@ static inline void block_row(const void *cache, const woolly_attn_args *a, int64
  *   vb[w][d] = (v[2w][d], v[2w + 1][d]): two positions per word, so that a broadcast pair of
  *             probabilities (p[2w], p[2w + 1]) meets them: O gets two positions per instruction
  * Decode takes the F32 path (attn_flash.c.j2's decode_one): it is bound by reading the cache. */
-#if !defined(__AVX512BF16__)
+#if !defined(__AVX512BF16__) && !defined(WOOLLY_EMULATED_AVX512)
 #error "the BF16 tiles need -mavx512bf16"
 #endif
 

@@ -27,9 +27,11 @@ static pthread_once_t blis_once = PTHREAD_ONCE_INIT;
 
 static void blis_setup(void)
 {
+#if !defined(WOOLLY_EMULATED_AVX512) /* an emulated level: BLIS keeps the kernels of the CPU at hand */
     char id[16];
     snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
     setenv("BLIS_ARCH_TYPE", id, 0);
+#endif
     bli_init();
 }
 

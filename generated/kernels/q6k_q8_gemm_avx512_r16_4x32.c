@@ -32,7 +32,9 @@ static inline __m512i bcast4(const int8_t *p)
 static inline __m512i load_once(const void *p)
 {
     __m512i v = _mm512_loadu_si512(p);
+#if !defined(WOOLLY_EMULATED_AVX512) /* no zmm registers to pin it in under emulation */
     __asm__("" : "+v"(v));
+#endif
     return v;
 }
 

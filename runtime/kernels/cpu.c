@@ -189,9 +189,24 @@ static void detect(woolly_cpu *cpu)
 static woolly_cpu g_cpu;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* A build that runs the avx512 kernels through SIMDe (emulate_avx512.h) reports the level wherever AVX2
+ * runs them: BF16 too, not FP16 (those kernels are not emulated). Tests only: it is slow. */
+static void emulate_avx512(woolly_cpu *cpu)
+{
+#if defined(WOOLLY_EMULATED_AVX512)
+    if (cpu->avx2 && cpu->fma && cpu->f16c) {
+        cpu->avx512f = cpu->avx512bw = cpu->avx512vl = cpu->avx512dq = cpu->avx512vnni = true;
+        cpu->features |= WOOLLY_CPU_AVX512BF16;
+    }
+#else
+    (void)cpu;
+#endif
+}
+
 static void init(void)
 {
     detect(&g_cpu);
+    emulate_avx512(&g_cpu);
     fallback_caches(&g_cpu);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     g_cpu.n_cores = n > 0 ? (int)n : 1;
