@@ -1,9 +1,11 @@
-/* The AVX2 level's int8 matmuls on the 8-row layouts give a token the same bits whichever kernel its
- * batch size takes: the GEMVs (one token), the small-batch GEMMs (2-16 tokens, a server step) and the
- * prompt GEMMs sum the same integers and do the same float operations in the same order. So a prompt's
- * token computed alone (the rest of its prompt cached, or cut into another batch) gets the numbers of the
- * whole prompt's batch, which the attention's rounded tiles need: they would turn last-bit differences
- * into steps of their rounding (bench/RESULTS.md, "Batch-invariant matmuls"). */
+/* The x86 levels' int8 matmuls on their interleaved layouts (AVX2: 8 rows, AVX-512: 16) give a token the
+ * same bits whichever kernel its batch size takes: the GEMVs (one token), the small-batch GEMMs (2-16
+ * tokens, a server step) and the prompt GEMMs sum the same integers and do the same float operations in
+ * the same order. So a prompt's token computed alone (the rest of its prompt cached, or cut into another
+ * batch) gets the numbers of the whole prompt's batch, which the attention's rounded tiles need: they
+ * would turn last-bit differences into steps of their rounding (bench/RESULTS.md, "Batch-invariant
+ * matmuls"). The AVX-512 cases run on a CPU without it in the build that emulates the level
+ * (WOOLLY_EMULATE_AVX512). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,16 +15,17 @@
 
 enum { MAX_KERNELS = 32 };
 
-/* The kernels of weights `wtype` this CPU runs at the AVX2 level with int8 activations on layout
- * `layout`, as the check takes them. */
-static int avx2_kernels(enum woolly_type wtype, const char *layout, kc_matmul_kernel *out)
+/* The kernels of weights `wtype` this CPU runs at level `isa` with int8 activations on layout `layout`,
+ * as the check takes them. */
+static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char *layout,
+                         kc_matmul_kernel *out)
 {
     int n_all, n = 0;
     const woolly_kernel *all = woolly_kernel_list(&n_all);
     for (int i = 0; i < n_all && n < MAX_KERNELS; i++) {
         const woolly_kernel *k = &all[i];
-        if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != WOOLLY_ISA_AVX2 ||
-            k->wtype != wtype || k->act != WOOLLY_ACT_Q8 || !k->layout || strcmp(k->layout->name, layout) ||
+        if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != isa || k->wtype != wtype ||
+            k->act != WOOLLY_ACT_Q8 || !k->layout || strcmp(k->layout->name, layout) ||
             !woolly_kernel_runs(k))
             continue;
         out[n++] = (kc_matmul_kernel){.fn = k->matmul,
@@ -36,17 +39,20 @@ static int avx2_kernels(enum woolly_type wtype, const char *layout, kc_matmul_ke
     return n;
 }
 
-static void check_type(enum woolly_type wtype, const char *layout)
+static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n = avx2_kernels(wtype, layout, kerns);
-    if (woolly_isa_active() < WOOLLY_ISA_AVX2) {
-        cr_assert_eq(n, 0, "%s: AVX2 kernels run below the AVX2 level", layout);
+    const int n = level_kernels(isa, wtype, layout, kerns);
+    const char *level = woolly_isa_name(isa);
+    if (woolly_isa_active() < isa) {
+        cr_assert_eq(n, 0, "%s: %s kernels run below the %s level", layout, level, level);
+        fprintf(stderr, "%s: not run (the active level is %s)\n", layout,
+                woolly_isa_name(woolly_isa_active()));
         return;
     }
     /* a GEMV, the small-batch GEMM and (Q4_K, Q6_K) the prompt GEMM at least */
-    cr_assert_geq(n, 2, "%s: %d AVX2 kernels", layout, n);
-    fprintf(stderr, "%s: %d AVX2 kernels agree:", layout, n);
+    cr_assert_geq(n, 2, "%s: %d %s kernels", layout, n, level);
+    fprintf(stderr, "%s: %d %s kernels agree:", layout, n, level);
     for (int i = 0; i < n; i++)
         fprintf(stderr, " %s", kerns[i].name);
     fprintf(stderr, "\n");
@@ -57,15 +63,30 @@ static void check_type(enum woolly_type wtype, const char *layout)
 
 Test(matmul_batch, q4_k_kernels_agree_bit_for_bit)
 {
-    check_type(WOOLLY_TYPE_Q4_K, "q4k_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q4_K, "q4k_r8");
 }
 
 Test(matmul_batch, q5_k_kernels_agree_bit_for_bit)
 {
-    check_type(WOOLLY_TYPE_Q5_K, "q5k_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q5_K, "q5k_r8");
 }
 
 Test(matmul_batch, q6_k_kernels_agree_bit_for_bit)
 {
-    check_type(WOOLLY_TYPE_Q6_K, "q6k_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q6_K, "q6k_r8");
+}
+
+Test(matmul_batch, avx512_q4_k_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q4_K, "q4k_r16");
+}
+
+Test(matmul_batch, avx512_q5_k_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q5_K, "q5k_r16");
+}
+
+Test(matmul_batch, avx512_q6_k_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q6_K, "q6k_r16");
 }
