@@ -146,13 +146,10 @@ static inline simde__m512 emu_mm512_i32gather_ps(simde__m512i idx, const void *b
     return simde__m512_from_private(r);
 }
 
+/* The same 4-byte gather: memcpy moves the bits whatever they hold. */
 static inline simde__m512i emu_mm512_i32gather_epi32(simde__m512i idx, const void *base, int scale)
 {
-    const emu_si x = emu_si_of(idx);
-    emu_si r;
-    for (int i = 0; i < 16; i++)
-        memcpy(&r.i32[i], (const char *)base + (ptrdiff_t)x.i32[i] * scale, sizeof(int32_t));
-    return simde__m512i_from_private(r);
+    return simde_mm512_castps_si512(emu_mm512_i32gather_ps(idx, base, scale));
 }
 
 /* 128-bit lanes: a's lanes imm[1:0] and imm[3:2], then b's lanes imm[5:4] and imm[7:6]. */
