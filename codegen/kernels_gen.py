@@ -76,7 +76,9 @@ def expand(spec):
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
                         default=bool(entry.get("default", False)),
                         small_default=bool(entry.get("small_default", False)),
-                        intel_default=bool(entry.get("intel_default", False)), max_nmse=entry["max_nmse"],
+                        intel_default=bool(entry.get("intel_default", False)),
+                        intel_prompt_default=bool(entry.get("intel_prompt_default", False)),
+                        max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
     for entry in spec.get("attn", []):
@@ -150,10 +152,18 @@ def check_defaults(kernels):
         v, m = d["gemv"][0], d["gemm"][0]
         assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
-        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores (a GEMV, or a
-        # small-batch GEMM in place of the small default).
+        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores (a GEMV, a
+        # small-batch GEMM in place of the small default, or a GEMM in place of the default for prompts).
         for k in ks:
             assert not k["small_default"] or k["op"] == "gemm", f"{k['name']}: small_default is for a GEMM"
+            assert not k["intel_prompt_default"] or k["op"] == "gemm", \
+                f"{k['name']}: intel_prompt_default is for a GEMM"
+        prompt = [k for k in ks if k["intel_prompt_default"]]
+        assert len(prompt) <= 1, f"{w} at {isa}: {len(prompt)} intel_prompt_default GEMMs (need at most one)"
+        for a in prompt:
+            assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
+                f"{w} at {isa}: intel_prompt_default {a['name']} and default GEMV {v['name']} differ in " \
+                "activations or layout"
         for key, op in (("small_default", "gemm"), ("intel_default", "gemv"), ("intel_default", "gemm")):
             alt = [k for k in ks if k.get(key) and k["op"] == op]
             assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} {op.upper()} kernels (need at most one)"

@@ -275,6 +275,37 @@ Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
 #endif
 }
 
+/* An Intel prompt GEMM is the one default GEMM of its (weights, ISA) on an Intel core, and not on others,
+ * and the GEMM a prompt's call takes there. */
+Test(registry, an_intel_prompt_gemm_replaces_the_default_gemm_on_intel_only)
+{
+    int n, n_prompt = 0;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
+    for (int i = 0; i < n; i++) {
+        const woolly_kernel *v = &ks[i];
+        if (!v->is_intel_prompt_default)
+            continue;
+        n_prompt++;
+        cr_assert_eq(v->op, WOOLLY_OP_GEMM, "%s: an Intel prompt default that is not a GEMM", v->name);
+        int n_default = 0;
+        const woolly_kernel *d = NULL;
+        for (int j = 0; j < n; j++)
+            if (ks[j].op == WOOLLY_OP_GEMM && ks[j].wtype == v->wtype && ks[j].isa == v->isa && ks[j].is_default) {
+                n_default++;
+                d = &ks[j];
+            }
+        cr_assert_eq(n_default, 1, "%s: %d default GEMMs of its weights and level", v->name, n_default);
+        cr_assert_eq(d == v, intel, "%s: default GEMM %s on a %s core", v->name, d->name, woolly_cpu_get()->vendor);
+        if (intel && woolly_isa_active() == v->isa && woolly_kernel_runs(v))
+            cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, v->wtype, v->act, v->layout), v,
+                         "%s is not the GEMM a prompt takes", v->name);
+    }
+#if defined(__x86_64__)
+    cr_assert_gt(n_prompt, 0, "the spec names no Intel prompt GEMM");
+#endif
+}
+
 Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)
 {
     static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,

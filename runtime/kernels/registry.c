@@ -39,6 +39,7 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 #define IS_DEFAULT(bits) (((bits)&1) != 0)
 #define IS_SMALL_DEFAULT(bits) (((bits)&2) != 0)
 #define IS_INTEL_DEFAULT(bits) (((bits)&4) != 0)
+#define IS_INTEL_PROMPT_DEFAULT(bits) (((bits)&8) != 0)
 
 /* Not const: on Intel cores woolly_isa_init moves the defaults the spec gives Intel ones for to those
  * (apply_vendor_defaults). */
@@ -55,6 +56,7 @@ static woolly_kernel KERNELS[] = {
      .features = features_,                                                                                  \
      .is_default = IS_DEFAULT(bits),                                                                         \
      .is_intel_default = IS_INTEL_DEFAULT(bits),                                                             \
+     .is_intel_prompt_default = IS_INTEL_PROMPT_DEFAULT(bits),                                               \
      .is_small_default = IS_SMALL_DEFAULT(bits),                                                             \
      .matmul = woolly_##kname},
 #define WOOLLY_ATTN_KERNEL(kname, ctype, act_, isa_, hd, bq, bk, features_, is_default_)                     \
@@ -176,25 +178,26 @@ static int decide(woolly_error *err)
     return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
 }
 
-/* Where the fastest GEMV or small-batch GEMM differs by vendor, the spec names an Intel default beside
- * the default (a GEMV) or the small default (a GEMM): on an Intel core it takes that one's place, for
- * the run, the tuner's baseline and `info --kernels` alike. The vendor stands for what no feature bit
- * tells, how a core's prefetchers and load buffers meet a weight stream (the spec gives the figures). */
+/* Where the fastest kernel differs by vendor, the spec names an Intel default beside the default (a
+ * GEMV), the small default (a small-batch GEMM) or the default GEMM (intel_prompt_default): on an Intel
+ * core it takes that one's place, for the run, the tuner's baseline and `info --kernels` alike. The
+ * vendor stands for what no feature bit tells, how a core's prefetchers and load buffers meet a weight
+ * stream and which ports its vector instructions share (the spec gives the figures). */
 static void apply_vendor_defaults(void)
 {
     if (strcmp(woolly_cpu_get()->vendor, "GenuineIntel") != 0)
         return;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *v = &KERNELS[i];
-        if (!v->is_intel_default)
+        if (!v->is_intel_default && !v->is_intel_prompt_default)
             continue;
         for (int j = 0; j < N_KERNELS; j++) {
             woolly_kernel *k = &KERNELS[j];
             if (k->op != v->op || k->wtype != v->wtype || k->isa != v->isa)
                 continue;
-            if (v->op == WOOLLY_OP_GEMV)
+            if (v->op == WOOLLY_OP_GEMV || v->is_intel_prompt_default)
                 k->is_default = k == v;
-            else
+            if (v->op == WOOLLY_OP_GEMM && v->is_intel_default)
                 k->is_small_default = k == v;
         }
     }

@@ -50,6 +50,8 @@ typedef struct woolly_kernel {
     bool is_intel_default;       /* matmul: the spec's default GEMV (or small-batch GEMM) of its (weights,
                                     ISA) on Intel cores, which there takes is_default (is_small_default)
                                     from the spec's other one */
+    bool is_intel_prompt_default; /* matmul GEMM: the spec's default GEMM of its (weights, ISA) on Intel
+                                     cores, which there takes is_default from the spec's other one */
     bool is_small_default;       /* matmul GEMM: the default of its (weights, ISA) for 2-16 tokens, where
                                     it differs from the GEMM default (see woolly_kernel_choose_small) */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
