@@ -291,12 +291,14 @@ Test(registry, an_intel_prompt_gemm_replaces_the_default_gemm_on_intel_only)
         int n_default = 0;
         const woolly_kernel *d = NULL;
         for (int j = 0; j < n; j++)
-            if (ks[j].op == WOOLLY_OP_GEMM && ks[j].wtype == v->wtype && ks[j].isa == v->isa && ks[j].is_default) {
+            if (ks[j].op == WOOLLY_OP_GEMM && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
+                ks[j].is_default) {
                 n_default++;
                 d = &ks[j];
             }
         cr_assert_eq(n_default, 1, "%s: %d default GEMMs of its weights and level", v->name, n_default);
-        cr_assert_eq(d == v, intel, "%s: default GEMM %s on a %s core", v->name, d->name, woolly_cpu_get()->vendor);
+        cr_assert_eq(d == v, intel, "%s: default GEMM %s on a %s core", v->name, d->name,
+                     woolly_cpu_get()->vendor);
         if (intel && woolly_isa_active() == v->isa && woolly_kernel_runs(v))
             cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, v->wtype, v->act, v->layout), v,
                          "%s is not the GEMM a prompt takes", v->name);
