@@ -205,11 +205,10 @@ Test(attn_run, split_token_matches_whole)
     fixture_close(f);
 }
 
-/* A kernel that rounds its operands and runs here: the default's rounded tiles where there are (BF16 or
- * FP16 at AVX-512, int16 at AVX2), else the AVX2 level's int16 tiles; NULL on a CPU with neither. */
-/* Tiles whose rounding their one-query path does not share: the BF16 tiles (avx512) or the int16 ones
- * (avx2). Not the FP16 tiles, whose decode sums P V in halves as the tiles do, so that a token's output
- * is the same on either path and this test could not tell the paths apart. */
+/* Tiles whose rounding their one-query path does not share, that run here: the BF16 tiles (avx512) or the
+ * int16 ones (avx2); NULL on a CPU with neither. Not the FP16 tiles, whose decode sums P V in halves as
+ * the tiles do, so that a token's output is the same on either path and this test could not tell the
+ * paths apart. */
 static const woolly_kernel *rounded_kernel(void)
 {
     static const char *const names[] = {"attn_f16_flash_avx512_d64_b32x64_bf16",
