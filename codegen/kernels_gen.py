@@ -158,17 +158,13 @@ def check_defaults(kernels):
             assert not k["small_default"] or k["op"] == "gemm", f"{k['name']}: small_default is for a GEMM"
             assert not k["intel_prompt_default"] or k["op"] == "gemm", \
                 f"{k['name']}: intel_prompt_default is for a GEMM"
-        prompt = [k for k in ks if k["intel_prompt_default"]]
-        assert len(prompt) <= 1, f"{w} at {isa}: {len(prompt)} intel_prompt_default GEMMs (need at most one)"
-        for a in prompt:
-            assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
-                f"{w} at {isa}: intel_prompt_default {a['name']} and default GEMV {v['name']} differ in " \
-                "activations or layout"
-        for key, op in (("small_default", "gemm"), ("intel_default", "gemv"), ("intel_default", "gemm")):
+        for key, op in (("small_default", "gemm"), ("intel_default", "gemv"), ("intel_default", "gemm"),
+                        ("intel_prompt_default", "gemm")):
             alt = [k for k in ks if k.get(key) and k["op"] == op]
             assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} {op.upper()} kernels (need at most one)"
             for a in alt:
-                assert op == "gemv" or a["params"].get("every_m") or a["mr"] <= 8, \
+                assert op == "gemv" or key == "intel_prompt_default" or a["params"].get("every_m") or \
+                    a["mr"] <= 8, \
                     f"{a['name']}: a {key} GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
                 assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
                     f"{w} at {isa}: {key} {a['name']} and default GEMV {v['name']} differ in activations " \

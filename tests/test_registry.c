@@ -226,12 +226,13 @@ Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
 }
 
-/* Per (op, weights, ISA) of matmul kernels: one default GEMV and at most one small-batch GEMM default
- * on any CPU; on an Intel core it is the spec's Intel default where there is one, and the spec's
- * default stays the default on every other core. */
-static bool replaced_default(const woolly_kernel *k)
+/* Per (op, weights, ISA) of matmul kernels: one default GEMV, one default GEMM and at most one small-batch
+ * GEMM default on any CPU; on an Intel core each is the spec's Intel one where there is one (intel_default
+ * for a GEMV or a small-batch GEMM, intel_prompt_default for a GEMM), and the spec's default stays the
+ * default on every other core. */
+static bool replaced_default(const woolly_kernel *k, bool prompt)
 {
-    return k->op == WOOLLY_OP_GEMV ? k->is_default : k->is_small_default;
+    return k->op == WOOLLY_OP_GEMV || prompt ? k->is_default : k->is_small_default;
 }
 
 Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
@@ -239,72 +240,44 @@ Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
-    int n_intel[2] = {0, 0}; /* GEMV, GEMM */
-    for (int i = 0; i < n; i++) {
-        const woolly_kernel *v = &ks[i];
-        if (!v->is_intel_default)
-            continue;
-        n_intel[v->op == WOOLLY_OP_GEMM]++;
-        cr_assert(v->op == WOOLLY_OP_GEMV || v->op == WOOLLY_OP_GEMM, "%s: an Intel default of another op",
-                  v->name);
-        int n_default = 0;
-        const woolly_kernel *d = NULL;
-        for (int j = 0; j < n; j++)
-            if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
-                replaced_default(&ks[j])) {
-                n_default++;
-                d = &ks[j];
-            }
-        cr_assert_eq(n_default, 1, "%s: %d defaults of its op, weights and level", v->name, n_default);
-        cr_assert_eq(d == v, intel, "%s: default %s on a %s core", v->name, d->name,
-                     woolly_cpu_get()->vendor);
-        cr_assert(d->act == v->act && d->layout == v->layout, "%s and %s differ in format or layout", d->name,
-                  v->name);
-        if (!intel || woolly_isa_active() != v->isa || !woolly_kernel_runs(v))
-            continue;
-        if (v->op == WOOLLY_OP_GEMV)
-            cr_assert_eq(woolly_kernel_default_gemv(v->wtype, -1), v, "%s is not the GEMV a run takes",
-                         v->name);
-        else
-            cr_assert_eq(woolly_kernel_choose_small(v->wtype, v->act, v->layout), v,
-                         "%s is not the GEMM a run of a few tokens takes", v->name);
-    }
+    int n_intel[3] = {0, 0, 0}; /* GEMV, small-batch GEMM, prompt GEMM */
+    for (int i = 0; i < n; i++)
+        for (int prompt = 0; prompt < 2; prompt++) {
+            const woolly_kernel *v = &ks[i];
+            if (!(prompt ? v->is_intel_prompt_default : v->is_intel_default))
+                continue;
+            n_intel[prompt ? 2 : v->op == WOOLLY_OP_GEMM]++;
+            cr_assert(v->op == WOOLLY_OP_GEMM || (v->op == WOOLLY_OP_GEMV && !prompt),
+                      "%s: an Intel default of another op", v->name);
+            int n_default = 0;
+            const woolly_kernel *d = NULL;
+            for (int j = 0; j < n; j++)
+                if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
+                    replaced_default(&ks[j], prompt)) {
+                    n_default++;
+                    d = &ks[j];
+                }
+            cr_assert_eq(n_default, 1, "%s: %d defaults of its op, weights and level", v->name, n_default);
+            cr_assert_eq(d == v, intel, "%s: default %s on a %s core", v->name, d->name,
+                         woolly_cpu_get()->vendor);
+            cr_assert(d->act == v->act && d->layout == v->layout, "%s and %s differ in format or layout",
+                      d->name, v->name);
+            if (!intel || woolly_isa_active() != v->isa || !woolly_kernel_runs(v))
+                continue;
+            if (v->op == WOOLLY_OP_GEMV)
+                cr_assert_eq(woolly_kernel_default_gemv(v->wtype, -1), v, "%s is not the GEMV a run takes",
+                             v->name);
+            else if (prompt)
+                cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, v->wtype, v->act, v->layout), v,
+                             "%s is not the GEMM a prompt takes", v->name);
+            else
+                cr_assert_eq(woolly_kernel_choose_small(v->wtype, v->act, v->layout), v,
+                             "%s is not the GEMM a run of a few tokens takes", v->name);
+        }
 #if defined(__x86_64__)
     cr_assert_gt(n_intel[0], 0, "the spec names no Intel default GEMV");
     cr_assert_gt(n_intel[1], 0, "the spec names no Intel small-batch GEMM");
-#endif
-}
-
-/* An Intel prompt GEMM is the one default GEMM of its (weights, ISA) on an Intel core, and not on others,
- * and the GEMM a prompt's call takes there. */
-Test(registry, an_intel_prompt_gemm_replaces_the_default_gemm_on_intel_only)
-{
-    int n, n_prompt = 0;
-    const woolly_kernel *ks = woolly_kernel_list(&n);
-    const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
-    for (int i = 0; i < n; i++) {
-        const woolly_kernel *v = &ks[i];
-        if (!v->is_intel_prompt_default)
-            continue;
-        n_prompt++;
-        cr_assert_eq(v->op, WOOLLY_OP_GEMM, "%s: an Intel prompt default that is not a GEMM", v->name);
-        int n_default = 0;
-        const woolly_kernel *d = NULL;
-        for (int j = 0; j < n; j++)
-            if (ks[j].op == WOOLLY_OP_GEMM && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
-                ks[j].is_default) {
-                n_default++;
-                d = &ks[j];
-            }
-        cr_assert_eq(n_default, 1, "%s: %d default GEMMs of its weights and level", v->name, n_default);
-        cr_assert_eq(d == v, intel, "%s: default GEMM %s on a %s core", v->name, d->name,
-                     woolly_cpu_get()->vendor);
-        if (intel && woolly_isa_active() == v->isa && woolly_kernel_runs(v))
-            cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, v->wtype, v->act, v->layout), v,
-                         "%s is not the GEMM a prompt takes", v->name);
-    }
-#if defined(__x86_64__)
-    cr_assert_gt(n_prompt, 0, "the spec names no Intel prompt GEMM");
+    cr_assert_gt(n_intel[2], 0, "the spec names no Intel prompt GEMM");
 #endif
 }
 
