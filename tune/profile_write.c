@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cpu.h"
 #include "tune.h"
+#include "user_cache.h"
 #include "woolly.h"
 
 static const char *type_name(enum woolly_type t)
@@ -60,31 +60,9 @@ int woolly_profile_write(const woolly_profile *p, FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
-/* mkdir -p of the folder holding `path`. */
-static int make_parent(const char *path, woolly_error *err)
-{
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = 0;
-    for (char *p = dir + 1;; p++) {
-        const char c = *p;
-        if (c == '/' || c == 0) {
-            *p = 0;
-            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-                return woolly_fail(err, "cannot create the folder %s: %s", dir, strerror(errno));
-            *p = c;
-        }
-        if (!c)
-            return 0;
-    }
-}
-
 int woolly_profile_save(const woolly_profile *p, const char *path, woolly_error *err)
 {
-    if (make_parent(path, err))
+    if (woolly_make_parent_dirs(path, err))
         return -1;
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());

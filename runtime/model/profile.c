@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cpu.h"
+#include "user_cache.h"
 #include "woolly.h"
 
 /* ---- building ----------------------------------------------------------------------------------- */
@@ -601,18 +602,12 @@ woolly_profile *woolly_profile_read(const char *path, woolly_error *err)
 
 int woolly_profile_default_path(char *buf, size_t n)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     const woolly_cpu *cpu = woolly_cpu_get();
-    char name[128];
-    snprintf(name, sizeof name, "woolly/tune-%s-%u-%u-%016llx.profile", cpu->arch, cpu->family, cpu->model,
-             woolly_cpu_signature_hash());
-    int len;
-    if (xdg && xdg[0] == '/') /* the XDG spec ignores a relative path */
-        len = snprintf(buf, n, "%s/%s", xdg, name);
-    else if (home && *home)
-        len = snprintf(buf, n, "%s/.cache/%s", home, name);
-    else
+    char dir[900];
+    if (woolly_user_cache_dir(dir, sizeof dir))
         return -1;
+    const int len = snprintf(buf, n, "%s/tune-%s-%u-%u-%016llx.profile", dir, cpu->arch, cpu->family,
+                             cpu->model, woolly_cpu_signature_hash());
     return len > 0 && (size_t)len < n ? 0 : -1;
 }
 
