@@ -209,7 +209,8 @@ Test(bench_cli, markdown_thread_list_gives_one_row_per_count_and_the_run_facts)
 {
     char *out = bench("-p 16 -n 4 -r 2 -t 1,2");
     cr_expect(strstr(out, "| model") && strstr(out, "| threads |") && strstr(out, "t/s |"), "%s", out);
-    cr_expect(strstr(out, "load time: ") && strstr(out, "peak RSS: ") && strstr(out, "ISA level: "), "%s",
+    cr_expect(strstr(out, "load time: ") && strstr(out, "peak RSS: ") && strstr(out, "ISA level: ") &&
+                  strstr(out, "weights: "), "%s",
               out);
     cr_expect(strstr(out, "tuning profile, 1 thread: defaults\n") &&
                   strstr(out, "tuning profile, 2 threads: defaults\n") && !strstr(out, "tuning profile: "),

@@ -84,7 +84,8 @@ void bench_md_row(FILE *f, const bench_run *r, const bench_test *t)
 
 void bench_md_footer(FILE *f, const bench_run *r)
 {
-    fprintf(f, "\nload time: %.3f s\nISA level: %s\nKV cache: %s\n", r->load_s, r->isa, r->kv_type);
+    fprintf(f, "\nload time: %.3f s\nweights: %s\nISA level: %s\nKV cache: %s\n", r->load_s, r->weights,
+            r->isa, r->kv_type);
     /* A profile is chosen per thread count: with several counts, one line each, naming the count. */
     bool several = false;
     for (int i = 1; i < r->n_tests; i++)
@@ -186,6 +187,8 @@ void bench_write_json(FILE *f, const bench_run *r)
         }
         fprintf(f, "],\n    \"load_s\": ");
         json_number(f, r->load_s);
+        fputs(",\n    \"weights\": ", f);
+        json_string(f, r->weights);
         fprintf(f,
                 ",\n    \"peak_rss_bytes\": %llu,\n    \"tune_profile\": ", (unsigned long long)r->peak_rss);
         json_string(f, t->profile);

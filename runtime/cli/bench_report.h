@@ -37,6 +37,7 @@ typedef struct bench_test {
 
 typedef struct bench_run {
     const char *model_name, *model_path, *isa, *kv_type;
+    const char *weights; /* woolly_model_weights_source: repacked at load, or mapped from the repack cache */
     uint64_t model_size, model_params;
     double load_s;
     uint64_t peak_rss; /* bytes */

@@ -218,6 +218,7 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
         o->n_threads = WOOLLY_MAX_THREADS;
     o->kv_type = "f16";
     o->tune_profile = NULL;
+    o->repack_cache = NULL;
     o->n_ctx_given = 0;
     cli_add(t, (cli_flag){"-t", "--threads", CLI_INT, &o->n_threads, 1, WOOLLY_MAX_THREADS, "N",
                           "threads (default: the number of cores)", NULL});
@@ -234,6 +235,10 @@ void cli_add_context_flags(cli_table *t, cli_context_opts *o)
                        "the tuning profile to run with ('none': the defaults; default: WOOLLY_TUNE_PROFILE, "
                        "else this CPU's from `woolly tune`)",
                        NULL});
+    cli_add(t, (cli_flag){NULL, "--repack-cache", CLI_STR, &o->repack_cache, 0, 0, "DIR",
+                          "the folder of repacked weights later loads map ('off': none; default: "
+                          "WOOLLY_REPACK_CACHE, else ~/.cache/woolly/repack)",
+                          NULL});
 }
 
 woolly_kv_type cli_kv_type(const char *name)
@@ -315,6 +320,8 @@ woolly_model *cli_open_model(const char *cmd, const char *path, const cli_contex
     }
     if (o && o->tune_profile) /* the library reads the variable when it opens the model */
         setenv("WOOLLY_TUNE_PROFILE", o->tune_profile, 1);
+    if (o && o->repack_cache)
+        setenv("WOOLLY_REPACK_CACHE", o->repack_cache, 1);
     const double t0 = cli_now_s();
     woolly_model *m = woolly_model_open(path);
     if (!m) {

@@ -68,13 +68,15 @@ typedef struct cli_context_opts {
     int32_t n_ctx, n_batch, n_threads;
     const char *kv_type;      /* "f16" | "f32" | "q8_0" */
     const char *tune_profile; /* --tune-profile FILE, or NULL */
+    const char *repack_cache; /* --repack-cache DIR, or NULL */
     int n_ctx_given;
 } cli_context_opts;
 
 /* -m/--model MODEL, required. */
 void cli_add_model_flag(cli_table *t, const char **path);
 
-/* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16), --tune-profile. */
+/* -t/--threads, --ctx-size, --batch-size, --kv-type (defaults: cores, model's, 512, f16), --tune-profile,
+ * --repack-cache. */
 void cli_add_context_flags(cli_table *t, cli_context_opts *o);
 
 /* The cache type a --kv-type name (f16, f32, q8_0; checked by the flag table) stands for. */

@@ -317,6 +317,7 @@ int woolly_cmd_bench(int argc, char **argv)
     r.model_size = woolly_model_size(m);
     r.model_params = woolly_model_n_params(m);
     r.isa = woolly_isa_name(woolly_isa_active());
+    r.weights = woolly_model_weights_source(m);
     int status = 1;
     woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)o.max_depth));
     r.tests = calloc((size_t)n_threads * (size_t)o.n_depths * 2, sizeof *r.tests);

@@ -143,6 +143,7 @@ int woolly_cmd_run(int argc, char **argv)
     char profile[1200];
     cli_profile_text(m, c, profile, sizeof profile);
     fprintf(stderr, "load       %8.1f ms   tuning profile: %s\n", 1e3 * load_s, profile);
+    fprintf(stderr, "weights    %s\n", woolly_model_weights_source(m));
     report("prompt", n_prompt, prompt_s);
     report("generation", n_evaluated, gen_s);
     status = 0;

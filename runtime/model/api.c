@@ -66,6 +66,11 @@ const char *woolly_model_tune_profile(const woolly_model *m)
     return m->profile ? m->profile->path : NULL;
 }
 
+const char *woolly_model_weights_source(const woolly_model *m)
+{
+    return m->weights_text;
+}
+
 woolly_token woolly_token_bos(const woolly_model *m)
 {
     return m->tok ? woolly_tokenizer_bos(m->tok) : -1;

@@ -338,7 +338,8 @@ static int bind_weights(woolly_model *m, woolly_error *err)
 
 /* ---- open / close -------------------------------------------------------------------------------- */
 
-woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woolly_error *err)
+/* `path`: the file's absolute path (NULL for a buffer), for the repack cache. */
+static woolly_model *open_model(gguf_file *g, const char *display_name, const char *path, woolly_error *err)
 {
     woolly_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -348,6 +349,11 @@ woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woo
     }
     m->file = g;
     snprintf(m->label, sizeof m->label, "%s", display_name ? display_name : "model");
+    if (path && !(m->path = strdup(path))) {
+        woolly_model_close(m);
+        woolly_fail(err, "out of memory");
+        return NULL;
+    }
     gguf_str name;
     if (gguf_get_str(g, "general.name", &name, NULL) && name.len > 0)
         snprintf(m->name, sizeof m->name, "%.*s", (int)(name.len > 120 ? 120 : name.len), name.ptr);
@@ -387,7 +393,15 @@ woolly_model *woolly_model_load(const char *path, woolly_error *err)
     if (!g)
         return NULL;
     const char *base = strrchr(path, '/');
-    return woolly_model_from_gguf(g, base ? base + 1 : path, err);
+    char *abs = realpath(path, NULL); /* NULL only if the file went away since it was opened */
+    woolly_model *m = open_model(g, base ? base + 1 : path, abs, err);
+    free(abs);
+    return m;
+}
+
+woolly_model *woolly_model_from_gguf(gguf_file *g, const char *display_name, woolly_error *err)
+{
+    return open_model(g, display_name, NULL, err);
 }
 
 void woolly_model_close(woolly_model *m)
@@ -399,6 +413,7 @@ void woolly_model_close(woolly_model *m)
     free(m->w.layers);
     free(m->owned);
     free(m->mats);
+    free(m->path);
     woolly_model_release_repacked(m);
     woolly_profile_free(m->profile);
     gguf_close(m->file);

@@ -79,8 +79,18 @@ struct woolly_model {
      * index here is its `id`, which contexts key their per-matrix plans by. */
     woolly_matrix **mats;
     int32_t n_mats;
-    woolly_huge_map repacked; /* the anonymous mapping holding the repacked matrices (model_repack.c) */
-    woolly_profile *profile;  /* the tuning profile this machine's runs use, or NULL for the defaults */
+    woolly_huge_map repacked; /* the mapping holding the repacked matrices (model_repack.c): anonymous,
+                                 or the repack cache's file */
+    char *path;               /* the model file's absolute path, or NULL (parsed from a buffer) */
+    enum {
+        WOOLLY_WEIGHTS_AS_IN_FILE,     /* no matrix is repacked */
+        WOOLLY_WEIGHTS_REPACKED,       /* at load, into anonymous memory */
+        WOOLLY_WEIGHTS_REPACKED_SAVED, /* the same, then written to the repack cache */
+        WOOLLY_WEIGHTS_MAPPED,         /* mapped from the repack cache */
+    } weights;
+    char repack_cache[1400]; /* the repack cache file, when it was used */
+    char weights_text[1500]; /* woolly_model_weights_source */
+    woolly_profile *profile; /* the tuning profile this machine's runs use, or NULL for the defaults */
 };
 
 /* Chooses each matrix's weight layout and default activation format (model_repack.c): the tuning
@@ -90,7 +100,8 @@ struct woolly_model {
 int woolly_model_pick_layouts(woolly_model *m, woolly_error *err);
 /* Repacks every matrix whose layout is not GGUF rows into one anonymous mapping (multi-threaded), reading
  * the originals from the file (gguf_read) rather than through its mapping, so that a weight is resident
- * once. */
+ * once; or maps the same bytes from the repack cache (repack_cache.h), and fills the cache after a
+ * repack. */
 int woolly_model_repack(woolly_model *m, woolly_error *err);
 void woolly_model_release_repacked(woolly_model *m);
 /* Source bytes each thread reads from the file per repack step (at least one row group is read); a

@@ -4,9 +4,12 @@
  * (2 MiB aligned, so that it gets huge pages), by all cores, one matrix at a time. Each thread reads its
  * rows from the file into a small buffer and repacks them from there, so the original is never resident
  * in the process beside its repacked copy and the peak stays at about the file's size. (A model parsed
- * from a buffer is repacked from the buffer.) */
+ * from a buffer is repacked from the buffer.) A model opened from a path first looks in the repack cache
+ * (repack_cache.c) for the same region made by an earlier load and maps it if it is there; after a
+ * repack it writes the region there. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,6 +17,7 @@
 
 #include "cpu.h"
 #include "model.h"
+#include "repack_cache.h"
 
 /* The layout and default activation format of one matrix: the profile's layout for its shape, else
  * the defaults (under a strict profile, among F16/F32 activations). */
@@ -71,8 +75,8 @@ typedef struct repack_job {
     const woolly_matrix *w;
     const void *src; /* the matrix in the file's buffer */
     void *dst;
-    uint8_t *scratch;     /* per thread: scratch_bytes, for the rows read with gguf_read */
-    size_t scratch_bytes; /* 0: repack straight from the mapping (a file parsed from a buffer) */
+    uint8_t *scratch;      /* per thread: scratch_bytes, for the rows read with gguf_read */
+    size_t scratch_bytes;  /* 0: repack straight from the mapping (a file parsed from a buffer) */
     atomic_llong next_row; /* the first row no thread has taken yet */
     atomic_int failed;
     woolly_error err; /* the first failure's */
@@ -149,18 +153,36 @@ static void drop_pages(const void *p, size_t n)
 
 enum { ALIGN = 64 };
 
-int woolly_model_repack(woolly_model *m, woolly_error *err)
+/* Each repacked matrix's place in the region (indexed as m->mats; ALIGN apart at least); the region's
+ * size, 0 when no matrix is repacked. */
+static size_t plan_region(const woolly_model *m, size_t *offsets)
 {
     size_t total = 0;
-    for (int32_t i = 0; i < m->n_mats; i++)
+    for (int32_t i = 0; i < m->n_mats; i++) {
+        offsets[i] = total;
         if (m->mats[i]->layout)
             total += (layout_bytes(m->mats[i]) + ALIGN - 1) / ALIGN * ALIGN;
-    if (!total)
-        return 0;
-    char *dst = woolly_huge_map_open(&m->repacked, total);
-    if (!dst)
-        return woolly_fail(err, "%s: cannot map %zu bytes for the repacked weights", m->label, total);
+    }
+    return total;
+}
 
+/* Points the repacked matrices at their places in the region. A tied token embedding follows its
+ * matrix: the lookup reads the repacked rows too. */
+static void point_at(woolly_model *m, const char *base, const size_t *offsets)
+{
+    for (int32_t i = 0; i < m->n_mats; i++) {
+        woolly_matrix *w = m->mats[i];
+        if (!w->layout)
+            continue;
+        if (w->data == m->w.token_embd.data)
+            m->w.token_embd = *w, m->w.token_embd.data = base + offsets[i];
+        w->data = base + offsets[i];
+    }
+}
+
+/* Repacks every matrix with a layout into the region at `dst`, by all cores. */
+static int repack_all(woolly_model *m, char *dst, const size_t *offsets, woolly_error *err)
+{
     const int n_threads = woolly_cpu_get()->n_cores > 0 ? woolly_cpu_get()->n_cores : 1;
     woolly_threadpool *pool = woolly_threadpool_open(n_threads, err);
     if (!pool)
@@ -185,7 +207,6 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
             return woolly_fail(err, "%s: out of memory for the repack's buffers", m->label);
         }
     }
-    const void *embd = m->w.token_embd.data;
     int rc = 0;
     for (int32_t i = 0; i < m->n_mats && !rc; i++) {
         woolly_matrix *w = m->mats[i];
@@ -194,27 +215,60 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
         repack_job j = {.file = m->file,
                         .w = w,
                         .src = w->data,
-                        .dst = dst,
+                        .dst = dst + offsets[i],
                         .scratch = scratch,
                         .scratch_bytes = scratch_bytes};
         atomic_init(&j.next_row, 0);
         atomic_init(&j.failed, 0);
         woolly_threadpool_run(pool, repack_job_run, &j);
-        if (atomic_load(&j.failed)) {
+        if (atomic_load(&j.failed))
             rc = woolly_fail(err, "%s: tensor '%s': %s", m->label, w->name, j.err.msg);
-            break;
-        }
-        if (!scratch_bytes)
+        else if (!scratch_bytes)
             drop_pages(w->data, woolly_row_bytes(w->type, w->cols) * (size_t)w->rows);
-        if (w->data == embd) /* tied embeddings: the lookup reads the repacked matrix too */
-            m->w.token_embd = *w;
-        w->data = dst;
-        if (m->w.token_embd.data == j.src)
-            m->w.token_embd.data = dst;
-        dst += (layout_bytes(w) + ALIGN - 1) / ALIGN * ALIGN;
     }
     free(scratch);
     woolly_threadpool_close(pool);
+    return rc;
+}
+
+int woolly_model_repack(woolly_model *m, woolly_error *err)
+{
+    size_t *offsets = malloc(((size_t)m->n_mats + 1) * sizeof *offsets);
+    if (!offsets)
+        return woolly_fail(err, "%s: out of memory", m->label);
+    const size_t total = plan_region(m, offsets);
+    int rc = 0;
+    if (!total)
+        goto done;
+    char dir[1024];
+    const bool cached =
+        woolly_repack_cache_wanted(m, dir, sizeof dir) &&
+        !woolly_repack_cache_file(m, dir, offsets, total, m->repack_cache, sizeof m->repack_cache);
+    const char *mapped =
+        cached ? woolly_repack_cache_map(m, m->repack_cache, offsets, total, &m->repacked) : NULL;
+    if (mapped) {
+        m->weights = WOOLLY_WEIGHTS_MAPPED;
+        point_at(m, mapped, offsets);
+        goto done;
+    }
+    char *dst = woolly_huge_map_open(&m->repacked, total);
+    if (!dst) {
+        rc = woolly_fail(err, "%s: cannot map %zu bytes for the repacked weights", m->label, total);
+        goto done;
+    }
+    rc = repack_all(m, dst, offsets, err);
+    if (rc)
+        goto done;
+    m->weights = WOOLLY_WEIGHTS_REPACKED;
+    if (cached && !woolly_repack_cache_store(m, dir, m->repack_cache, offsets, dst, total))
+        m->weights = WOOLLY_WEIGHTS_REPACKED_SAVED;
+    point_at(m, dst, offsets);
+done:
+    free(offsets);
+    static const char *const how[] = {"as in the file", "repacked at load", "repacked at load, saved to ",
+                                      "mapped from "};
+    snprintf(m->weights_text, sizeof m->weights_text, "%s%s", how[m->weights],
+             m->weights >= WOOLLY_WEIGHTS_REPACKED_SAVED ? m->repack_cache : "");
     return rc;
 }
 
