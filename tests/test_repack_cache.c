@@ -228,3 +228,28 @@ Test(repack_cache, a_folder_that_cannot_be_made_still_loads)
     woolly_model_close(m);
     remove(dir);
 }
+
+Test(repack_cache, another_models_cache_under_this_ones_name_is_not_used)
+{
+    const char *dir = fresh_cache("rc-other");
+    woolly_model *a = load(tu_data(MODEL));
+    char mine[sizeof a->repack_cache];
+    snprintf(mine, sizeof mine, "%s", a->repack_cache);
+    woolly_model_close(a);
+    setenv("WOOLLY_REPACK_CACHE", dir, 1);
+    woolly_model *b = load(tu_data("models/tiny-llama-q6_k.gguf"));
+    cr_assert_eq(b->weights, WOOLLY_WEIGHTS_REPACKED_SAVED);
+    cr_assert_eq(rename(b->repack_cache, mine), 0);
+    woolly_model_close(b);
+
+    /* The key in the header names the other model: repacked, and this model's cache written again. */
+    setenv("WOOLLY_REPACK_CACHE", dir, 1);
+    woolly_model *c = load(tu_data(MODEL));
+    cr_assert_eq(c->weights, WOOLLY_WEIGHTS_REPACKED_SAVED);
+    check_same_as_a_repack(c, tu_data(MODEL));
+    woolly_model_close(c);
+    setenv("WOOLLY_REPACK_CACHE", dir, 1);
+    woolly_model *d = load(tu_data(MODEL));
+    cr_assert_eq(d->weights, WOOLLY_WEIGHTS_MAPPED);
+    woolly_model_close(d);
+}

@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +84,7 @@ static char *make_key(const woolly_model *m, const size_t *offsets, size_t total
     char ident[160];
     if (file_identity(m, ident, sizeof ident))
         return NULL;
-    size_t cap = 4096 + (size_t)m->n_mats * 192, used = 0;
+    size_t cap = 1024 + strlen(m->path) + (size_t)m->n_mats * 256, used = 0;
     char *k = malloc(cap);
     if (!k)
         return NULL;
@@ -146,12 +147,19 @@ int woolly_repack_cache_file(const woolly_model *m, const char *dir, const size_
     return len > 0 && (size_t)len < n ? 0 : -1;
 }
 
-/* One warning line on stderr. */
-static void warn(const char *path, const char *fmt, const char *detail)
+/* One warning line on stderr, written at once. */
+__attribute__((format(printf, 2, 3))) static void warn(const char *path, const char *fmt, ...)
 {
-    fprintf(stderr, "woolly: repack cache %s: ", path);
-    fprintf(stderr, fmt, detail);
-    fputc('\n', stderr);
+    char line[2048];
+    int n = snprintf(line, sizeof line, "woolly: repack cache %s: ", path);
+    if (n < 0 || (size_t)n >= sizeof line - 2)
+        n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - 1 - (size_t)n, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    fputs(line, stderr);
 }
 
 static void put_u32(unsigned char *p, uint32_t v)
@@ -324,9 +332,8 @@ int woolly_repack_cache_store(const woolly_model *m, const char *dir, const char
     struct statvfs vfs;
     if (!statvfs(dir, &vfs) &&
         (unsigned long long)vfs.f_bavail * vfs.f_frsize < (unsigned long long)(at + total) + KEEP_FREE) {
-        char need[64];
-        snprintf(need, sizeof need, "%.2f", (double)(at + total) / (1 << 30));
-        warn(path, "not written: it needs %s GiB and would leave less than 1 GiB free", need);
+        warn(path, "not written: it needs %.2f GiB and would leave less than 1 GiB free",
+             (double)(at + total) / (1 << 30));
         free(key);
         return -1;
     }
