@@ -74,7 +74,7 @@ static void check_same_as_a_repack(const woolly_model *a, const char *path)
     woolly_model_close(b);
 }
 
-/* Flips one byte of the file at `at` bytes from its end. */
+/* Flips the byte `from_end` bytes before the end of the file. */
 static void flip_byte(const char *path, off_t from_end)
 {
     const int fd = open(path, O_RDWR);

@@ -62,7 +62,7 @@ const char *woolly_model_tune_profile(const woolly_model *m);
  * repacked). PATH is in the repack cache: a model opened from a file keeps its repacked weights in the
  * folder WOOLLY_REPACK_CACHE names ("off": none), else $XDG_CACHE_HOME/woolly/repack (or
  * ~/.cache/woolly/repack), and later loads map them from the page cache instead of repacking, which is
- * most of a load's time. The first load writes as many bytes as the model file (not when that would
+ * most of a load's time. The first load writes about as many bytes as the model file (not when that would
  * leave less than 1 GiB free); a cache that cannot be read or written is reported on stderr and the
  * weights repacked as without it. */
 const char *woolly_model_weights_source(const woolly_model *m);

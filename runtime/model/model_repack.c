@@ -238,32 +238,28 @@ int woolly_model_repack(woolly_model *m, woolly_error *err)
         return woolly_fail(err, "%s: out of memory", m->label);
     const size_t total = plan_region(m, offsets);
     int rc = 0;
-    if (!total)
-        goto done;
-    char dir[1024];
-    const bool cached =
-        woolly_repack_cache_wanted(m, dir, sizeof dir) &&
-        !woolly_repack_cache_file(m, dir, offsets, total, m->repack_cache, sizeof m->repack_cache);
-    const char *mapped =
-        cached ? woolly_repack_cache_map(m, m->repack_cache, offsets, total, &m->repacked) : NULL;
+    woolly_repack_cache cache;
+    const bool cached = total && woolly_repack_cache_open(m, offsets, total, &cache);
+    if (cached)
+        snprintf(m->repack_cache, sizeof m->repack_cache, "%s", cache.path);
+    const char *mapped = cached ? woolly_repack_cache_map(&cache, &m->repacked) : NULL;
     if (mapped) {
         m->weights = WOOLLY_WEIGHTS_MAPPED;
         point_at(m, mapped, offsets);
-        goto done;
+    } else if (total) {
+        char *dst = woolly_huge_map_open(&m->repacked, total);
+        if (!dst)
+            rc = woolly_fail(err, "%s: cannot map %zu bytes for the repacked weights", m->label, total);
+        else
+            rc = repack_all(m, dst, offsets, err);
+        if (!rc) {
+            m->weights = cached && !woolly_repack_cache_store(&cache, dst) ? WOOLLY_WEIGHTS_REPACKED_SAVED
+                                                                           : WOOLLY_WEIGHTS_REPACKED;
+            point_at(m, dst, offsets);
+        }
     }
-    char *dst = woolly_huge_map_open(&m->repacked, total);
-    if (!dst) {
-        rc = woolly_fail(err, "%s: cannot map %zu bytes for the repacked weights", m->label, total);
-        goto done;
-    }
-    rc = repack_all(m, dst, offsets, err);
-    if (rc)
-        goto done;
-    m->weights = WOOLLY_WEIGHTS_REPACKED;
-    if (cached && !woolly_repack_cache_store(m, dir, m->repack_cache, offsets, dst, total))
-        m->weights = WOOLLY_WEIGHTS_REPACKED_SAVED;
-    point_at(m, dst, offsets);
-done:
+    if (cached)
+        woolly_repack_cache_close(&cache);
     free(offsets);
     static const char *const how[] = {"as in the file", "repacked at load", "repacked at load, saved to ",
                                       "mapped from "};

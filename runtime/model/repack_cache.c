@@ -53,7 +53,8 @@ static unsigned long long fnv1a(const void *p, size_t n, unsigned long long h)
 }
 static const unsigned long long FNV_START = 1469598103934665603ull;
 
-bool woolly_repack_cache_wanted(const woolly_model *m, char *dir, size_t n)
+/* The cache's folder for the model (in dir, n bytes), or false when its load uses no cache. */
+static bool folder(const woolly_model *m, char *dir, size_t n)
 {
     if (!m->path || m->file->fd < 0)
         return false;
@@ -78,12 +79,10 @@ static int file_identity(const woolly_model *m, char *buf, size_t n)
     return 0;
 }
 
-/* The key text (see the top of the file); NULL when out of memory or the file cannot be stat'ed. */
-static char *make_key(const woolly_model *m, const size_t *offsets, size_t total, size_t *len)
+/* The key text (see the top of the file); NULL when out of memory or past KEY_MAX. */
+static char *make_key(const woolly_model *m, const char *ident, const size_t *offsets, size_t total,
+                      size_t *len)
 {
-    char ident[160];
-    if (file_identity(m, ident, sizeof ident))
-        return NULL;
     size_t cap = 1024 + strlen(m->path) + (size_t)m->n_mats * 256, used = 0;
     char *k = malloc(cap);
     if (!k)
@@ -101,7 +100,7 @@ static char *make_key(const woolly_model *m, const size_t *offsets, size_t total
     }
     if (used < cap)
         used += (size_t)snprintf(k + used, cap - used, "total %zu\n", total);
-    if (used >= cap || used > KEY_MAX) { /* a name too long for the room: no cache rather than a cut key */
+    if (used >= cap || used > KEY_MAX) { /* no cache rather than a cut key */
         free(k);
         return NULL;
     }
@@ -121,30 +120,39 @@ static void sanitize(const char *label, char *out, size_t n)
     out[j] = 0;
 }
 
-/* "<dir>/<label>-<path hash>-" : the prefix of every cache file made from the model's path. */
-static void path_prefix(const woolly_model *m, const char *dir, char *buf, size_t n)
+bool woolly_repack_cache_open(const woolly_model *m, const size_t *offsets, size_t total,
+                              woolly_repack_cache *c)
 {
+    memset(c, 0, sizeof *c);
+    char ident[160];
+    if (!folder(m, c->dir, sizeof c->dir) || file_identity(m, ident, sizeof ident))
+        return false;
+    c->m = m;
+    c->offsets = offsets;
+    c->total = total;
+    if (!(c->key = make_key(m, ident, offsets, total, &c->key_len)))
+        return false;
+    /* <dir>/<label>-<path hash>-<identity hash>-<key hash>.wrepack: the caches made from one path share
+     * the prefix up to the identity hash, those of one version of the file the prefix past it. */
     char name[80];
     sanitize(m->label, name, sizeof name);
-    snprintf(buf, n, "%s/%s-%08llx-", dir, name, fnv1a(m->path, strlen(m->path), FNV_START) & 0xffffffffull);
+    snprintf(c->path_prefix, sizeof c->path_prefix, "%s-%08llx-", name,
+             fnv1a(m->path, strlen(m->path), FNV_START) & 0xffffffffull);
+    snprintf(c->ident_hash, sizeof c->ident_hash, "%08llx-",
+             fnv1a(ident, strlen(ident), FNV_START) & 0xffffffffull);
+    const size_t n = (size_t)snprintf(c->path, sizeof c->path, "%s/%s%s%016llx.wrepack", c->dir,
+                                      c->path_prefix, c->ident_hash, fnv1a(c->key, c->key_len, FNV_START));
+    if (n >= sizeof c->path) {
+        woolly_repack_cache_close(c);
+        return false;
+    }
+    return true;
 }
 
-int woolly_repack_cache_file(const woolly_model *m, const char *dir, const size_t *offsets, size_t total,
-                             char *path, size_t n)
+void woolly_repack_cache_close(woolly_repack_cache *c)
 {
-    char ident[160], prefix[1200];
-    size_t klen;
-    char *key = make_key(m, offsets, total, &klen);
-    if (!key || file_identity(m, ident, sizeof ident)) {
-        free(key);
-        return -1;
-    }
-    path_prefix(m, dir, prefix, sizeof prefix);
-    const int len =
-        snprintf(path, n, "%s%08llx-%016llx.wrepack", prefix,
-                 fnv1a(ident, strlen(ident), FNV_START) & 0xffffffffull, fnv1a(key, klen, FNV_START));
-    free(key);
-    return len > 0 && (size_t)len < n ? 0 : -1;
+    free(c->key);
+    c->key = NULL;
 }
 
 /* One warning line on stderr, written at once. */
@@ -224,22 +232,20 @@ static bool samples_match(const woolly_model *m, const unsigned char *base, cons
     return ok;
 }
 
-const void *woolly_repack_cache_map(const woolly_model *m, const char *path, const size_t *offsets,
-                                    size_t total, woolly_huge_map *map)
+const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_map *map)
 {
     map->base = NULL;
     map->bytes = 0;
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(c->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL; /* not made yet: no word */
-    size_t klen = 0;
-    char *key = make_key(m, offsets, total, &klen);
+    const size_t klen = c->key_len, total = c->total;
     unsigned char head[HEADER_BYTES];
     char *found = NULL;
     struct stat st;
     const void *data = NULL;
     const char *why = NULL;
-    if (!key || fstat(fd, &st) || pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head ||
+    if (fstat(fd, &st) || pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head ||
         memcmp(head, MAGIC, sizeof MAGIC))
         why = "is not a repack cache file";
     else if (get_u64(head + 8, 4) != FORMAT || get_u64(head + 12, 4) != klen ||
@@ -248,7 +254,7 @@ const void *woolly_repack_cache_map(const woolly_model *m, const char *path, con
     else if ((uint64_t)st.st_size != payload_offset(klen) + total)
         why = "has the wrong size (cut short?)";
     else if (!(found = malloc(klen)) || pread(fd, found, klen, HEADER_BYTES) != (ssize_t)klen ||
-             memcmp(found, key, klen))
+             memcmp(found, c->key, klen))
         why = "was made for another build, model or layout";
     if (!why) {
         void *p = mmap(NULL, total, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)payload_offset(klen));
@@ -257,7 +263,7 @@ const void *woolly_repack_cache_map(const woolly_model *m, const char *path, con
         } else {
             map->base = p;
             map->bytes = total;
-            if (samples_match(m, p, offsets)) {
+            if (samples_match(c->m, p, c->offsets)) {
                 data = p;
             } else {
                 why = "holds bytes the repack does not make (stale or damaged)";
@@ -266,35 +272,27 @@ const void *woolly_repack_cache_map(const woolly_model *m, const char *path, con
         }
     }
     if (why)
-        warn(path, "%s; repacking", why);
+        warn(c->path, "%s; repacking", why);
     free(found);
-    free(key);
     close(fd);
     return data;
 }
 
 /* Removes the cache files made from the model's path for another version of the file (rewritten,
  * replaced): they can never be used again. Those for other layouts of the same file stay. */
-static void remove_stale(const woolly_model *m, const char *dir, const char *keep)
+static void remove_stale(const woolly_repack_cache *c)
 {
-    char prefix[1200], ident[160];
-    path_prefix(m, dir, prefix, sizeof prefix);
-    if (file_identity(m, ident, sizeof ident))
-        return;
-    char mine[16];
-    snprintf(mine, sizeof mine, "%08llx-", fnv1a(ident, strlen(ident), FNV_START) & 0xffffffffull);
-    const char *name_prefix = prefix + strlen(dir) + 1;
-    DIR *d = opendir(dir);
+    DIR *d = opendir(c->dir);
     if (!d)
         return;
+    const size_t pl = strlen(c->path_prefix), il = strlen(c->ident_hash);
     for (struct dirent *e; (e = readdir(d));) {
-        const size_t pl = strlen(name_prefix), nl = strlen(e->d_name);
-        if (strncmp(e->d_name, name_prefix, pl) || nl < 8 || strcmp(e->d_name + nl - 8, ".wrepack") ||
-            !strncmp(e->d_name + pl, mine, strlen(mine)))
+        const size_t nl = strlen(e->d_name);
+        if (strncmp(e->d_name, c->path_prefix, pl) || nl < 8 || strcmp(e->d_name + nl - 8, ".wrepack") ||
+            !strncmp(e->d_name + pl, c->ident_hash, il))
             continue;
-        char victim[1400];
-        if ((size_t)snprintf(victim, sizeof victim, "%s/%s", dir, e->d_name) < sizeof victim &&
-            strcmp(victim, keep))
+        char victim[sizeof c->dir + 300];
+        if ((size_t)snprintf(victim, sizeof victim, "%s/%s", c->dir, e->d_name) < sizeof victim)
             unlink(victim);
     }
     closedir(d);
@@ -315,34 +313,28 @@ static int write_all(int fd, const void *p, size_t n, off_t at)
     return 0;
 }
 
-int woolly_repack_cache_store(const woolly_model *m, const char *dir, const char *path, const size_t *offsets,
-                              const void *data, size_t total)
+int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data)
 {
-    size_t klen;
-    char *key = make_key(m, offsets, total, &klen);
-    if (!key)
-        return -1;
+    const char *path = c->path;
+    const size_t klen = c->key_len, total = c->total;
     woolly_error err = {{0}};
     if (woolly_make_parent_dirs(path, &err)) {
         warn(path, "not written: %s", err.msg);
-        free(key);
         return -1;
     }
     const size_t at = payload_offset(klen);
     struct statvfs vfs;
-    if (!statvfs(dir, &vfs) &&
+    if (!statvfs(c->dir, &vfs) &&
         (unsigned long long)vfs.f_bavail * vfs.f_frsize < (unsigned long long)(at + total) + KEEP_FREE) {
         warn(path, "not written: it needs %.2f GiB and would leave less than 1 GiB free",
              (double)(at + total) / (1 << 30));
-        free(key);
         return -1;
     }
-    char tmp[1400];
+    char tmp[sizeof c->path + 32];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         warn(tmp, "not written: %s", strerror(errno));
-        free(key);
         return -1;
     }
     unsigned char head[HEADER_BYTES];
@@ -352,7 +344,7 @@ int woolly_repack_cache_store(const woolly_model *m, const char *dir, const char
     put_u64(head + 16, at);
     put_u64(head + 24, total);
     /* The bytes between the key and the payload are a hole: they take no disk. */
-    int rc = write_all(fd, head, sizeof head, 0) || write_all(fd, key, klen, HEADER_BYTES) ||
+    int rc = write_all(fd, head, sizeof head, 0) || write_all(fd, c->key, klen, HEADER_BYTES) ||
                      write_all(fd, data, total, (off_t)at) || fsync(fd)
                  ? -1
                  : 0;
@@ -365,13 +357,12 @@ int woolly_repack_cache_store(const woolly_model *m, const char *dir, const char
         warn(tmp, "not written: %s", strerror(e ? e : EIO));
         unlink(tmp);
     } else {
-        const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) { /* the rename itself, on disk */
             fsync(dfd);
             close(dfd);
         }
-        remove_stale(m, dir, path);
+        remove_stale(c);
     }
-    free(key);
     return rc;
 }

@@ -11,23 +11,33 @@
 
 #include "model.h"
 
-/* Whether the model's load uses a cache, and the folder (in dir, n bytes) when it does. */
-bool woolly_repack_cache_wanted(const woolly_model *m, char *dir, size_t n);
+/* One load's cache: its folder and file and the key the file must hold, made once. */
+typedef struct woolly_repack_cache {
+    const woolly_model *m;
+    const size_t *offsets; /* each matrix's place in the region (indexed as m->mats) */
+    size_t total;          /* the region's bytes */
+    char *key;             /* the key text (repack_cache.c) */
+    size_t key_len;
+    char dir[1024];
+    char path_prefix[96]; /* "<label>-<path hash>-": every cache file made from the model's path */
+    char ident_hash[16];  /* "<hash of the file's identity>-": the version of the file they are for */
+    char path[1400];
+} woolly_repack_cache;
 
-/* The cache file in `dir` for the model's layouts, the matrices at `offsets` (indexed as m->mats) of a
- * `total`-byte region: 0 and the path, or -1. */
-int woolly_repack_cache_file(const woolly_model *m, const char *dir, const size_t *offsets, size_t total,
-                             char *path, size_t n);
+/* Whether the model's load uses a cache (c filled, released with woolly_repack_cache_close) for the
+ * matrices at `offsets` of a `total`-byte region; false when it uses none (off, a model from a buffer,
+ * no folder, out of memory). The model's matrices must still point into its file. */
+bool woolly_repack_cache_open(const woolly_model *m, const size_t *offsets, size_t total,
+                              woolly_repack_cache *c);
+void woolly_repack_cache_close(woolly_repack_cache *c);
 
-/* The region mapped read-only from `path` (into `map`, released with woolly_huge_map_close) when the
- * file holds exactly it; else NULL, with a warning line when a file was there but unusable. Called
- * before the repack: the matrices' data still points into the model file. */
-const void *woolly_repack_cache_map(const woolly_model *m, const char *path, const size_t *offsets,
-                                    size_t total, woolly_huge_map *map);
+/* The region mapped read-only from the cache file (into `map`, released with woolly_huge_map_close)
+ * when the file holds exactly it; else NULL, with a warning line when a file was there but unusable.
+ * Called before the repack: the matrices' data still points into the model file. */
+const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_map *map);
 
-/* Writes the repacked region to `path` (whole, synced, renamed into place) and removes the caches made
- * for earlier versions of the model file. 0, or -1 with a warning line. */
-int woolly_repack_cache_store(const woolly_model *m, const char *dir, const char *path, const size_t *offsets,
-                              const void *data, size_t total);
+/* Writes the repacked region at `data` to the cache file (whole, synced, renamed into place) and
+ * removes the caches made for earlier versions of the model file. 0, or -1 with a warning line. */
+int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data);
 
 #endif
