@@ -18,10 +18,30 @@
  * partial results are then combined (that split across the threads is attn_run.c's, which the tuner measures
  * through too). Nothing is allocated here: every buffer lives in the context's run state. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "context.h"
 #include "quant.h"
+
+/* The steps above are the plain decoder's: RoPE on adjacent pairs and none of an architecture's
+ * optional steps yet. A step is added here, in its place in woolly_forward, and then struck from this
+ * list. */
+bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
+{
+    const woolly_arch_steps *s = &a->steps;
+    const char *lacks = a->rope != WOOLLY_ROPE_ADJACENT ? "RoPE on the halves (NEOX)"
+                        : s->qkv_bias                   ? "Q/K/V biases"
+                        : s->qk_norm                    ? "Q/K norms"
+                        : s->post_norms                 ? "post-norms"
+                        : s->moe_ffn                    ? "a mixture-of-experts FFN"
+                        : s->sliding_window             ? "sliding-window attention"
+                                                        : NULL;
+    if (lacks)
+        snprintf(why, n, "%s", lacks);
+    return !lacks;
+}
 
 static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, int32_t n, float *y)
 {

@@ -19,16 +19,17 @@
 #include "woolly.h"
 #include "wtype.h"
 
-enum woolly_arch { WOOLLY_ARCH_LLAMA = 0, WOOLLY_ARCH_GRANITE = 1 };
+struct woolly_arch; /* arch.h: the architecture's table */
 
 typedef struct woolly_config {
-    enum woolly_arch arch;
-    int32_t n_vocab; /* rows of token_embd */
-    int32_t n_embd;  /* residual stream width */
+    const struct woolly_arch *arch; /* first: offset 0 names no hyperparameter in the tables (WOOLLY_HP) */
+    int32_t n_vocab;                /* rows of token_embd */
+    int32_t n_embd;                 /* residual stream width */
     int32_t n_layer;
     int32_t n_head;    /* query heads */
     int32_t n_head_kv; /* key/value heads; n_head / n_head_kv query heads share one (GQA) */
     int32_t head_dim;
+    int32_t head_dim_v;  /* of the values: head_dim (checked) */
     int32_t n_ff;        /* feed-forward hidden width */
     int32_t n_ctx_train; /* context length the model was trained with */
     int32_t n_rot;       /* dimensions of each head that RoPE rotates (from the start, in pairs) */
@@ -40,6 +41,7 @@ typedef struct woolly_config {
     float residual_scale;  /* multiplies each block's output before its residual add */
     float attention_scale; /* multiplies q.k before the softmax */
     float logit_scale;     /* divides the logits */
+    int32_t n_expert;      /* experts of a mixture-of-experts FFN; 0 without one */
 } woolly_config;
 
 typedef struct woolly_layer {
