@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "cpu.h"
 #include "model.h"
 #include "repack_cache.h"
@@ -42,17 +43,32 @@ static int pick(const woolly_profile *p, woolly_matrix *w, woolly_error *err)
 
 int woolly_model_pick_layouts(woolly_model *m, woolly_error *err)
 {
-    const int32_t n_layer = m->cfg.n_layer;
-    m->mats = calloc((size_t)n_layer * 7 + 1, sizeof *m->mats);
+    const woolly_arch *a = m->cfg.arch;
+    const int32_t n_layer = m->cfg.n_layer, n_tensors = woolly_arch_n_tensors(a);
+    size_t cap = 0;
+    for (int32_t i = 0; i < n_tensors; i++)
+        if (woolly_arch_tensor_at(a, i)->kind == WOOLLY_TENSOR_MATRIX)
+            cap += woolly_arch_tensor_at(a, i)->per_block ? (size_t)n_layer : 1;
+    m->mats = calloc(cap ? cap : 1, sizeof *m->mats);
     if (!m->mats)
         return woolly_fail(err, "%s: out of memory", m->label);
-    for (int32_t l = 0; l < n_layer; l++) {
-        woolly_layer *L = &m->w.layers[l];
-        woolly_matrix *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-            m->mats[m->n_mats++] = ms[i];
+    /* The layers' matrices layer by layer, each in table order, then the global ones (the output): the
+     * order the contexts' plans and the repack cache's key index them by. */
+    for (int32_t l = 0; l < n_layer; l++)
+        for (int32_t i = 0; i < n_tensors; i++) {
+            const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+            woolly_matrix *w =
+                t->per_block && t->kind == WOOLLY_TENSOR_MATRIX ? woolly_arch_slot(&m->w, t, l) : NULL;
+            if (w && w->data)
+                m->mats[m->n_mats++] = w;
+        }
+    for (int32_t i = 0; i < n_tensors; i++) {
+        const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+        woolly_matrix *w =
+            !t->per_block && t->kind == WOOLLY_TENSOR_MATRIX ? woolly_arch_slot(&m->w, t, -1) : NULL;
+        if (w && w->data)
+            m->mats[m->n_mats++] = w;
     }
-    m->mats[m->n_mats++] = &m->w.output;
     for (int32_t i = 0; i < m->n_mats; i++) {
         m->mats[i]->id = i;
         if (pick(m->profile, m->mats[i], err))
