@@ -53,9 +53,11 @@ typedef struct woolly_tune_model {
 } woolly_tune_model;
 
 /* The shapes of a GGUF model's matrices, from its tensor table, and its attention's dimensions, from its
- * hyperparameters (nothing is loaded). The output matrix (output.weight, or the token embedding when
- * tied) runs for one token (a prompt's logits are the last token's) or a small batch (one token of each
- * of the few sequences a server decodes together), never a large one. */
+ * hyperparameters as the runtime reads them (nothing is loaded). Which tensors are matrices, and the
+ * batch classes each runs with, come from its architecture's table (runtime/model/arch.h): the output
+ * matrix (output.weight, or the token embedding when tied) runs for one token (a prompt's logits are
+ * the last token's) or a small batch (one token of each of the few sequences a server decodes
+ * together), never a large one. */
 int woolly_tune_model_from_gguf(const char *path, woolly_tune_model *m, woolly_error *err);
 /* The same for a `woolly synth` preset, without writing it. */
 int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, woolly_error *err);

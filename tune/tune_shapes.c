@@ -2,40 +2,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "gguf.h"
 #include "synth.h"
 #include "tune.h"
 
-/* The batch-size classes a tensor runs with, by its name: a layer's matrices see every batch; the
- * output matrix one token (a prompt's logits are the last token's) or a small batch (a server's step
- * asks for the logits of each sequence it decodes); other tensors none. */
-static bool tensor_classes(const char *name, bool has_output, bool classes[WOOLLY_TOKENS_CLASSES])
+/* The tensors of a model file (g) or of a preset (syn, n_syn), for has_tensor. */
+typedef struct file_tensors {
+    const gguf_file *g;
+    const woolly_synth_tensor *syn;
+    size_t n_syn;
+} file_tensors;
+
+static bool has_tensor(const file_tensors *f, const char *name)
 {
-    static const char *const LAYER[] = {"attn_q.weight",      "attn_k.weight",   "attn_v.weight",
-                                        "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
-                                        "ffn_down.weight"};
-    memset(classes, 0, sizeof(bool) * WOOLLY_TOKENS_CLASSES);
-    if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"))) {
-        classes[WOOLLY_TOKENS_1] = classes[WOOLLY_TOKENS_SMALL] = true;
-        return true;
-    }
-    if (strncmp(name, "blk.", 4))
-        return false;
-    const char *dot = strchr(name + 4, '.');
-    for (size_t i = 0; dot && i < sizeof LAYER / sizeof LAYER[0]; i++)
-        if (!strcmp(dot + 1, LAYER[i])) {
-            for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
-                classes[c] = true;
+    if (f->g)
+        return gguf_find_tensor(f->g, name) != NULL;
+    for (size_t i = 0; i < f->n_syn; i++)
+        if (!strcmp(f->syn[i].name, name))
             return true;
-        }
     return false;
 }
 
-static int add_tensor(woolly_tune_model *m, const char *name, enum woolly_type type, int64_t rows,
-                      int64_t cols, bool has_output, woolly_error *err)
+/* The classes of the absent matrices of architecture a that `name` stands in for (tied). */
+static unsigned tied_classes(const woolly_arch *a, const file_tensors *f, const char *name)
+{
+    unsigned bits = 0;
+    for (int i = 0; i < woolly_arch_n_tensors(a); i++) {
+        const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+        if (t->tied && !strcmp(t->tied, name) && !has_tensor(f, t->name))
+            bits |= t->classes;
+    }
+    return bits;
+}
+
+/* The batch-size classes a tensor runs with, from its architecture's table: a matrix's own, and those
+ * of the matrix it stands in for when tied (the token embedding as the output); none for other
+ * tensors. A file of an architecture the runtime does not know (a NULL) is read with every table. */
+static bool tensor_classes(const woolly_arch *a, const file_tensors *f, const char *name,
+                           bool classes[WOOLLY_TOKENS_CLASSES])
+{
+    unsigned bits = 0;
+    for (int i = 0; i < (a ? 1 : woolly_arch_count()); i++) {
+        const woolly_arch *b = a ? a : woolly_arch_get(i);
+        int layer;
+        const woolly_arch_tensor *t = woolly_arch_match(b, name, &layer);
+        if (t)
+            bits |= (t->kind == WOOLLY_TENSOR_MATRIX ? t->classes : 0) | tied_classes(b, f, name);
+    }
+    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
+        classes[c] = bits & WOOLLY_CLASS_BIT(c);
+    return bits != 0;
+}
+
+static int add_tensor(woolly_tune_model *m, const woolly_arch *a, const file_tensors *f, const char *name,
+                      enum woolly_type type, int64_t rows, int64_t cols, woolly_error *err)
 {
     bool classes[WOOLLY_TOKENS_CLASSES];
-    if (!tensor_classes(name, has_output, classes))
+    if (!tensor_classes(a, f, name, classes))
         return 0;
     const size_t rb = woolly_row_bytes(type, cols);
     if (!rb || rows < 1)
@@ -62,33 +86,32 @@ static int add_tensor(woolly_tune_model *m, const char *name, enum woolly_type t
     return 0;
 }
 
-/* The attention's dimensions from the hyperparameters ("ARCH.attention.head_count", ...); a model that
- * lacks them gets none (its attention is not tuned), one whose values are of the wrong type is an error. */
-static int attn_dims_from_gguf(const gguf_file *g, woolly_tune_model *m, woolly_error *err)
+/* The model's architecture and its attention's dimensions, from the hyperparameters as the runtime
+ * reads them (a model of an architecture it runs whose hyperparameters it refuses is an error). A file
+ * of another architecture has none (its matrices are found by name in every table), and its attention
+ * is tuned if its keys read as the plain decoder's (llama's) under its own name. */
+static int read_arch(const gguf_file *g, const char *path, woolly_tune_model *m, const woolly_arch **a,
+                     woolly_error *err)
 {
-    gguf_str arch;
+    gguf_str name;
     woolly_error e = {{0}};
-    if (!gguf_get_str(g, "general.architecture", &arch, &e))
+    *a = NULL;
+    if (!gguf_get_str(g, "general.architecture", &name, &e))
         return e.msg[0] ? woolly_fail(err, "%s", e.msg) : 0;
-    static const char *const KEYS[] = {
-        "block_count",          "attention.head_count", "attention.head_count_kv",
-        "attention.key_length", "context_length",       "embedding_length"};
-    uint32_t v[6] = {0};
-    for (int i = 0; i < 6; i++) {
-        char key[160];
-        snprintf(key, sizeof key, "%.*s.%s", (int)(arch.len < 64 ? arch.len : 64), arch.ptr, KEYS[i]);
-        if (!gguf_get_u32(g, key, &v[i], &e) && e.msg[0])
-            return woolly_fail(err, "%s", e.msg);
+    woolly_config c;
+    if ((*a = woolly_arch_find(name))) {
+        if (woolly_arch_read_config(g, path, &c, err))
+            return -1;
+    } else {
+        char as_name[64];
+        woolly_arch plain = *woolly_arch_find((gguf_str){.ptr = "llama", .len = 5});
+        snprintf(as_name, sizeof as_name, "%.*s", (int)(name.len < 63 ? name.len : 63), name.ptr);
+        plain.name = as_name;
+        if (woolly_arch_read_keys(g, path, &plain, &c, &e))
+            return 0; /* not a model that reads as a decoder: its attention is not tuned */
     }
-    if (!v[2])
-        v[2] = v[1];
-    if (!v[3] && v[1])
-        v[3] = v[5] / v[1];
-    if (!v[0] || !v[1] || !v[2] || !v[3] || !v[4] || v[1] % v[2] || v[3] > WOOLLY_MAX_HEAD_DIM ||
-        v[0] > 100000 || v[1] > 100000 || v[4] > (1u << 30))
-        return 0; /* not a model the runtime runs: its attention is not tuned */
-    m->n_layer = (int32_t)v[0], m->n_head = (int32_t)v[1], m->n_head_kv = (int32_t)v[2];
-    m->head_dim = (int32_t)v[3], m->n_ctx = (int32_t)v[4];
+    m->n_layer = c.n_layer, m->n_head = c.n_head, m->n_head_kv = c.n_head_kv;
+    m->head_dim = c.head_dim, m->n_ctx = c.n_ctx_train;
     return 0;
 }
 
@@ -100,16 +123,18 @@ int woolly_tune_model_from_gguf(const char *path, woolly_tune_model *m, woolly_e
         return -1;
     const char *base = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
-    const bool has_output = gguf_find_tensor(g, "output.weight") != NULL;
-    int rc = attn_dims_from_gguf(g, m, err);
+    const file_tensors f = {.g = g};
+    const woolly_arch *a;
+    int rc = read_arch(g, path, m, &a, err);
     for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
         const gguf_tensor *t = &g->tensors[i];
         if (t->n_dims == 2 || (t->n_dims > 2 && t->ne[2] == 1 && t->ne[3] == 1))
-            rc = add_tensor(m, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], has_output, err);
+            rc = add_tensor(m, a, &f, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], err);
     }
     gguf_close(g);
     if (!rc && m->n_shapes == 0)
-        rc = woolly_fail(err, "%s: no matrices of a llama or granite model (blk.N.attn_q.weight, ...)", path);
+        rc = woolly_fail(err, "%s: no matrices of a %s model (blk.N.attn_q.weight, ...)", path,
+                         woolly_arch_names(" or "));
     if (rc)
         woolly_tune_model_free(m);
     return rc;
@@ -130,14 +155,12 @@ int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, wool
         free(t);
         return woolly_fail(err, "out of memory");
     }
-    bool has_output = false;
-    for (size_t i = 0; i < n; i++)
-        has_output |= !strcmp(t[i].name, "output.weight");
+    const file_tensors f = {.syn = t, .n_syn = n};
+    const woolly_arch *a = woolly_arch_find((gguf_str){.ptr = c.arch, .len = strlen(c.arch)});
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
         if (t[i].n_dims == 2)
-            rc = add_tensor(m, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0], has_output,
-                            err);
+            rc = add_tensor(m, a, &f, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0], err);
     free(t);
     if (rc)
         woolly_tune_model_free(m);
