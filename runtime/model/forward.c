@@ -26,8 +26,8 @@
 #include "quant.h"
 
 /* The steps above are the plain decoder's: RoPE on adjacent pairs and none of an architecture's
- * optional steps yet. A step is added here, in its place in woolly_forward, and then struck from this
- * list. */
+ * optional steps (arch.h) yet. A step is written in its place in woolly_forward, then struck from this
+ * list; until then, a model whose table needs it is refused at load. */
 bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
 {
     const woolly_arch_steps *s = &a->steps;
