@@ -114,6 +114,18 @@ def check_record(r, where):
     return r
 
 
+def journal_sections(name, cache={}):
+    """The headings of bench/journal/<name>, or None if there is no such file."""
+    if name not in cache:
+        path = os.path.join(HERE, "journal", os.path.basename(name))
+        try:
+            with open(path, encoding="utf-8") as f:
+                cache[name] = {line.lstrip("#").strip() for line in f if line.startswith("#")}
+        except OSError:
+            cache[name] = None
+    return cache[name]
+
+
 def read_records(folder):
     """Every record of every class file, each with its place (file, line) for ordering and messages."""
     records = []
@@ -129,6 +141,12 @@ def read_records(folder):
                 except ValueError as e:
                     raise RecordError(f"{where}: not JSON: {e}")
                 check_record(r, where)
+                if r["source"] == "journal":
+                    sections = journal_sections(r["journal"])
+                    if sections is None:
+                        raise RecordError(f"{where}: no journal file bench/journal/{r['journal']}")
+                    if r["section"] not in sections:
+                        raise RecordError(f"{where}: bench/journal/{r['journal']} has no section '{r['section']}'")
                 if r["class"] != name:
                     raise RecordError(f"{where}: a '{r['class']}' record in the file of class '{name}'")
                 r["_order"] = (r["date"], name, i)
@@ -269,8 +287,9 @@ def render_class(cls, records):
                 "| ---: | ---: | ---: | --- | --- | --- | --- |"]
         for lim in limits:
             int8 = f"{lim['int8_gmacs']:.1f}" if lim.get("int8_gmacs") else "-"
-            out.append(f"| {lim['threads']} | {lim['dram_read_gbs']:.2f} | {int8} | {lim.get('int8_instr') or '-'} | "
-                       f"`{lim['commit']}` | {lim['date']} | {run_ref(lim)} |")
+            instr = lim.get("int8_instr") or "-"
+            out.append(f"| {lim['threads']} | {lim['dram_read_gbs']:.2f} | {int8} | {instr} | `{lim['commit']}` | "
+                       f"{lim['date']} | {run_ref(lim)} |")
         out.append("")
     out += ["Runs:", ""]
     engines_of = {}
@@ -426,9 +445,10 @@ def from_woolly_json(objs, base, model):
             r["roofline"] = {"work_rate": round(roof["work_rate"], 2), "unit": roof["work_unit"],
                              "limit": round(roof["limit"], 2), "percent": round(roof["percent_of_limit"], 1)}
             if o["n_threads"] not in limits:
+                int8 = roof.get("int8_gmacs")
                 limits[o["n_threads"]] = dict(base, kind="limits", threads=o["n_threads"],
                                               dram_read_gbs=round(roof["dram_read_gbs"], 2),
-                                              int8_gmacs=round(roof["int8_gmacs"], 1) if roof.get("int8_gmacs") else None,
+                                              int8_gmacs=round(int8, 1) if int8 else None,
                                               int8_instr=roof.get("int8_instr"))
         records.append(r)
     return records + [limits[t] for t in sorted(limits)]
