@@ -198,13 +198,13 @@ def render(root):
     out = {}
     for k in kernels:
         out[f"kernels/{k['name']}.c"] = env.get_template(k["template"]).render(k=k)
-        test_template = f"test_{k['kind']}.c.j2"
+        test_template = f"tests/{k['kind']}.c.j2"
         out[f"tests/test_{k['name']}.c"] = env.get_template(test_template).render(
             k=k, template=test_template, isa_enum=ISA_ENUM[k["isa"]])
     for lay in layouts:
         out[f"kernels/repack_{lay['name']}.c"] = env.get_template(lay["template"]).render(k=lay)
-        out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("test_repack.c.j2").render(
-            k=lay, template="test_repack.c.j2")
+        out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("tests/repack.c.j2").render(
+            k=lay, template="tests/repack.c.j2")
     feature_flags = {n: v["flag"] for n, v in spec.get("feature", {}).items()}
     isas = []
     for name, v in spec["isa"].items():
