@@ -70,9 +70,12 @@ def expand_layouts(spec):
         assert name.startswith(v["format"] + "_r"), f"layout {name}: name must be <weights>_r<rows>"
         assert name == f"{v['format']}_r{v['rows']}", f"layout {name}: rows = {v['rows']} disagrees with the name"
         assert fmt["block"] > 1, f"layout {name}: only block formats are interleaved"
-        layouts[name] = dict(kind="layout", name=name, template=v["template"], isa="scalar", op="repack",
-                             weights=v["format"], wtype=fmt["type"], block=fmt["block"],
+        assert "encoding" in v, f"layout {name}: no encoding (how its bytes hold the quants)"
+        # one repack template per format: the rows and the encoding are its parameters
+        layouts[name] = dict(kind="layout", name=name, template=f"repack/{v['format']}.c.j2", isa="scalar",
+                             op="repack", weights=v["format"], wtype=fmt["type"], block=fmt["block"],
                              decode=fmt["decode"], rows=v["rows"], block_struct=v["block"],
+                             encoding=v["encoding"], contiguous=bool(v.get("contiguous", False)),
                              spec_entry=f"[layout.{name}]")
     return layouts
 

@@ -2,7 +2,8 @@
  * Spec: [layout.q4k_r16]
  *
  * GGUF Q4_K rows <-> the q4k_r16 layout (woolly_block_q4k_r16 in kernels.h), one of the Q4_K
- * layouts of G interleaved rows that share its shape (qs[sub-block][load][4 * row + l]). Portable C: it
+ * layouts of G interleaved rows that share its shape, encoding nibbles (qs[sub-block j][load h][4 * row +
+ * l]: values 4h .. 4h + 3 of the sub-block in low nibbles, 16 + 4h .. in high ones). Portable C: it
  * runs once per tensor at load, memory bound. */
 #include "kernels.h"
 

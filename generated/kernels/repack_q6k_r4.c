@@ -2,9 +2,11 @@
  * Spec: [layout.q6k_r4]
  *
  * GGUF Q6_K rows <-> the q6k_r4 layout (woolly_block_q6k_r4 in kernels.h), one of the Q6_K
- * layouts of G interleaved rows in slices of 32 values (a slice's ql[load][4 * row + l] and
- * qh[half][4 * row + l]). A row's block goes through its 256 six-bit values, both ways: portable C, run
- * once per tensor at load. */
+ * layouts of G interleaved rows in slices of 32 values, each a slice's ql[load][4 * row + l] (the low 4
+ * bits: values 4h .. of the slice in low nibbles, 16 + 4h .. in high ones) and its top 2 bits, encoding
+ * nibbles_qh_halves: qh[half][4 * row + l], bits 2h .. 2h + 1 those of the low-nibble (half 0) or the
+ * high-nibble (half 1) value of load h.
+ * A row's block goes through its 256 six-bit values, both ways: portable C, run once per tensor at load. */
 #include "kernels.h"
 
 enum { G = 4 };
@@ -73,8 +75,8 @@ static inline void q6k_slice_words(const uint8_t q[WOOLLY_QK_K], int j, uint32_t
     }
 }
 
-/* Slice j's low-bit loads and high-bit planes: the 8-row layout keeps each slice's bytes together (one
- * sequential pass for the AVX2 kernels), the 4-row one keeps all slices' ql, then all their qh. */
+/* Slice j's low-bit loads and high-bit planes: a contiguous layout keeps each slice's bytes together
+ * (one sequential pass for the AVX2 kernels), the others keep all slices' ql, then all their qh. */
 #define SLICE_QL(b, j) ((b)->ql[j])
 #define SLICE_QH(b, j) ((b)->qh[j])
 

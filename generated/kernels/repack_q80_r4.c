@@ -2,8 +2,8 @@
  * Spec: [layout.q80_r4]
  *
  * GGUF Q8_0 rows <-> the q80_r4 layout (woolly_block_q80_r4 in kernels.h), one of the Q8_0
- * layouts of G interleaved rows (qs[load][4 * row + l], the quants as they are). Portable C: it runs
- * once per tensor at load. */
+ * layouts of G interleaved rows (qs[load][4 * row + l]), encoding int8: the quants as they are.
+ * Portable C: it runs once per tensor at load. */
 #include "kernels.h"
 
 enum { G = 4 };
