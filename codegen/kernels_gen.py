@@ -31,6 +31,38 @@ def feature_mask(spec, req):
     return " | ".join(spec["feature"][r]["enum"] for r in req) if req else "0"
 
 
+# A kernel's variant suffix (the name's last part, after the tile or blocks) is derived from its spec
+# entry: one token per parameter or feature below that the entry sets, in this order, joined without
+# separators (e.g. every_m = 1, wide = 1, prefetch = 4096 -> "sbwpf4k"). Parameters not listed (kc, nc,
+# rb, pr, pk: blocking, not a different kernel in kind) stay out of names. `variant = "..."` in an entry
+# is the escape hatch for a kernel whose difference is no parameter (BLIS); it may not be combined with
+# parameters that name.
+VARIANT_TOKENS = (
+    ("every_m", lambda v: "sb"),                      # small batches: a tile for every token count
+    ("wide", lambda v: "w"),                          # a few tokens walk several row groups at once
+    ("split", lambda v: f"s{v}" if v > 1 else ""),    # accumulator chains per (token, group)
+    ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes (AVX-512)
+    ("pf", lambda v: "pf"),                           # software prefetch (AVX2, distance not named)
+    ("dot", lambda v: {"maddubs": "", "f32": "", "vnni": "vnni", "bf16": "bf16", "f16": "fp16",
+                       "i16": "i16"}[v]),             # the dot product's instructions or operands
+)
+FEATURE_TOKENS = {"i8mm": "i8mm"}  # required features that name a variant (others are said by params or types)
+
+
+def variant_of(entry, what):
+    params = entry.get("params", {})
+    for key, _ in VARIANT_TOKENS:
+        if key in params:
+            assert key != "prefetch" or params[key] % 1024 == 0, f"{what}: prefetch is whole KiB"
+            assert key not in ("every_m", "wide") or params[key] == 1, f"{what}: {key} is 1 or absent"
+    derived = "".join(token(params[key]) for key, token in VARIANT_TOKENS if key in params)
+    derived += "".join(FEATURE_TOKENS.get(r, "") for r in entry.get("requires", []))
+    if "variant" in entry:
+        assert not derived, f"{what}: variant = {entry['variant']!r} beside parameters that name {derived!r}"
+        return entry["variant"]
+    return derived
+
+
 def expand_layouts(spec):
     layouts = {}
     for name, v in spec.get("layout", {}).items():
@@ -38,9 +70,12 @@ def expand_layouts(spec):
         assert name.startswith(v["format"] + "_r"), f"layout {name}: name must be <weights>_r<rows>"
         assert name == f"{v['format']}_r{v['rows']}", f"layout {name}: rows = {v['rows']} disagrees with the name"
         assert fmt["block"] > 1, f"layout {name}: only block formats are interleaved"
-        layouts[name] = dict(kind="layout", name=name, template=v["template"], isa="scalar", op="repack",
-                             weights=v["format"], wtype=fmt["type"], block=fmt["block"],
+        assert "encoding" in v, f"layout {name}: no encoding (how its bytes hold the quants)"
+        # one repack template per format: the rows and the encoding are its parameters
+        layouts[name] = dict(kind="layout", name=name, template=f"repack/{v['format']}.c.j2", isa="scalar",
+                             op="repack", weights=v["format"], wtype=fmt["type"], block=fmt["block"],
                              decode=fmt["decode"], rows=v["rows"], block_struct=v["block"],
+                             encoding=v["encoding"], contiguous=bool(v.get("contiguous", False)),
                              spec_entry=f"[layout.{name}]")
     return layouts
 
@@ -51,8 +86,8 @@ def expand(spec):
     kernels = []
     for entry in spec.get("matmul", []):
         layout = entry.get("layout", ROWS)
-        variant = entry.get("variant", "")
         req = features_of(spec, entry, f"[[matmul]] {entry['op']} {entry['isa']}")
+        variant = variant_of(entry, f"[[matmul]] {entry['op']} {entry['isa']}")
         for w in entry["weights"]:
             lay = None
             if layout != ROWS:
@@ -84,7 +119,7 @@ def expand(spec):
     for entry in spec.get("attn", []):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         blocks = entry.get("blocks", [])
-        variant = entry.get("variant", "")
+        variant = variant_of(entry, f"[[attn]] {entry['isa']}")
         # the tiles' operands: F32, rounded to BF16 (both products), P V in F16, or int16 (both products)
         dot = entry.get("params", {}).get("dot", "f32")
         assert dot in ("f32", "bf16", "f16", "i16"), f"[[attn]] {entry['isa']}: dot must be f32, bf16, f16 or i16"
@@ -126,7 +161,7 @@ def expand(spec):
                 max_nmse=entry["max_nmse"], spec_entry=f"[[ops]] {entry['isa']} op={op}"))
     names = [k["name"] for k in kernels]
     dup = {n for n in names if names.count(n) > 1}
-    assert not dup, f"spec lists kernels twice: {sorted(dup)}"
+    assert not dup, f"spec lists kernels twice (or two entries' parameters derive one name): {sorted(dup)}"
     for k in kernels:
         assert k["isa"] in spec["isa"], f"{k['name']}: ISA {k['isa']} has no [isa.{k['isa']}] entry"
     check_defaults(kernels)
@@ -198,13 +233,13 @@ def render(root):
     out = {}
     for k in kernels:
         out[f"kernels/{k['name']}.c"] = env.get_template(k["template"]).render(k=k)
-        test_template = f"test_{k['kind']}.c.j2"
+        test_template = f"tests/{k['kind']}.c.j2"
         out[f"tests/test_{k['name']}.c"] = env.get_template(test_template).render(
             k=k, template=test_template, isa_enum=ISA_ENUM[k["isa"]])
     for lay in layouts:
         out[f"kernels/repack_{lay['name']}.c"] = env.get_template(lay["template"]).render(k=lay)
-        out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("test_repack.c.j2").render(
-            k=lay, template="test_repack.c.j2")
+        out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("tests/repack.c.j2").render(
+            k=lay, template="tests/repack.c.j2")
     feature_flags = {n: v["flag"] for n, v in spec.get("feature", {}).items()}
     isas = []
     for name, v in spec["isa"].items():

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The generator's naming rule: a kernel's variant suffix is derived from its spec entry's parameters
+(kernels_gen.VARIANT_TOKENS), in one fixed order, and expand() refuses a spec whose entries derive one
+name twice or type a variant beside parameters that name one. Run by ctest (test_codegen)."""
+import copy
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import kernels_gen  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def matmul_entry(**extra):
+    entry = dict(template="t.c.j2", isa="avx512", op="gemm", weights=["q4k"], act=["q8"], layout="r16",
+                 tiles=["7x16"], max_nmse=1e-11)
+    entry.update(extra)
+    return entry
+
+
+class VariantNames(unittest.TestCase):
+    def test_each_parameter_gives_its_token(self):
+        v = kernels_gen.variant_of
+        self.assertEqual(v({"params": {"every_m": 1}}, "x"), "sb")
+        self.assertEqual(v({"params": {"wide": 1}}, "x"), "w")
+        self.assertEqual(v({"params": {"split": 2}}, "x"), "s2")
+        self.assertEqual(v({"params": {"split": 1}}, "x"), "")
+        self.assertEqual(v({"params": {"prefetch": 3 * 1024}}, "x"), "pf3k")
+        self.assertEqual(v({"params": {"pf": 512}}, "x"), "pf")
+        self.assertEqual(v({"params": {"dot": "maddubs"}}, "x"), "")
+        self.assertEqual(v({"params": {"dot": "vnni"}, "requires": ["avxvnni"]}, "x"), "vnni")
+        self.assertEqual(v({"params": {"dot": "f16"}}, "x"), "fp16")
+        self.assertEqual(v({"requires": ["i8mm"]}, "x"), "i8mm")
+
+    def test_blocking_parameters_are_not_named(self):
+        self.assertEqual(kernels_gen.variant_of({"params": {"kc": 256, "nc": 96, "rb": 128}}, "x"), "")
+
+    def test_tokens_follow_the_rule_order_not_the_entry_order(self):
+        a = kernels_gen.variant_of({"params": {"prefetch": 4096, "wide": 1, "every_m": 1}}, "x")
+        b = kernels_gen.variant_of({"params": {"every_m": 1, "wide": 1, "prefetch": 4096}}, "x")
+        self.assertEqual(a, b)
+        self.assertTrue(a.startswith("sb") and a.endswith("pf4k"), a)
+
+    def test_typed_variant_is_kept_only_where_no_parameter_names(self):
+        self.assertEqual(kernels_gen.variant_of({"variant": "blis", "params": {"pr": 64}}, "x"), "blis")
+        with self.assertRaises(AssertionError):
+            kernels_gen.variant_of({"variant": "pf", "params": {"prefetch": 2048}}, "x")
+
+    def test_prefetch_must_be_whole_kib(self):
+        with self.assertRaises(AssertionError):
+            kernels_gen.variant_of({"params": {"prefetch": 1000}}, "x")
+
+
+class SpecNames(unittest.TestCase):
+    def setUp(self):
+        self.spec = kernels_gen.load_spec(ROOT)
+
+    def test_the_spec_expands_to_unique_names(self):
+        kernels, _ = kernels_gen.expand(self.spec)
+        names = [k["name"] for k in kernels]
+        self.assertEqual(len(names), len(set(names)))
+
+    def test_derived_names_end_with_their_variant(self):
+        kernels, _ = kernels_gen.expand(self.spec)
+        for k in kernels:
+            if k["kind"] == "matmul" and k["params"].get("every_m"):
+                self.assertIn("_sb", k["name"])
+
+    def test_two_entries_that_derive_one_name_are_refused(self):
+        spec = copy.deepcopy(self.spec)
+        # the same kernel again, differing only in a parameter that names nothing
+        spec["matmul"].append(matmul_entry(params={"every_m": 1, "kc": 512}))
+        spec["matmul"].append(matmul_entry(params={"every_m": 1, "kc": 1024}))
+        with self.assertRaises(AssertionError) as e:
+            kernels_gen.expand(spec)
+        self.assertIn("twice", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
