@@ -135,7 +135,7 @@ static const woolly_kernel *default_of(enum woolly_isa isa, enum woolly_type cac
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++)
         if (ks[i].op == WOOLLY_OP_ATTN && ks[i].isa == isa && ks[i].wtype == cache && ks[i].head_dim == hd &&
-            ks[i].act == WOOLLY_ACT_F32 && ks[i].is_default && woolly_kernel_runs(&ks[i]))
+            ks[i].act == WOOLLY_ACT_F32 && woolly_kernel_is_default(&ks[i]) && woolly_kernel_runs(&ks[i]))
             return &ks[i];
     return NULL;
 }

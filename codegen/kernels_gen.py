@@ -111,8 +111,6 @@ def expand(spec):
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
                         default=bool(entry.get("default", False)),
                         small_default=bool(entry.get("small_default", False)),
-                        intel_default=bool(entry.get("intel_default", False)),
-                        intel_prompt_default=bool(entry.get("intel_prompt_default", False)),
                         max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
@@ -187,23 +185,18 @@ def check_defaults(kernels):
         v, m = d["gemv"][0], d["gemm"][0]
         assert (v["act"], v["layout"]) == (m["act"], m["layout"]), \
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
-        # Defaults in place of the level's for some runs: 2-16 tokens, or Intel cores (a GEMV, a
-        # small-batch GEMM in place of the small default, or a GEMM in place of the default for prompts).
+        # The default in place of the level's for 2-16 tokens: a small-batch GEMM. (A CPU class's
+        # defaults are its shipped profile's, tune/defaults/, which the runtime checks the same way.)
         for k in ks:
             assert not k["small_default"] or k["op"] == "gemm", f"{k['name']}: small_default is for a GEMM"
-            assert not k["intel_prompt_default"] or k["op"] == "gemm", \
-                f"{k['name']}: intel_prompt_default is for a GEMM"
-        for key, op in (("small_default", "gemm"), ("intel_default", "gemv"), ("intel_default", "gemm"),
-                        ("intel_prompt_default", "gemm")):
-            alt = [k for k in ks if k.get(key) and k["op"] == op]
-            assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} {key} {op.upper()} kernels (need at most one)"
-            for a in alt:
-                assert op == "gemv" or key == "intel_prompt_default" or a["params"].get("every_m") or \
-                    a["mr"] <= 8, \
-                    f"{a['name']}: a {key} GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
-                assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
-                    f"{w} at {isa}: {key} {a['name']} and default GEMV {v['name']} differ in activations " \
-                    "or layout"
+        alt = [k for k in ks if k["small_default"]]
+        assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} small_default GEMM kernels (need at most one)"
+        for a in alt:
+            assert a["params"].get("every_m") or a["mr"] <= 8, \
+                f"{a['name']}: a small_default GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
+            assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
+                f"{w} at {isa}: small_default {a['name']} and default GEMV {v['name']} differ in activations " \
+                "or layout"
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]

@@ -1,5 +1,6 @@
 /* `woolly info --kernels`: every registered kernel is listed with its ISA and layout, the kernels this CPU
- * selects are those the registry chooses, and the flag takes no model. */
+ * selects are those the registry chooses, the class whose shipped profile gives the defaults is named, and
+ * the flag takes no model. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,14 @@ Test(info_kernels, lists_the_registry_and_the_selection)
     char *out, *err;
     cr_assert_eq(tu_run_cli("info --kernels", &out, &err), 0, "%s", err);
     cr_assert(strstr(out, "active level: "), "%s", out);
+    /* the class whose shipped profile gives the defaults, as the registry resolved it in this process */
+    char defaults[128];
+    const char *cls = woolly_kernel_defaults_class();
+    if (cls)
+        snprintf(defaults, sizeof defaults, "\ndefaults: shipped profile %s,", cls);
+    else
+        snprintf(defaults, sizeof defaults, "\ndefaults: the spec's");
+    cr_assert(strstr(out, defaults), "no '%s' line:\n%s", defaults + 1, out);
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++) {

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "class_check.h"
+#include "class_profile.h"
 #include "cpu.h"
+#include "matmul.h"
 #include "registry.h"
 
 static const char *op_token(enum woolly_op op)
@@ -192,93 +195,153 @@ Test(registry, attention_choice_respects_the_head_dimension)
     }
 }
 
-/* Rounded tiles where they run and pay, at the level the F32 ones would: head dimensions 64 and 128 at
- * the AVX-512 level, BF16 tiles on an AMD CPU with AVX512-BF16, FP16 P V tiles on any other with
- * AVX512-FP16; at the AVX2 level, int16 tiles; the F32 kernel everywhere else, and whenever F32 is
- * asked. */
-Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
+/* Which rounded tiles run for a head dimension at the level F32 tiles run at: head dimensions 64 and 128,
+ * BF16 tiles with AVX512-BF16 and FP16 P V tiles with AVX512-FP16 at the AVX-512 level, int16 tiles at the
+ * AVX2 level. */
+static bool rounded_tiles_run(enum woolly_act act, const woolly_kernel *f32, int dim)
+{
+    const unsigned have = woolly_cpu_get()->features;
+    const bool tiled =
+        woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 && dim % 64 == 0;
+    switch ((int)act) {
+    case WOOLLY_ACT_BF16:
+        return tiled && (have & WOOLLY_CPU_AVX512BF16);
+    case WOOLLY_ACT_F16:
+        return tiled && (have & WOOLLY_CPU_AVX512FP16);
+    case WOOLLY_ACT_I16:
+        return f32->isa == WOOLLY_ISA_AVX2 && dim % 64 == 0;
+    }
+    return false;
+}
+
+/* Rounded tiles where they run and pay, at the level the F32 ones would: the first format of this CPU's
+ * order (the spec's FP16 P V then int16, or its class's, e.g. BF16 first on AMD's AVX-512 cores) whose
+ * tiles run; the F32 kernel everywhere else, and whenever F32 is asked. Checked for each class's order
+ * too, faking a CPU of the class. */
+static void check_rounded_attention(const char *what)
 {
     const int dims[] = {8, 64, 128, 200};
-    const woolly_cpu *cpu = woolly_cpu_get();
+    enum woolly_act order[3];
+    const int n_order = woolly_kernel_attn_rounded_order(order);
+    cr_assert(n_order >= 1 && n_order <= 3, "%s: %d rounded formats", what, n_order);
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         const woolly_kernel *f32 = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F32);
         const woolly_kernel *r = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_BF16);
         cr_assert(f32 && r);
         cr_assert_eq(f32->act, WOOLLY_ACT_F32, "%s asked for F32 tiles", f32->name);
         cr_assert_eq(r->isa, f32->isa, "%s and %s: rounded tiles at another level", r->name, f32->name);
-        const bool tiled =
-            woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 && dims[d] % 64 == 0;
-        const bool bf16 =
-            tiled && (cpu->features & WOOLLY_CPU_AVX512BF16) && !strcmp(cpu->vendor, "AuthenticAMD");
-        const bool fp16 = tiled && !bf16 && (cpu->features & WOOLLY_CPU_AVX512FP16);
-        const bool i16 = f32->isa == WOOLLY_ISA_AVX2 && dims[d] % 64 == 0;
-        if (bf16 || fp16 || i16)
-            cr_assert(r->act == (bf16 ? WOOLLY_ACT_BF16 : fp16 ? WOOLLY_ACT_F16 : WOOLLY_ACT_I16) &&
-                          r->tile_m == f32->tile_m && r->tile_n == f32->tile_n,
-                      "head_dim %d: %s, not the %s twin of %s", dims[d], r->name,
-                      bf16 ? "BF16" : fp16 ? "FP16" : "int16", f32->name);
+        int expect = WOOLLY_ACT_F32;
+        for (int i = 0; i < n_order && expect == WOOLLY_ACT_F32; i++)
+            if (rounded_tiles_run(order[i], f32, dims[d]))
+                expect = (int)order[i];
+        if (expect != WOOLLY_ACT_F32)
+            cr_assert((int)r->act == expect && r->tile_m == f32->tile_m && r->tile_n == f32->tile_n,
+                      "%s, head_dim %d: %s, not the %s twin of %s", what, dims[d], r->name,
+                      woolly_act_name((enum woolly_act)expect), f32->name);
         else
-            cr_assert_eq(r, f32, "head_dim %d: %s where no rounded tiles run", dims[d], r->name);
+            cr_assert_eq(r, f32, "%s, head_dim %d: %s where no rounded tiles run", what, dims[d], r->name);
         cr_assert_eq(woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F16), r,
                      "head_dim %d: rounded is rounded, whichever format names it", dims[d]);
     }
+}
+
+Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
+{
+    check_rounded_attention("this CPU");
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_Q8 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_BF16);
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
+    for (int c = 0; c < CC_N_CPUS; c++) {
+        woolly_error err = {{0}};
+        cr_assert_eq(woolly_kernel_defaults_for(CC_CPUS[c].signature, &err), 0, "%s", err.msg);
+        check_rounded_attention(CC_CPUS[c].signature);
+    }
 }
 
-/* Per (op, weights, ISA) of matmul kernels: one default GEMV, one default GEMM and at most one small-batch
- * GEMM default on any CPU; on an Intel core each is the spec's Intel one where there is one (intel_default
- * for a GEMV or a small-batch GEMM, intel_prompt_default for a GEMM), and the spec's default stays the
- * default on every other core. */
-static bool replaced_default(const woolly_kernel *k, bool prompt)
+/* Per (op, weights, ISA) of matmul kernels, on a CPU of each class (faked by its signature) and of none:
+ * one default GEMV, one default GEMM and at most one small-batch GEMM default; each the kernel its class's
+ * shipped profile names for the slot, the spec's default where it names none; and the kernel a run takes
+ * where it runs at the active level. */
+static void check_defaults_of_class(const char *signature, const char *cls)
 {
-    return k->op == WOOLLY_OP_GEMV || prompt ? k->is_default : k->is_small_default;
-}
-
-Test(registry, vendor_defaults_replace_the_default_on_their_vendor_only)
-{
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_kernel_defaults_for(signature, &err), 0, "%s", err.msg);
+    const char *got = woolly_kernel_defaults_class();
+    cr_assert(cls ? got && !strcmp(got, cls) : !got, "%s: class %s, expected %s", signature,
+              got ? got : "none", cls ? cls : "none");
+    woolly_class_profile p = {0};
+    if (cls) {
+        const woolly_shipped_profile *s = cc_shipped(cls);
+        cr_assert_not_null(s, "class %s is not shipped", cls);
+        cr_assert_eq(cc_parse(s, &p, &err), 0, "%s", err.msg);
+    }
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
-    const bool intel = !strcmp(woolly_cpu_get()->vendor, "GenuineIntel");
-    int n_intel[3] = {0, 0, 0}; /* GEMV, small-batch GEMM, prompt GEMM */
-    for (int i = 0; i < n; i++)
-        for (int prompt = 0; prompt < 2; prompt++) {
-            const woolly_kernel *v = &ks[i];
-            if (!(prompt ? v->is_intel_prompt_default : v->is_intel_default))
+    for (int i = 0; i < n; i++) {
+        const woolly_kernel *k = &ks[i];
+        if (k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM)
+            continue;
+        for (int small = 0; small < (k->op == WOOLLY_OP_GEMM ? 2 : 1); small++) {
+            const enum woolly_tokens_class t = k->op == WOOLLY_OP_GEMV ? WOOLLY_TOKENS_1
+                                               : small                 ? WOOLLY_TOKENS_SMALL
+                                                                       : WOOLLY_TOKENS_LARGE;
+            /* the profile's row for k's slot, if any */
+            const woolly_kernel *row = NULL;
+            for (int r = 0; r < p.n_defaults; r++)
+                if (p.defaults[r].tokens == t && p.defaults[r].kernel->wtype == k->wtype &&
+                    p.defaults[r].kernel->isa == k->isa)
+                    row = p.defaults[r].kernel;
+            const bool is = small ? woolly_kernel_is_small_default(k) : woolly_kernel_is_default(k);
+            const bool spec = small ? k->is_small_default : k->is_default;
+            cr_assert_eq(is, row ? row == k : spec, "%s (%s tokens), class %s: default %d, spec %d, row %s",
+                         k->name, woolly_tokens_class_name(t), cls ? cls : "none", is, spec,
+                         row ? row->name : "none");
+            if (!row || row != k || woolly_isa_active() != k->isa || !woolly_kernel_runs(k))
                 continue;
-            n_intel[prompt ? 2 : v->op == WOOLLY_OP_GEMM]++;
-            cr_assert(v->op == WOOLLY_OP_GEMM || (v->op == WOOLLY_OP_GEMV && !prompt),
-                      "%s: an Intel default of another op", v->name);
-            int n_default = 0;
-            const woolly_kernel *d = NULL;
-            for (int j = 0; j < n; j++)
-                if (ks[j].op == v->op && ks[j].wtype == v->wtype && ks[j].isa == v->isa &&
-                    replaced_default(&ks[j], prompt)) {
-                    n_default++;
-                    d = &ks[j];
-                }
-            cr_assert_eq(n_default, 1, "%s: %d defaults of its op, weights and level", v->name, n_default);
-            cr_assert_eq(d == v, intel, "%s: default %s on a %s core", v->name, d->name,
-                         woolly_cpu_get()->vendor);
-            cr_assert(d->act == v->act && d->layout == v->layout, "%s and %s differ in format or layout",
-                      d->name, v->name);
-            if (!intel || woolly_isa_active() != v->isa || !woolly_kernel_runs(v))
-                continue;
-            if (v->op == WOOLLY_OP_GEMV)
-                cr_assert_eq(woolly_kernel_default_gemv(v->wtype, -1), v, "%s is not the GEMV a run takes",
-                             v->name);
-            else if (prompt)
-                cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, v->wtype, v->act, v->layout), v,
-                             "%s is not the GEMM a prompt takes", v->name);
+            if (t == WOOLLY_TOKENS_1)
+                cr_assert_eq(woolly_kernel_default_gemv(k->wtype, -1), k, "%s is not the GEMV a run takes",
+                             k->name);
+            else if (t == WOOLLY_TOKENS_LARGE)
+                cr_assert_eq(woolly_kernel_choose(WOOLLY_OP_GEMM, k->wtype, k->act, k->layout), k,
+                             "%s is not the GEMM a prompt takes", k->name);
             else
-                cr_assert_eq(woolly_kernel_choose_small(v->wtype, v->act, v->layout), v,
-                             "%s is not the GEMM a run of a few tokens takes", v->name);
+                cr_assert_eq(woolly_kernel_choose_small(k->wtype, k->act, k->layout), k,
+                             "%s is not the GEMM a run of a few tokens takes", k->name);
         }
+    }
+}
+
+Test(registry, a_class_profile_replaces_the_defaults_of_its_rows_only)
+{
+    for (int c = 0; c < CC_N_CPUS; c++)
+        check_defaults_of_class(CC_CPUS[c].signature, CC_CPUS[c].cls);
 #if defined(__x86_64__)
-    cr_assert_gt(n_intel[0], 0, "the spec names no Intel default GEMV");
-    cr_assert_gt(n_intel[1], 0, "the spec names no Intel small-batch GEMM");
-    cr_assert_gt(n_intel[2], 0, "the spec names no Intel prompt GEMM");
+    /* Intel cores keep the kernels measured faster there for one token, 2-16 and 17 and more */
+    woolly_class_profile p;
+    woolly_error err = {{0}};
+    cr_assert_eq(cc_parse(cc_shipped("intel-spr"), &p, &err), 0, "%s", err.msg);
+    int n_rows[WOOLLY_TOKENS_CLASSES] = {0};
+    for (int r = 0; r < p.n_defaults; r++)
+        n_rows[p.defaults[r].tokens]++;
+    for (int t = 0; t < WOOLLY_TOKENS_CLASSES; t++)
+        cr_expect_gt(n_rows[t], 0, "intel-spr names no default for %s tokens",
+                     woolly_tokens_class_name((enum woolly_tokens_class)t));
 #endif
+}
+
+Test(registry, this_cpu_takes_the_defaults_of_its_class)
+{
+    char sig[512], cls[WOOLLY_CLASS_NAME_MAX] = "";
+    woolly_cpu_signature(sig, sizeof sig);
+    for (int i = 0; i < woolly_n_shipped_profiles && !cls[0]; i++) {
+        woolly_class_profile p;
+        woolly_error err = {{0}};
+        cr_assert_eq(cc_parse(&woolly_shipped_profiles[i], &p, &err), 0, "%s", err.msg);
+        if (woolly_class_profile_matches(&p, sig))
+            snprintf(cls, sizeof cls, "%s", p.name);
+    }
+    const char *got = woolly_kernel_defaults_class();
+    cr_assert(cls[0] ? got && !strcmp(got, cls) : !got, "%s: class %s, the shipped profiles say %s", sig,
+              got ? got : "none", cls[0] ? cls : "none");
 }
 
 Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)

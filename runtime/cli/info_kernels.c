@@ -67,6 +67,11 @@ int woolly_info_kernels(void)
     printf("active level: %s%s; activations: %s\n", woolly_isa_name(woolly_isa_active()),
            getenv("WOOLLY_ISA") && *getenv("WOOLLY_ISA") ? " (WOOLLY_ISA)" : "",
            woolly_act_forced() >= 0 ? woolly_act_name((enum woolly_act)woolly_act_forced()) : "per weight type");
+    const char *cls = woolly_kernel_defaults_class();
+    if (cls)
+        printf("defaults: shipped profile %s, over the spec's\n", cls);
+    else
+        printf("defaults: the spec's (no shipped profile matches this CPU)\n");
     int n, nl;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     const woolly_layout *ls = woolly_layout_list(&nl);

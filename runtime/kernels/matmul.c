@@ -64,7 +64,8 @@ static bool act_usable(enum woolly_act act, int64_t cols, unsigned act_mask)
 /* k is at least as good a default as best: a higher level, or the spec's default at the same one. */
 static bool better_default(const woolly_kernel *k, const woolly_kernel *best)
 {
-    return !best || k->isa > best->isa || (k->isa == best->isa && k->is_default && !best->is_default);
+    return !best || k->isa > best->isa ||
+           (k->isa == best->isa && woolly_kernel_is_default(k) && !woolly_kernel_is_default(best));
 }
 
 /* The best GEMV on `layout` (any_layout: on whatever layout) among the usable formats, each with a

@@ -1,9 +1,11 @@
 #include "registry.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "class_profile.h"
 #include "cpu.h"
 
 /* Declarations of every generated entry point. */
@@ -34,16 +36,13 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 
 #define LAYOUT_PTR(layout) (LAYOUT_##layout ? &LAYOUTS[LAYOUT_##layout] : NULL)
 
-/* A matmul kernel's default bits (kernels.inc): 1 the default of its op, 2 the default for 2-16 tokens,
- * 4 the default GEMV, or the default for 2-16 tokens of a GEMM, on Intel cores. */
+/* A matmul kernel's default bits (kernels.inc): 1 the spec's default of its op, 2 its default for 2-16
+ * tokens. */
 #define IS_DEFAULT(bits) (((bits)&1) != 0)
 #define IS_SMALL_DEFAULT(bits) (((bits)&2) != 0)
-#define IS_INTEL_DEFAULT(bits) (((bits)&4) != 0)
-#define IS_INTEL_PROMPT_DEFAULT(bits) (((bits)&8) != 0)
 
-/* Not const: on Intel cores woolly_isa_init moves the defaults the spec gives Intel ones for to those
- * (apply_vendor_defaults). */
-static woolly_kernel KERNELS[] = {
+/* The spec's kernels with its portable defaults; this CPU's defaults are g_defaults'. */
+static const woolly_kernel KERNELS[] = {
 #define WOOLLY_MATMUL_KERNEL(kname, op_, wtype_, act_, isa_, tm, tn, layout_, features_, bits)               \
     {.name = #kname,                                                                                         \
      .op = op_,                                                                                              \
@@ -55,8 +54,6 @@ static woolly_kernel KERNELS[] = {
      .layout = LAYOUT_PTR(layout_),                                                                          \
      .features = features_,                                                                                  \
      .is_default = IS_DEFAULT(bits),                                                                         \
-     .is_intel_default = IS_INTEL_DEFAULT(bits),                                                             \
-     .is_intel_prompt_default = IS_INTEL_PROMPT_DEFAULT(bits),                                               \
      .is_small_default = IS_SMALL_DEFAULT(bits),                                                             \
      .matmul = woolly_##kname},
 #define WOOLLY_ATTN_KERNEL(kname, ctype, act_, isa_, hd, bq, bk, features_, is_default_)                     \
@@ -178,37 +175,91 @@ static int decide(woolly_error *err)
     return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
 }
 
-/* Where the fastest kernel differs by vendor, the spec names an Intel default beside the default (a
- * GEMV), the small default (a small-batch GEMM) or the default GEMM (intel_prompt_default): on an Intel
- * core it takes that one's place, for the run, the tuner's baseline and `info --kernels` alike. The
- * vendor stands for what no feature bit tells, how a core's prefetchers and load buffers meet a weight
- * stream and which ports its vector instructions share (the spec gives the figures). */
-static void apply_vendor_defaults(void)
+/* This CPU's defaults: the spec's portable ones, with the rows of the shipped default profile of the CPU
+ * class it belongs to in their place (class_profile.h), for the run, the tuner's baseline and
+ * `info --kernels` alike. Resolved once, with the ISA level. */
+static struct {
+    bool resolved;
+    char class_name[WOOLLY_CLASS_NAME_MAX]; /* "" without a class */
+    bool is_default[N_KERNELS], is_small_default[N_KERNELS];
+    enum woolly_act rounded_attn[WOOLLY_CLASS_MAX_ROUNDED];
+    int n_rounded_attn;
+} g_defaults;
+
+/* The spec's order of rounded attention tiles: FP16 P V tiles wherever they run, then int16 tiles (the
+ * AVX2 level). FP16 P V tiles need AVX512-FP16, so far Intel's (Sapphire Rapids and later), where
+ * vfmadd231ph issues at the F32 FMA rate on twice the lanes: on an Intel Xeon (family 6, model 207) 32x64
+ * tiles gave 125.2 prefill GFLOP/s against 114.7 for F32 ones (codegen/kernels.toml has the figures).
+ * BF16 tiles come first only where a class's profile measured them to pay (tune/defaults/). */
+static const enum woolly_act SPEC_ROUNDED_ATTN[] = {WOOLLY_ACT_F16, WOOLLY_ACT_I16};
+
+static void apply_class(const woolly_class_profile *p)
 {
-    if (strcmp(woolly_cpu_get()->vendor, "GenuineIntel") != 0)
-        return;
-    for (int i = 0; i < N_KERNELS; i++) {
-        const woolly_kernel *v = &KERNELS[i];
-        if (!v->is_intel_default && !v->is_intel_prompt_default)
-            continue;
+    snprintf(g_defaults.class_name, sizeof g_defaults.class_name, "%s", p->name);
+    for (int r = 0; r < p->n_defaults; r++) {
+        const woolly_kernel *v = p->defaults[r].kernel;
+        const enum woolly_tokens_class t = p->defaults[r].tokens;
         for (int j = 0; j < N_KERNELS; j++) {
-            woolly_kernel *k = &KERNELS[j];
+            const woolly_kernel *k = &KERNELS[j];
             if (k->op != v->op || k->wtype != v->wtype || k->isa != v->isa)
                 continue;
-            if (v->op == WOOLLY_OP_GEMV || v->is_intel_prompt_default)
-                k->is_default = k == v;
-            if (v->op == WOOLLY_OP_GEMM && v->is_intel_default)
-                k->is_small_default = k == v;
+            if (t == WOOLLY_TOKENS_SMALL)
+                g_defaults.is_small_default[j] = k == v;
+            else
+                g_defaults.is_default[j] = k == v;
         }
     }
+    if (p->n_rounded_attn) {
+        g_defaults.n_rounded_attn = p->n_rounded_attn;
+        memcpy(g_defaults.rounded_attn, p->rounded_attn, sizeof p->rounded_attn);
+    }
+}
+
+static void spec_defaults(void)
+{
+    for (int i = 0; i < N_KERNELS; i++) {
+        g_defaults.is_default[i] = KERNELS[i].is_default;
+        g_defaults.is_small_default[i] = KERNELS[i].is_small_default;
+    }
+    g_defaults.class_name[0] = 0;
+    g_defaults.n_rounded_attn = sizeof SPEC_ROUNDED_ATTN / sizeof SPEC_ROUNDED_ATTN[0];
+    memcpy(g_defaults.rounded_attn, SPEC_ROUNDED_ATTN, sizeof SPEC_ROUNDED_ATTN);
+    g_defaults.resolved = true;
+}
+
+/* The defaults of the class of a CPU with this signature (NULL: this CPU). Called with g_isa.lock held. */
+static int resolve_defaults(const char *signature, woolly_error *err)
+{
+    spec_defaults();
+    char sig[512];
+    if (!signature) {
+        woolly_cpu_signature(sig, sizeof sig);
+        signature = sig;
+    }
+    for (int i = 0; i < woolly_n_shipped_profiles; i++) {
+        const woolly_shipped_profile *s = &woolly_shipped_profiles[i];
+        woolly_class_profile p;
+        if (woolly_class_profile_parse(s->text, s->len, s->file, KERNELS, N_KERNELS, &p, err))
+            return -1; /* the spec's defaults stand */
+        if (woolly_class_profile_matches(&p, signature)) {
+            apply_class(&p);
+            break;
+        }
+    }
+    return 0;
 }
 
 int woolly_isa_init(woolly_error *err)
 {
     pthread_mutex_lock(&g_isa.lock);
     if (!g_isa.done) {
-        apply_vendor_defaults();
+        woolly_error why = {{0}};
+        const int rc_defaults = g_defaults.resolved ? 0 : resolve_defaults(NULL, &why);
         g_isa.rc = decide(&g_isa.err);
+        if (!g_isa.rc && rc_defaults) {
+            g_isa.rc = rc_defaults;
+            woolly_fail(&g_isa.err, "shipped default profile %s", why.msg);
+        }
         g_isa.done = true;
     }
     const int rc = g_isa.rc;
@@ -216,6 +267,68 @@ int woolly_isa_init(woolly_error *err)
         *err = g_isa.err;
     pthread_mutex_unlock(&g_isa.lock);
     return rc;
+}
+
+int woolly_kernel_defaults_for(const char *cpu_signature, woolly_error *err)
+{
+    pthread_mutex_lock(&g_isa.lock);
+    const int rc = resolve_defaults(cpu_signature, err);
+    pthread_mutex_unlock(&g_isa.lock);
+    return rc;
+}
+
+int woolly_kernel_defaults_from(const char *text, size_t len, const char *path, woolly_error *err)
+{
+    woolly_class_profile p;
+    pthread_mutex_lock(&g_isa.lock);
+    const int rc = woolly_class_profile_parse(text, len, path, KERNELS, N_KERNELS, &p, err);
+    if (!rc) {
+        spec_defaults();
+        apply_class(&p);
+    }
+    pthread_mutex_unlock(&g_isa.lock);
+    return rc;
+}
+
+const char *woolly_kernel_defaults_class(void)
+{
+    woolly_isa_init(NULL);
+    return g_defaults.class_name[0] ? g_defaults.class_name : NULL;
+}
+
+/* Whether k (a kernel of KERNELS) is this CPU's default of its slot; for 2-16 tokens of a GEMM. */
+static bool is_default(const woolly_kernel *k)
+{
+    return g_defaults.is_default[k - KERNELS];
+}
+
+static bool is_small_default(const woolly_kernel *k)
+{
+    return g_defaults.is_small_default[k - KERNELS];
+}
+
+static bool listed(const woolly_kernel *k)
+{
+    return k >= KERNELS && k < KERNELS + N_KERNELS;
+}
+
+bool woolly_kernel_is_default(const woolly_kernel *k)
+{
+    woolly_isa_init(NULL);
+    return listed(k) && is_default(k);
+}
+
+bool woolly_kernel_is_small_default(const woolly_kernel *k)
+{
+    woolly_isa_init(NULL);
+    return listed(k) && is_small_default(k);
+}
+
+int woolly_kernel_attn_rounded_order(enum woolly_act out[3])
+{
+    woolly_isa_init(NULL);
+    memcpy(out, g_defaults.rounded_attn, (size_t)g_defaults.n_rounded_attn * sizeof *out);
+    return g_defaults.n_rounded_attn;
 }
 
 enum woolly_isa woolly_isa_active(void)
@@ -279,13 +392,13 @@ bool woolly_kernel_runs(const woolly_kernel *k)
  * first listed. */
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
-    woolly_isa_init(NULL); /* before `match` reads a default: the Intel ones are applied there */
+    woolly_isa_init(NULL); /* before `match` reads a default: this CPU's are resolved there */
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
         if (!match(k, ctx) || !woolly_kernel_runs(k))
             continue;
-        if (!best || k->isa > best->isa || (k->isa == best->isa && k->is_default && !best->is_default))
+        if (!best || k->isa > best->isa || (k->isa == best->isa && is_default(k) && !is_default(best)))
             best = k;
     }
     return best;
@@ -324,7 +437,7 @@ const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woo
     const woolly_kernel *gemm = woolly_kernel_choose(WOOLLY_OP_GEMM, wtype, act, layout);
     for (int i = 0; gemm && i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
-        if (k->is_small_default && k->op == WOOLLY_OP_GEMM && k->wtype == wtype && k->act == act &&
+        if (is_small_default(k) && k->op == WOOLLY_OP_GEMM && k->wtype == wtype && k->act == act &&
             k->layout == layout && k->isa == gemm->isa && woolly_kernel_runs(k))
             return k;
     }
@@ -338,7 +451,7 @@ static bool default_gemv_match(const woolly_kernel *k, const void *ctx)
     if (k->op != WOOLLY_OP_GEMV || k->wtype != *wtype)
         return false;
     /* A level's default, or a kernel of a level whose default this CPU lacks features for. */
-    return k->is_default;
+    return is_default(k);
 }
 
 const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
@@ -357,20 +470,6 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
     return k;
 }
 
-/* Whether BF16 tiles beat F32 ones on this CPU, which no feature bit tells: it depends on how many
- * vdpbf16ps a core issues per cycle against FMAs. `bench_attn --variants` (one thread, head dim 64, group
- * 4, n_kv 4096, prefill GFLOP/s, F16 cache), 32x64 tiles: AMD Zen 5 (family 26) 266.8 BF16 against 157.2
- * F32; Intel Xeon (family 6, model 207) 79.5 against 130.3. Zen 4 is not measured; AMD's cores are taken
- * alike. Elsewhere BF16 tiles stay tuner candidates. */
-static bool bf16_tiles_pay(void)
-{
-    return !strcmp(woolly_cpu_get()->vendor, "AuthenticAMD");
-}
-
-/* FP16 P V tiles need AVX512-FP16, so far Intel's (Sapphire Rapids and later), where vfmadd231ph issues
- * at the F32 FMA rate on twice the lanes: on an Intel Xeon (family 6, model 207) 32x64 tiles gave 125.2
- * prefill GFLOP/s against 114.7 for F32 ones (codegen/kernels.toml has the figures). They are taken
- * wherever they run and BF16 tiles do not pay. */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act)
 {
     const slot s = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_F32, NULL, false, head_dim, -1};
@@ -378,13 +477,11 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
     if (act == WOOLLY_ACT_F32 || !f32)
         return f32;
     /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
-     * BF16 tiles where they pay, else FP16 P V tiles wherever they run (a CPU with AVX512-FP16), else
-     * int16 tiles wherever they run (the AVX2 level), else F32. */
-    const slot bf = {WOOLLY_OP_ATTN, cache, WOOLLY_ACT_BF16, NULL, false, head_dim, (int)f32->isa};
-    const woolly_kernel *k = bf16_tiles_pay() ? best_of(slot_match, &bf) : NULL;
-    const int after_bf16[] = {WOOLLY_ACT_F16, WOOLLY_ACT_I16};
-    for (size_t i = 0; !k && i < sizeof after_bf16 / sizeof after_bf16[0]; i++) {
-        const slot s = {WOOLLY_OP_ATTN, cache, after_bf16[i], NULL, false, head_dim, (int)f32->isa};
+     * the first format of this CPU's order whose tiles run there, else F32. */
+    const woolly_kernel *k = NULL;
+    for (int i = 0; !k && i < g_defaults.n_rounded_attn; i++) {
+        const int fmt = (int)g_defaults.rounded_attn[i];
+        const slot s = {WOOLLY_OP_ATTN, cache, fmt, NULL, false, head_dim, (int)f32->isa};
         k = best_of(slot_match, &s);
     }
     return k ? k : f32;

@@ -11,6 +11,7 @@
 #define WOOLLY_REGISTRY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "error.h"
 #include "kernels.h"
@@ -45,15 +46,12 @@ typedef struct woolly_kernel {
     int head_dim;                /* attention: the head dimension served, 0 = any */
     const woolly_layout *layout; /* matmul: the weights' layout, NULL for GGUF rows */
     unsigned features;           /* enum woolly_cpu_feature bits it needs beyond its level */
-    bool is_default;             /* the default of its (weights, ISA) (matmul) on this CPU, of its
-                                    (cache, ISA, head dim) (attention) */
-    bool is_intel_default;       /* matmul: the spec's default GEMV (or small-batch GEMM) of its (weights,
-                                    ISA) on Intel cores, which there takes is_default (is_small_default)
-                                    from the spec's other one */
-    bool is_intel_prompt_default; /* matmul GEMM: the spec's default GEMM of its (weights, ISA) on Intel
-                                     cores, which there takes is_default from the spec's other one */
-    bool is_small_default;       /* matmul GEMM: the default of its (weights, ISA) for 2-16 tokens, where
-                                    it differs from the GEMM default (see woolly_kernel_choose_small) */
+    bool is_default;             /* the spec's portable default of its (weights, ISA) (matmul), of its
+                                    (cache, ISA, head dim) (attention); this CPU's is
+                                    woolly_kernel_is_default */
+    bool is_small_default;       /* matmul GEMM: the spec's default of its (weights, ISA) for 2-16 tokens,
+                                    where it differs from the GEMM default (see woolly_kernel_choose_small);
+                                    this CPU's is woolly_kernel_is_small_default */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
@@ -62,7 +60,8 @@ typedef struct woolly_kernel {
 const char *woolly_isa_name(enum woolly_isa isa);
 const char *woolly_act_name(enum woolly_act act);
 
-/* Detects the CPU level and applies WOOLLY_ISA and WOOLLY_ACT. Idempotent; the first call decides. */
+/* Detects the CPU level and applies WOOLLY_ISA and WOOLLY_ACT, and takes this CPU's defaults. Idempotent;
+ * the first call decides. */
 int woolly_isa_init(woolly_error *err);
 enum woolly_isa woolly_isa_active(void);
 /* The activation format WOOLLY_ACT forces, or -1 when it is not set. */
@@ -73,6 +72,33 @@ const woolly_kernel *woolly_kernel_list(int *n);
 const woolly_kernel *woolly_kernel_by_name(const char *name);
 const woolly_layout *woolly_layout_list(int *n);
 const woolly_layout *woolly_layout_by_name(const char *name);
+
+/* The defaults: the spec keeps one portable default per slot; the default profile shipped for this CPU's
+ * class (tune/defaults/<class>.profile, built in; class_profile.h), the first whose match line fits the
+ * CPU signature, replaces some where they were measured to be slower there. A tuning profile of this
+ * machine (`woolly tune`) overrides both. The choices below all take this CPU's defaults. */
+
+/* The class whose shipped profile gives this CPU's defaults, e.g. "zen5", or NULL (the spec's). */
+const char *woolly_kernel_defaults_class(void);
+
+/* Whether k is this CPU's default of its slot (its op, weights and ISA; attention: cache, format, ISA and
+ * head dimension), and, for a GEMM, its default for 2-16 tokens. */
+bool woolly_kernel_is_default(const woolly_kernel *k);
+bool woolly_kernel_is_small_default(const woolly_kernel *k);
+
+/* The operand formats of rounded attention tiles in the order this CPU tries them (see
+ * woolly_kernel_choose_attn): their count (at most 3), the formats in out. */
+int woolly_kernel_attn_rounded_order(enum woolly_act out[3]);
+
+/* Takes the defaults of the class a CPU with this signature (woolly_cpu_signature's line) belongs to, in
+ * place of this CPU's: tests fake a CPU's class this way. 0, or -1 with a message if a shipped profile
+ * is malformed (the spec's defaults then stand). */
+int woolly_kernel_defaults_for(const char *cpu_signature, woolly_error *err);
+
+/* Takes the defaults of the class profile in text (len bytes; path names it, and its class is the file
+ * name's) whatever the CPU: tests give a class rows at any level this way. 0, or -1 with a message (the
+ * defaults are then unchanged). */
+int woolly_kernel_defaults_from(const char *text, size_t len, const char *path, woolly_error *err);
 
 /* Bytes per row of a k-long row of `type` in a layout (NULL: GGUF's row bytes); 0 if k is not a
  * whole number of blocks. */
@@ -103,15 +129,16 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
 /* The attention kernel for a cache type and head dimension (kernels serving one head dimension, or any)
  * whose tiles may round their operands (`act` not WOOLLY_ACT_F32, as woolly_attn_act gives it) or not
  * (WOOLLY_ACT_F32). The highest level, and at it the default tile. Rounded, at the level the F32 tiles
- * run at: BF16 tiles (both products on bfloat16, F32 sums) where they are measured faster than F32 ones
- * (registry.c, bf16_tiles_pay), else FP16 P V tiles (WOOLLY_ACT_F16: Q K^T in F32, P V in halves) on a
- * CPU with AVX512-FP16, else int16 tiles (WOOLLY_ACT_I16: Q K^T and P V on 16-bit integers) at the
- * AVX2 level, else the F32 kernel. Rounding is a step function: a last-bit difference in its input can
- * move an output by a step (1e-5 of it for int16's P weights), which can change a small model's greedy
- * token. So rounded tiles need the same inputs for a prompt's token however the prompt was cut into
- * batches: a lone prompt token takes the tiles (woolly_attn_args.one_query_tiles), and the AVX2 level's
- * int8 matmuls give a token the same bits at any batch size (tests/test_matmul_batch.c). The AVX-512
- * level's matmuls do not yet (bench/RESULTS.md, "Batch-invariant matmuls"). */
+ * run at: the first format of woolly_kernel_attn_rounded_order whose tiles run there: BF16 tiles (both
+ * products on bfloat16, F32 sums) where a CPU class's profile measured them faster than F32 ones (first
+ * there), FP16 P V tiles (WOOLLY_ACT_F16: Q K^T in F32, P V in halves) on a CPU with AVX512-FP16, int16
+ * tiles (WOOLLY_ACT_I16: Q K^T and P V on 16-bit integers) at the AVX2 level; else the F32 kernel.
+ * Rounding is a step function: a last-bit difference in its input can move an output by a step (1e-5 of
+ * it for int16's P weights), which can change a small model's greedy token. So rounded tiles need the
+ * same inputs for a prompt's token however the prompt was cut into batches: a lone prompt token takes the
+ * tiles (woolly_attn_args.one_query_tiles), and the AVX2 level's int8 matmuls give a token the same bits
+ * at any batch size (tests/test_matmul_batch.c). The AVX-512 level's matmuls do not yet (bench/RESULTS.md,
+ * "Batch-invariant matmuls"). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`

@@ -1,7 +1,6 @@
 #include "profile.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cpu.h"
+#include "profile_text.h"
 #include "user_cache.h"
 #include "woolly.h"
 
@@ -233,64 +233,6 @@ void woolly_profile_header_registry(char *buf, size_t n)
 
 /* ---- parsing ------------------------------------------------------------------------------------ */
 
-enum { MAX_LINE = 2048, MAX_WORDS = 24 };
-
-/* The words of a line, split at single spaces: an empty word (two spaces, a leading or trailing one)
- * is malformed. Returns the count, or -1. */
-static int split_words(char *line, char **words)
-{
-    int n = 0;
-    for (char *p = line;;) {
-        char *sp = strchr(p, ' ');
-        if (sp)
-            *sp = 0;
-        if (!*p || n == MAX_WORDS)
-            return -1;
-        words[n++] = p;
-        if (!sp)
-            return n;
-        p = sp + 1;
-    }
-}
-
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    const long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi || (*s != '-' && (*s < '0' || *s > '9')))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_i32(const char *s, int32_t lo, int32_t hi, int32_t *out)
-{
-    int64_t v;
-    if (parse_i64(s, lo, hi, &v))
-        return -1;
-    *out = (int32_t)v;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    const double v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(v) || *s < '0' || *s > '9')
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* "KEY=VALUE" with this key: the value, else NULL. */
-static const char *value_of(const char *word, const char *key)
-{
-    const size_t n = strlen(key);
-    return !strncmp(word, key, n) && word[n] == '=' ? word + n + 1 : NULL;
-}
-
 /* "TYPE ROWSxCOLS" */
 static int parse_shape(char **w, enum woolly_type *type, int64_t *rows, int64_t *cols, woolly_error *err)
 {
@@ -304,7 +246,8 @@ static int parse_shape(char **w, enum woolly_type *type, int64_t *rows, int64_t 
     if (!x)
         return woolly_fail(err, "'%s' is not a shape ROWSxCOLS", w[1]);
     *x = 0;
-    if (parse_i64(shape, 1, WOOLLY_STEP_MAX_BLOCK, rows) || parse_i64(x + 1, 1, WOOLLY_STEP_MAX_BLOCK, cols))
+    if (woolly_profile_parse_i64(shape, 1, WOOLLY_STEP_MAX_BLOCK, rows) ||
+        woolly_profile_parse_i64(x + 1, 1, WOOLLY_STEP_MAX_BLOCK, cols))
         return woolly_fail(err, "'%s' is not a shape ROWSxCOLS", w[1]);
     return 0;
 }
@@ -342,7 +285,7 @@ static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *er
         return -1;
     const char *v[N_KEYS];
     for (int i = 0; i < N_KEYS; i++)
-        if (!(v[i] = value_of(w[3 + i], KEYS[i])))
+        if (!(v[i] = woolly_profile_value_of(w[3 + i], KEYS[i])))
             return woolly_fail(err, "word %d is '%s', expected %s=...", 4 + i, w[3 + i], KEYS[i]);
     int c = 0;
     while (c < WOOLLY_TOKENS_CLASSES && strcmp(v[0], woolly_tokens_class_name((enum woolly_tokens_class)c)))
@@ -351,16 +294,16 @@ static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *er
         return woolly_fail(err, "tokens=%s is not a class (1, 2-16, 17+)", v[0]);
     row.cls = (enum woolly_tokens_class)c;
     woolly_matmul_step *s = &row.step;
-    if (parse_i32(v[1], 1, WOOLLY_MAX_THREADS, &row.threads))
+    if (woolly_profile_parse_i32(v[1], 1, WOOLLY_MAX_THREADS, &row.threads))
         return woolly_fail(err, "threads=%s is not in [1, %d]", v[1], WOOLLY_MAX_THREADS);
     if (!(s->kernel = kernel_named(v[2], err)) || !(row.default_kernel = kernel_named(v[9], err)))
         return -1;
     int32_t *ints[] = {&s->rows_per_call, &s->tokens_per_call, &s->k_per_call, &s->prefetch, &s->threads};
     for (int i = 0; i < 5; i++)
-        if (parse_i32(v[3 + i], 0, WOOLLY_STEP_MAX_BLOCK, ints[i]))
+        if (woolly_profile_parse_i32(v[3 + i], 0, WOOLLY_STEP_MAX_BLOCK, ints[i]))
             return woolly_fail(err, "%s=%s is not an integer in [0, %d]", KEYS[3 + i], v[3 + i],
                                WOOLLY_STEP_MAX_BLOCK);
-    if (parse_double(v[8], &row.us) || parse_double(v[10], &row.default_us))
+    if (woolly_profile_parse_double(v[8], &row.us) || woolly_profile_parse_double(v[10], &row.default_us))
         return woolly_fail(err, "us=%s or default_us=%s is not a number of microseconds", v[8], v[10]);
     return woolly_profile_add_matmul(p, &row, err);
 }
@@ -368,7 +311,7 @@ static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *er
 /* "dHEAD_DIM" */
 static int parse_head_dim(const char *w, int32_t *out)
 {
-    return w[0] == 'd' ? parse_i32(w + 1, 1, WOOLLY_MAX_HEAD_DIM, out) : -1;
+    return w[0] == 'd' ? woolly_profile_parse_i32(w + 1, 1, WOOLLY_MAX_HEAD_DIM, out) : -1;
 }
 
 static int parse_attn_row(woolly_profile *p, char **w, int n, woolly_error *err)
@@ -394,25 +337,26 @@ static int parse_attn_row(woolly_profile *p, char **w, int n, woolly_error *err)
         return woolly_fail(err, "'%s' is not decode or prefill", w[3]);
     const char *v[N_KEYS];
     for (int i = 0; i < N_KEYS; i++)
-        if (!(v[i] = value_of(w[4 + i], KEYS[i])))
+        if (!(v[i] = woolly_profile_value_of(w[4 + i], KEYS[i])))
             return woolly_fail(err, "word %d is '%s', expected %s=...", 5 + i, w[4 + i], KEYS[i]);
-    if (parse_i32(v[0], 1, WOOLLY_MAX_THREADS, &row.threads))
+    if (woolly_profile_parse_i32(v[0], 1, WOOLLY_MAX_THREADS, &row.threads))
         return woolly_fail(err, "threads=%s is not in [1, %d]", v[0], WOOLLY_MAX_THREADS);
     if (!(row.kernel = kernel_named(v[1], err)) || !(row.default_kernel = kernel_named(v[7], err)))
         return -1;
     int32_t *ints[] = {&row.queries_per_call, &row.kv_split, &row.queries, &row.positions};
     for (int i = 0; i < 4; i++)
-        if (parse_i32(v[2 + i], 0, WOOLLY_PROFILE_MAX_POSITIONS, ints[i]))
+        if (woolly_profile_parse_i32(v[2 + i], 0, WOOLLY_PROFILE_MAX_POSITIONS, ints[i]))
             return woolly_fail(err, "%s=%s is not an integer in [0, %d]", KEYS[2 + i], v[2 + i],
                                WOOLLY_PROFILE_MAX_POSITIONS);
-    if (parse_double(v[6], &row.us) || parse_double(v[8], &row.default_us))
+    if (woolly_profile_parse_double(v[6], &row.us) || woolly_profile_parse_double(v[8], &row.default_us))
         return woolly_fail(err, "us=%s or default_us=%s is not a number of microseconds", v[6], v[8]);
     return woolly_profile_add_attn(p, &row, err);
 }
 
 /* The header lines, in order: each is "KEY VALUE" with the value this process has. */
-static int check_header(woolly_profile *p, int idx, char *line, woolly_error *err)
+static int check_header(void *ctx, int idx, const char *line, woolly_error *err)
 {
+    woolly_profile *p = ctx;
     char expect[1024];
     switch (idx) {
     case 0:
@@ -455,10 +399,10 @@ static int check_header(woolly_profile *p, int idx, char *line, woolly_error *er
         }
         return woolly_fail(err, "'%.60s' is not 'accuracy default' or 'accuracy strict'", line);
     case 6: {
-        char *w[MAX_WORDS];
-        char buf[MAX_LINE];
+        char *w[WOOLLY_PROFILE_MAX_WORDS];
+        char buf[WOOLLY_PROFILE_LINE_MAX];
         snprintf(buf, sizeof buf, "%s", line);
-        if (split_words(buf, w) != 2 || strcmp(w[0], "mix"))
+        if (woolly_profile_split_words(buf, w) != 2 || strcmp(w[0], "mix"))
             return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
         char *s = w[1];
         for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++) {
@@ -467,7 +411,7 @@ static int check_header(woolly_profile *p, int idx, char *line, woolly_error *er
                 return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
             if (end)
                 *end = 0;
-            if (parse_i32(s, 0, 1 << 30, &p->mix[c]))
+            if (woolly_profile_parse_i32(s, 0, 1 << 30, &p->mix[c]))
                 return woolly_fail(err, "'%.60s' is not 'mix D,S,L'", line);
             s = end + 1;
         }
@@ -477,11 +421,23 @@ static int check_header(woolly_profile *p, int idx, char *line, woolly_error *er
     return 0;
 }
 
-enum { N_HEADER = 7 };
+/* The rows of a tuning profile. */
+static int parse_row(void *ctx, char **w, int nw, woolly_error *err)
+{
+    woolly_profile *p = ctx;
+    if (!strcmp(w[0], "layout"))
+        return parse_layout_row(p, w, nw, err);
+    if (!strcmp(w[0], "matmul"))
+        return parse_matmul_row(p, w, nw, err);
+    if (!strcmp(w[0], "attn"))
+        return parse_attn_row(p, w, nw, err);
+    return woolly_fail(err, "'%.40s' is not a profile row (layout, matmul, attn, end)", w[0]);
+}
+
+static const woolly_profile_grammar GRAMMAR = {7, check_header, parse_row};
 
 woolly_profile *woolly_profile_parse(const char *text, size_t len, const char *path, woolly_error *err)
 {
-    woolly_error why = {{0}};
     woolly_profile *p = calloc(1, sizeof *p);
     if (!p) {
         woolly_fail(err, "%s: out of memory", path);
@@ -489,86 +445,11 @@ woolly_profile *woolly_profile_parse(const char *text, size_t len, const char *p
     }
     snprintf(p->path, sizeof p->path, "%s", path);
     p->isa = woolly_isa_active();
-    int line_no = 0, rows = 0;
-    bool ended = false;
-    if (len == 0 || text[len - 1] != '\n') {
-        woolly_fail(&why, "%s",
-                    len ? "the last line is cut (no line break at the end)" : "the file is empty");
-        goto fail;
-    }
-    for (size_t at = 0; at < len;) {
-        const char *nl = memchr(text + at, '\n', len - at);
-        const size_t n = (size_t)(nl - (text + at));
-        line_no++;
-        char line[MAX_LINE];
-        if (n >= sizeof line) {
-            woolly_fail(&why, "the line is longer than %d bytes", MAX_LINE - 1);
-            goto fail;
-        }
-        memcpy(line, text + at, n);
-        line[n] = 0;
-        at += n + 1;
-        if (strlen(line) != n) {
-            woolly_fail(&why, "the line holds a NUL byte");
-            goto fail;
-        }
-        if (ended) {
-            woolly_fail(&why, "text after the end line");
-            goto fail;
-        }
-        if (line_no <= N_HEADER) {
-            if (check_header(p, line_no - 1, line, &why))
-                goto fail;
-            continue;
-        }
-        if (line[0] == '#')
-            continue;
-        char *w[MAX_WORDS];
-        const int nw = split_words(line, w);
-        if (nw < 1) {
-            woolly_fail(&why, "an empty word (a blank line, or two spaces in a row)");
-            goto fail;
-        }
-        if (!strcmp(w[0], "layout")) {
-            if (parse_layout_row(p, w, nw, &why))
-                goto fail;
-            rows++;
-        } else if (!strcmp(w[0], "matmul")) {
-            if (parse_matmul_row(p, w, nw, &why))
-                goto fail;
-            rows++;
-        } else if (!strcmp(w[0], "attn")) {
-            if (parse_attn_row(p, w, nw, &why))
-                goto fail;
-            rows++;
-        } else if (!strcmp(w[0], "end")) {
-            int64_t count;
-            if (nw != 2 || parse_i64(w[1], 0, INT32_MAX, &count) || count != rows) {
-                woolly_fail(&why, "'end %.20s' does not count the %d rows above it", nw == 2 ? w[1] : "",
-                            rows);
-                goto fail;
-            }
-            ended = true;
-        } else {
-            woolly_fail(&why, "'%.40s' is not a profile row (layout, matmul, attn, end)", w[0]);
-            goto fail;
-        }
-    }
-    if (line_no < N_HEADER) {
-        woolly_fail(&why, "the header is cut after %d lines", line_no);
-        line_no++;
-        goto fail;
-    }
-    if (!ended) {
-        woolly_fail(&why, "no end line: the file is cut");
-        line_no++;
-        goto fail;
+    if (woolly_profile_text_read(text, len, path, &GRAMMAR, p, err)) {
+        woolly_profile_free(p);
+        return NULL;
     }
     return p;
-fail:
-    woolly_fail(err, "%s line %d: %s", path, line_no, why.msg);
-    woolly_profile_free(p);
-    return NULL;
 }
 
 woolly_profile *woolly_profile_read(const char *path, woolly_error *err)

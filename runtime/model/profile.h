@@ -36,7 +36,9 @@
  * signature, registry hash, ISA level); every row must parse, name kernels this build has and this CPU
  * runs, fit its matrix (woolly_matmul_step_check) or cache and head dimension, and be the only row of
  * its key; a matmul row needs the layout row of its shape before it. Anything else rejects the whole
- * profile: it is used whole or not at all.
+ * profile: it is used whole or not at all. The lines are read by the reader the default profiles shipped
+ * per CPU class share (profile_text.h; kernels/class_profile.h): a tuning profile's rows override those
+ * defaults, which the `default=` kernels are (the spec's where this CPU's class names none).
  *
  * Format 2 added the attn rows (format 1 had none; a format-1 profile is rejected: tune again). */
 #ifndef WOOLLY_PROFILE_H

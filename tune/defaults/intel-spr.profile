@@ -1,0 +1,49 @@
+woolly-default-profile 1
+class intel-spr
+match x86_64 GenuineIntel
+# Intel Xeon cores with AVX-512 (Sapphire and Emerald Rapids): the kernels measured faster there than the
+# spec's portable defaults, which were measured on the project's AMD Zen 5. The figures are from one
+# Intel Xeon (family 6, model 207, 2 cores of a shared machine); the class takes every Intel core, since
+# what no feature bit tells (how a core's prefetchers and load buffers meet a weight stream, which ports
+# its vector instructions share) goes with the vendor. Cores without AVX-512 run none of these kernels.
+#
+# Q4_K x int8, one token: 1x64_pf4k. Four streams 4 KiB ahead win where one loses, e.g. 12800x4096 15.6
+# GB/s on 1 thread, 33.4 on 2 against the default 1x16_s2pf2k's 12.7 / 26.3, 4096x12800 15.9 / 33.2
+# against 12.5 / 25.7; only 512x2048 (calls of 12-22 us) is slower, by 2-6%. llama-1b tg128 22.6-23.2
+# t/s on 1 thread, 43.3-44.1 on 2 against 20.4-20.8 / 38.7-39.0 (bench/RESULTS.md).
+default Q4_K avx512 tokens=1 kernel=q4k_q8_gemv_avx512_r16_1x64_pf4k
+# Q4_K x int8, 2-16 tokens: 8x16_sbwpf4k ("w", wide: 1-2 tokens walk 4 row groups at once and 3-4
+# tokens 2, as the GEMV streams several groups). 2 threads, two runs: 2 tokens on 2048x8192 267-268 us
+# against 349-397 for 8x16_sbpf4k, 8192x2048 276-286 against 316-326, the output matrix 1083-1110
+# against 1199-1260; 4 tokens 265-319 against 332-376 on the two FFN shapes; 8 and 12 tokens the same
+# within 3%; only 2048x2048 at 2 tokens is slower (46-47 us against 41-43). 8x16_sbpf4k, the choice
+# here before the wide variant, was 10-13% faster at 8 tokens than the default 8x16_sbpf2k on the four
+# shapes of 2048x8192 and larger (8192x2048 358-382 us against 409-430, the output matrix 1401-1408
+# against 1557-1589), the same on the small ones; pf8k no better than pf4k. 8 sequences of llama-1b
+# decoding together (bench_decode_batch): 255-258 tokens/s -> 266-276.
+default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbwpf4k
+# Q4_K x int8, 17 tokens and more: 8x16_sbpf4k (bench_matmul --preset all --threads 2 --tokens
+# 160,512): ahead of the default 5x32 on 7 of the 10 shapes at 160 tokens, the feed-forward's pass
+# (2048x8192 342.1 against 321.7 GMAC/s, 8192x2048 353.1 against 343.2); at 512 ahead on 2 of 10
+# (2048x2048 336.9 against 298.2), behind by at most 3.3% on the others. Beside Q6_K's, in turns with
+# Q6_K's alone: llama-1b pp512 median 291.50 -> 298.53 t/s (ahead in 4 rounds of 5), granite-8b 38.48 ->
+# 38.85 (2 of 3).
+default Q4_K avx512 tokens=17+ kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
+# Q6_K x int8, one token: 1x64_pf4k, as for Q4_K: 12800x4096 14.2-14.6 GB/s on 1 thread, 27.7-28.8 on
+# 2 against the default 1x16_pf4k's 12.2-12.8 / 22.6-24.7, 49152x4096 15.0 / 29.4 against 12.7 / 25.1.
+default Q6_K avx512 tokens=1 kernel=q6k_q8_gemv_avx512_r16_1x64_pf4k
+# Q6_K x int8, 2-16 tokens: 8x16_sbwpf4k (2 threads, two runs): 2 tokens on 2048x8192 351-370 us
+# against 425-474 for the default 8x16_sbpf4k, 8192x2048 384 against 439-457; 3 tokens 386-402 against
+# 466-469; 4 tokens 395-424 against 479-505; 8 tokens within 4% either way.
+default Q6_K avx512 tokens=2-16 kernel=q6k_q8_gemm_avx512_r16_8x16_sbwpf4k
+# Q6_K x int8, 17 tokens and more: 8x16_sbpf4k (bench_matmul --preset all --weights Q6_K --threads 2
+# --tokens 160,512) beat the default 4x32 on all 10 shapes at both token counts, GMAC/s e.g. 4096x12800
+# 300.1 / 305.3 against 238.5 / 254.6, 2048x8192 292.0 / 291.2 against 213.5 / 244.5, 12800x4096 281.5
+# / 269.5 against 214.6 / 253.1 (the smallest gain); llama-1b pp512 in bench/RESULTS.md ("On the Intel
+# Xeon a third time").
+default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_8x16_sbpf4k
+#
+# Attention keeps the spec's order of rounded tiles (FP16 P V tiles where AVX512-FP16 runs): BF16 tiles
+# lose here. `bench_attn --variants` (one thread, head dimension 64, group 4, n_kv 4096, prefill
+# GFLOP/s, F16 cache): BF16 16x64 77.0, 32x64 79.5 against F32 16x64 89.3, 32x64 130.3.
+end 6

@@ -1,0 +1,7 @@
+woolly-default-profile 1
+class zen3
+match x86_64 AuthenticAMD family 25 lacks avx512f
+# AMD Zen 3: family 25 without AVX-512 (Zen 4 is family 25 with it). No overrides: the spec's defaults
+# at the AVX2 level were measured on a Zen 3 (2 cores, AVX2 only; codegen/kernels.toml gives the
+# figures), and attention's rounded tiles are the AVX2 level's int16 ones, the spec's order.
+end 0
