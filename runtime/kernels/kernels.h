@@ -362,6 +362,8 @@ enum woolly_op {
     WOOLLY_OP_GEMM = 1,
     WOOLLY_OP_ATTN = 2,
     WOOLLY_OP_PACK = 3,
+    WOOLLY_OP_SWIGLU = 4, /* ops */
+    WOOLLY_OP_RMSNORM = 5,
 };
 
 typedef struct woolly_matmul_args {

@@ -15,6 +15,10 @@
 #define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
     void woolly_##name(const woolly_attn_args *a);
 #define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
+#define WOOLLY_OPS_KERNEL(name, op, isa, features) OPS_DECL_##op(name)
+#define OPS_DECL_swiglu(name) void woolly_##name(float *gate, const float *up, int64_t n);
+#define OPS_DECL_rmsnorm(name)                                                                               \
+    void woolly_##name(float *out, const float *x, const float *w, int64_t n, float eps);
 #include "kernels.inc"
 
 /* Layouts by index: GGUF rows is no layout (NULL), the others are LAYOUTS[LAYOUT_<name> - 1]. */
@@ -82,8 +86,31 @@ static woolly_kernel KERNELS[] = {
      .features = features_,                                                                                  \
      .pack = woolly_##kname},
 #include "kernels.inc"
+/* The small ops after all the others: the listed kernels (woolly_kernel_list) end before them. */
+#define WOOLLY_OPS_KERNEL(kname, op_, isa_, features_)                                                       \
+    {.name = #kname,                                                                                         \
+     .op = OPS_OP_##op_,                                                                                     \
+     .wtype = WOOLLY_TYPE_F32,                                                                               \
+     .act = WOOLLY_ACT_F32,                                                                                  \
+     .isa = isa_,                                                                                            \
+     .tile_m = 1,                                                                                            \
+     .tile_n = 1,                                                                                            \
+     .features = features_,                                                                                  \
+     OPS_FN_##op_(kname)},
+#define OPS_OP_swiglu WOOLLY_OP_SWIGLU
+#define OPS_OP_rmsnorm WOOLLY_OP_RMSNORM
+#define OPS_FN_swiglu(kname) .swiglu = woolly_##kname
+#define OPS_FN_rmsnorm(kname) .rmsnorm = woolly_##kname
+#include "kernels.inc"
 };
-enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
+enum {
+    N_KERNELS = sizeof KERNELS / sizeof KERNELS[0],
+    N_OPS = 0
+#define WOOLLY_OPS_KERNEL(name, op, isa, features) +1
+#include "kernels.inc"
+    ,
+    N_LISTED = N_KERNELS - N_OPS
+};
 
 static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
@@ -233,14 +260,14 @@ int woolly_act_forced(void)
 const woolly_kernel *woolly_kernel_list(int *n)
 {
     woolly_isa_init(NULL); /* the defaults are this CPU's */
-    *n = N_KERNELS;
+    *n = N_LISTED;
     return KERNELS;
 }
 
 const woolly_kernel *woolly_kernel_by_name(const char *name)
 {
     woolly_isa_init(NULL);
-    for (int i = 0; i < N_KERNELS; i++)
+    for (int i = 0; i < N_LISTED; i++)
         if (!strcmp(KERNELS[i].name, name))
             return &KERNELS[i];
     return NULL;
@@ -403,10 +430,16 @@ const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)
     return best_of(slot_match, &s);
 }
 
+const woolly_kernel *woolly_kernel_choose_ops(enum woolly_op op, int isa)
+{
+    const slot s = {op, WOOLLY_TYPE_F32, WOOLLY_ACT_F32, NULL, false, -1, isa};
+    return best_of(slot_match, &s);
+}
+
 unsigned long long woolly_registry_hash(void)
 {
     unsigned long long h = 1469598103934665603ull; /* FNV-1a over the names, in order */
-    for (int i = 0; i < N_KERNELS; i++) {
+    for (int i = 0; i < N_LISTED; i++) {
         for (const char *p = KERNELS[i].name; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         h = (h ^ 0xFF) * 1099511628211ull;

@@ -57,6 +57,8 @@ typedef struct woolly_kernel {
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
+    woolly_swiglu_fn swiglu; /* the small ops (op WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM) */
+    woolly_rmsnorm_fn rmsnorm;
 } woolly_kernel;
 
 const char *woolly_isa_name(enum woolly_isa isa);
@@ -68,7 +70,10 @@ enum woolly_isa woolly_isa_active(void);
 /* The activation format WOOLLY_ACT forces, or -1 when it is not set. */
 int woolly_act_forced(void);
 
-/* All compiled kernels (any ISA) and layouts. */
+/* The compiled kernels (any ISA) a tuning profile can name: matmul, attention and packers, what
+ * `woolly info --kernels` lists and the registry hash covers. The small ops are registry entries too,
+ * chosen like the others (woolly_kernel_choose_ops), but outside this list and its hash: no profile
+ * chooses among them. By name: the listed kernels only. And the compiled layouts. */
 const woolly_kernel *woolly_kernel_list(int *n);
 const woolly_kernel *woolly_kernel_by_name(const char *name);
 const woolly_layout *woolly_layout_list(int *n);
@@ -124,7 +129,12 @@ enum woolly_act woolly_attn_act(unsigned matmul_acts);
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act);
 
-/* A hash of the registry contents (names in order), for tuning profiles. */
+/* The kernel of a small op (WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM): with isa < 0, the highest level at
+ * most the active one (every op has a scalar kernel, so never NULL); else the one of level `isa`, if
+ * it runs here (NULL if not). */
+const woolly_kernel *woolly_kernel_choose_ops(enum woolly_op op, int isa);
+
+/* A hash of the listed kernels (names in order, woolly_kernel_list), for tuning profiles. */
 unsigned long long woolly_registry_hash(void);
 
 #endif
