@@ -112,30 +112,22 @@ enum {
     N_LISTED = N_KERNELS - N_OPS
 };
 
-static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
-
-const char *woolly_isa_name(enum woolly_isa isa)
-{
-    return (unsigned)isa < WOOLLY_ISA_COUNT ? ISA_NAMES[isa] : "?";
-}
 
 const char *woolly_act_name(enum woolly_act act)
 {
     return (unsigned)act < WOOLLY_ACT_COUNT ? ACT_NAMES[act] : act == WOOLLY_ACT_I16 ? "i16" : "?";
 }
 
-/* The highest level the CPU supports. */
+/* The highest level the CPU supports: the last of the table it has the fields for (a level of another
+ * processor never is). */
 static enum woolly_isa cpu_level(void)
 {
-    const woolly_cpu *c = woolly_cpu_get();
-    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni && c->fma && c->f16c)
-        return WOOLLY_ISA_AVX512;
-    if (c->avx2 && c->fma && c->f16c)
-        return WOOLLY_ISA_AVX2;
-    if (c->neon_dotprod)
-        return WOOLLY_ISA_NEON;
-    return WOOLLY_ISA_SCALAR;
+    enum woolly_isa best = WOOLLY_ISA_REFERENCE;
+    for (int i = 0; i < WOOLLY_ISA_COUNT; i++)
+        if (woolly_isa_cpu_has(woolly_cpu_get(), (enum woolly_isa)i))
+            best = (enum woolly_isa)i;
+    return best;
 }
 
 /* Whether this build compiled any kernel of `isa`. */
@@ -147,15 +139,6 @@ static bool built(enum woolly_isa isa)
     return false;
 }
 
-static bool level_runs(enum woolly_isa isa, enum woolly_isa level)
-{
-    if (isa == WOOLLY_ISA_SCALAR)
-        return true;
-    if (isa == WOOLLY_ISA_NEON || level == WOOLLY_ISA_NEON)
-        return isa == level;
-    return isa <= level; /* x86 levels nest: avx512 implies avx2 */
-}
-
 static struct {
     pthread_mutex_t lock;
     bool done;
@@ -163,7 +146,7 @@ static struct {
     enum woolly_isa active;
     int act; /* forced activation format, -1 for none */
     woolly_error err;
-} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_SCALAR, -1, {{0}}};
+} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_REFERENCE, -1, {{0}}};
 
 static int decide_act(woolly_error *err)
 {
@@ -184,25 +167,26 @@ static int decide(woolly_error *err)
     const char *forced = getenv("WOOLLY_ISA");
     if (!forced || !*forced) {
         /* Highest level that is both compiled and supported. */
-        enum woolly_isa best = WOOLLY_ISA_SCALAR;
+        enum woolly_isa best = WOOLLY_ISA_REFERENCE;
         for (int i = 0; i < WOOLLY_ISA_COUNT; i++)
-            if (built((enum woolly_isa)i) && level_runs((enum woolly_isa)i, level))
+            if (built((enum woolly_isa)i) && woolly_isa_runs_at((enum woolly_isa)i, level))
                 best = (enum woolly_isa)i;
         g_isa.active = best;
         return decide_act(err);
     }
-    for (int i = 0; i < WOOLLY_ISA_COUNT; i++) {
-        if (strcmp(forced, ISA_NAMES[i]) != 0)
-            continue;
-        if (!built((enum woolly_isa)i))
-            return woolly_fail(err, "WOOLLY_ISA=%s: this build has no %s kernels", forced, forced);
-        if (!level_runs((enum woolly_isa)i, level))
-            return woolly_fail(err, "WOOLLY_ISA=%s: this CPU does not support %s (it supports up to %s)",
-                               forced, forced, ISA_NAMES[level]);
-        g_isa.active = (enum woolly_isa)i;
-        return decide_act(err);
+    const int i = woolly_isa_from_name(forced);
+    if (i < 0) {
+        char names[256];
+        woolly_isa_names(names, sizeof names);
+        return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use %s)", forced, names);
     }
-    return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
+    if (!built((enum woolly_isa)i))
+        return woolly_fail(err, "WOOLLY_ISA=%s: this build has no %s kernels", forced, forced);
+    if (!woolly_isa_runs_at((enum woolly_isa)i, level))
+        return woolly_fail(err, "WOOLLY_ISA=%s: this CPU does not support %s (it supports up to %s)", forced,
+                           forced, woolly_isa_name(level));
+    g_isa.active = (enum woolly_isa)i;
+    return decide_act(err);
 }
 
 /* Where the fastest kernel differs by vendor, the spec names an Intel default beside the default (a
@@ -299,11 +283,11 @@ size_t woolly_layout_row_bytes(const woolly_layout *l, enum woolly_type type, in
 
 bool woolly_kernel_runs(const woolly_kernel *k)
 {
-    return level_runs(k->isa, woolly_isa_active()) && (k->features & ~woolly_cpu_get()->features) == 0;
+    return woolly_isa_runs_at(k->isa, woolly_isa_active()) && (k->features & ~woolly_cpu_get()->features) == 0;
 }
 
-/* Among the runnable kernels that `match` accepts: the highest level, and at it the default, else the
- * first listed. */
+/* Among the runnable kernels that `match` accepts: the highest level (the greatest: a level comes after
+ * those it nests in), and at it the default, else the first listed. */
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
     woolly_isa_init(NULL); /* before `match` reads a default: the Intel ones are applied there */

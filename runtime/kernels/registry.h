@@ -4,7 +4,8 @@
  * so a choice never fails for a supported type; faster kernels override it where the CPU supports
  * their ISA level and the features they require.
  *
- * The ISA level is detected once (cpu.c); WOOLLY_ISA=scalar|avx2|avx512|neon forces a level, and
+ * The ISA level (isa.h: the spec's levels) is detected once: the last level of the table that this
+ * build compiled and this CPU supports. WOOLLY_ISA=<level> (scalar|avx2|avx512|neon) forces one, and
  * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8|bf16
  * forces the activation format of every matrix that can take it. */
 #ifndef WOOLLY_REGISTRY_H
@@ -13,16 +14,9 @@
 #include <stdbool.h>
 
 #include "error.h"
+#include "isa.h"
 #include "kernels.h"
 #include "wtype.h"
-
-enum woolly_isa {
-    WOOLLY_ISA_SCALAR = 0,
-    WOOLLY_ISA_AVX2 = 1,
-    WOOLLY_ISA_AVX512 = 2,
-    WOOLLY_ISA_NEON = 3,
-    WOOLLY_ISA_COUNT
-};
 
 /* A weight layout other than GGUF's rows (which is NULL wherever a layout is asked for). */
 typedef struct woolly_layout {
@@ -61,7 +55,6 @@ typedef struct woolly_kernel {
     woolly_rmsnorm_fn rmsnorm;
 } woolly_kernel;
 
-const char *woolly_isa_name(enum woolly_isa isa);
 const char *woolly_act_name(enum woolly_act act);
 
 /* Detects the CPU level and applies WOOLLY_ISA and WOOLLY_ACT. Idempotent; the first call decides. */
