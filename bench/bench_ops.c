@@ -74,6 +74,7 @@ int main(void)
         fprintf(stderr, "bench_ops: %s\n", err.msg);
         return 1;
     }
+    woolly_isa_thread_init();
     const double copy = seconds(run_copy, &j);
     printf("| %-22s | %8s |\n", "op", "ns/value");
     printf("| ---------------------- | -------: |\n");

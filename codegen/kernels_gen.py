@@ -10,6 +10,7 @@ ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_
            "i16": "WOOLLY_ACT_I16"}
 OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
+LAYOUT_KIND = {"row_groups": "WOOLLY_LAYOUT_ROW_GROUPS", "tiles": "WOOLLY_LAYOUT_TILES"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
 
 
@@ -35,8 +36,10 @@ def expand_isas(spec):
         assert req or not levels, f"{what}: requires is empty, so every CPU would run the level"
         assert len(set(req)) == len(req), f"{what}: requires lists a field twice"
         assert all(r.isidentifier() for r in req), f"{what}: requires names woolly_cpu fields"
+        init = v.get("thread_init", "")
+        assert not init or init.isidentifier(), f"{what}: thread_init names a C function"
         levels.append(dict(name=name, enum=isa_enum(name), nests_in=nests,
-                           nests_in_enum=isa_enum(nests or name), requires=req,
+                           nests_in_enum=isa_enum(nests or name), requires=req, thread_init=init,
                            flags=v["flags"], gcc_flags=v.get("gcc_flags", []),
                            processors=PROCESSORS[v["processors"]]))
         seen.add(name)
@@ -242,6 +245,10 @@ def render(root):
         for k in ks:
             k["extra_flags"] = [feature_flags[r] for r in k.get("requires", [])]
         isa["kernels"] = ks
+    for lay in layouts:
+        kind = spec.get("layout", {}).get(lay["name"], {}).get("kind", "row_groups")
+        assert kind in LAYOUT_KIND, f"[layout.{lay['name']}]: kind must be one of {sorted(LAYOUT_KIND)}"
+        lay["kind_enum"] = LAYOUT_KIND[kind]
     features = [dict(name=n, enum=v["enum"], flag=v["flag"]) for n, v in spec.get("feature", {}).items()]
     out["kernels.inc"] = env.get_template("kernels.inc.j2").render(
         isas=isas, layouts=layouts, ACT_ENUM=ACT_ENUM, OP_ENUM=OP_ENUM)

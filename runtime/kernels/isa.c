@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "registry.h"
+
 static const struct {
     const char *name;
     enum woolly_isa nests_in;
@@ -17,8 +19,8 @@ static const struct {
                    "[isa.*] requires names woolly_cpu." #field ", which is not a bool");
 #include "isa.inc"
 
-/* A list that starts with an entry of no level, so that a spec without any requirement still makes a
- * valid array. */
+/* Lists that start with an entry of no level, so that a spec without any entry of theirs still
+ * makes a valid array. */
 static const struct {
     enum woolly_isa isa;
     size_t field;
@@ -27,6 +29,34 @@ static const struct {
 #define WOOLLY_ISA_REQUIRES(isa, field) {isa, offsetof(woolly_cpu, field)},
 #include "isa.inc"
 };
+
+#define WOOLLY_ISA_THREAD_INIT(isa, function) void function(void);
+#include "isa.inc"
+
+static const struct {
+    enum woolly_isa isa;
+    woolly_thread_init_fn fn;
+} THREAD_INIT[] = {
+    {WOOLLY_ISA_COUNT, NULL},
+#define WOOLLY_ISA_THREAD_INIT(isa, function) {isa, function},
+#include "isa.inc"
+};
+
+/* A test's replacements (woolly_isa_set_thread_init), written before the threads that read them start. */
+static struct {
+    bool set;
+    woolly_thread_init_fn fn;
+} g_replaced[WOOLLY_ISA_COUNT];
+
+static woolly_thread_init_fn thread_init_of(enum woolly_isa isa)
+{
+    if (g_replaced[isa].set)
+        return g_replaced[isa].fn;
+    for (size_t i = 0; i < sizeof THREAD_INIT / sizeof THREAD_INIT[0]; i++)
+        if (THREAD_INIT[i].isa == isa)
+            return THREAD_INIT[i].fn;
+    return NULL;
+}
 
 static bool valid(enum woolly_isa isa)
 {
@@ -99,4 +129,35 @@ void woolly_isa_cpu_grant(woolly_cpu *c, enum woolly_isa isa)
     for (size_t i = 0; i < sizeof REQUIRES / sizeof REQUIRES[0]; i++)
         if (REQUIRES[i].isa == isa)
             memcpy((char *)c + REQUIRES[i].field, &yes, sizeof yes);
+}
+
+static _Thread_local bool t_thread_ready;
+
+void woolly_isa_thread_init(void)
+{
+    if (t_thread_ready)
+        return;
+    t_thread_ready = true;
+    enum woolly_isa chain[WOOLLY_ISA_COUNT];
+    int n = 0;
+    for (enum woolly_isa l = woolly_isa_active(); n < WOOLLY_ISA_COUNT; l = LEVELS[l].nests_in) {
+        chain[n++] = l;
+        if (l == LEVELS[l].nests_in)
+            break;
+    }
+    while (n-- > 0) {
+        const woolly_thread_init_fn fn = thread_init_of(chain[n]);
+        if (fn)
+            fn();
+    }
+}
+
+woolly_thread_init_fn woolly_isa_set_thread_init(enum woolly_isa isa, woolly_thread_init_fn fn)
+{
+    if (!valid(isa))
+        return NULL;
+    const woolly_thread_init_fn old = thread_init_of(isa);
+    g_replaced[isa].set = true;
+    g_replaced[isa].fn = fn;
+    return old;
 }

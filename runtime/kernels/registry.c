@@ -7,7 +7,7 @@
 #include "cpu.h"
 
 /* Declarations of every generated entry point. */
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind)                                                        \
     void woolly_repack_##name(const woolly_repack_args *a);                                                  \
     void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 #define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
@@ -24,15 +24,15 @@
 /* Layouts by index: GGUF rows is no layout (NULL), the others are LAYOUTS[LAYOUT_<name> - 1]. */
 enum {
     LAYOUT_rows = 0,
-#define WOOLLY_LAYOUT(name, wtype, rows, block) LAYOUT_##name,
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind) LAYOUT_##name,
 #include "kernels.inc"
     LAYOUT_END
 };
 
 static const woolly_layout LAYOUTS[LAYOUT_END] = {
     {0},
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
-    {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name},
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind)                                                        \
+    {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name, kind},
 #include "kernels.inc"
 };
 

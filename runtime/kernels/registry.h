@@ -26,6 +26,7 @@ typedef struct woolly_layout {
     size_t block_bytes;     /* one weight block of every row of a group */
     woolly_repack_fn repack;
     woolly_unpack_fn unpack;
+    enum woolly_layout_kind kind; /* how a block holds its values (kernels.h) */
 } woolly_layout;
 
 typedef struct woolly_kernel {
