@@ -1,5 +1,6 @@
 /* The forward pass's small ops on one thread, at llama-1b's shapes for a 512-token batch: SwiGLU over
- * 512 x 5632 values and RMSNorm over 512 rows of 2048, every level this CPU runs; and the plain C loops
+ * 512 x 5632 values and RMSNorm over 512 rows of 2048, the registry's kernel of every level that runs at
+ * the active one (WOOLLY_ISA lowers it); and the plain C loops
  * that have no generated versions (residual add over 512 x 2048, what the compiler makes of them at the
  * baseline flags). Medians of the thread's CPU time (bench_cpu_time.h); ns per value.
  *
@@ -8,22 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
 #include "registry.h"
 #include "bench_cpu_time.h"
 
 enum { TOKENS = 512, N_EMBD = 2048, N_FF = 5632 };
-
-void woolly_ops_swiglu_scalar(float *gate, const float *up, int64_t n);
-void woolly_ops_rmsnorm_scalar(float *out, const float *x, const float *w, int64_t n, float eps);
-#ifdef WOOLLY_BUILD_ISA_AVX2
-void woolly_ops_swiglu_avx2(float *gate, const float *up, int64_t n);
-void woolly_ops_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
-#endif
-#ifdef WOOLLY_BUILD_ISA_AVX512
-void woolly_ops_swiglu_avx512(float *gate, const float *up, int64_t n);
-void woolly_ops_rmsnorm_avx512(float *out, const float *x, const float *w, int64_t n, float eps);
-#endif
 
 typedef struct job {
     woolly_swiglu_fn swiglu;
@@ -80,34 +69,26 @@ int main(void)
         return 1;
     for (size_t i = 0; i < n; i++)
         j.a[i] = (float)(i % 97) / 50.0f - 1.0f, j.b[i] = (float)(i % 89) / 45.0f - 1.0f, j.out[i] = 0.0f;
-    const woolly_cpu *c = woolly_cpu_get();
-    (void)c; /* unused where no x86 level is built */
+    woolly_error err = {{0}};
+    if (woolly_isa_init(&err)) {
+        fprintf(stderr, "bench_ops: %s\n", err.msg);
+        return 1;
+    }
+    woolly_isa_thread_init();
     const double copy = seconds(run_copy, &j);
     printf("| %-22s | %8s |\n", "op", "ns/value");
     printf("| ---------------------- | -------: |\n");
-    struct {
-        const char *s, *r;
-        woolly_swiglu_fn swiglu;
-        woolly_rmsnorm_fn rmsnorm;
-        int runs;
-    } levels[] = {
-        {"ops_swiglu_scalar", "ops_rmsnorm_scalar", woolly_ops_swiglu_scalar, woolly_ops_rmsnorm_scalar, 1},
-#ifdef WOOLLY_BUILD_ISA_AVX2
-        {"ops_swiglu_avx2", "ops_rmsnorm_avx2", woolly_ops_swiglu_avx2, woolly_ops_rmsnorm_avx2,
-         c->avx2 && c->fma && c->f16c},
-#endif
-#ifdef WOOLLY_BUILD_ISA_AVX512
-        {"ops_swiglu_avx512", "ops_rmsnorm_avx512", woolly_ops_swiglu_avx512, woolly_ops_rmsnorm_avx512,
-         c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni},
-#endif
-    };
-    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
-        if (!levels[i].runs)
-            continue;
-        j.swiglu = levels[i].swiglu;
-        j.rmsnorm = levels[i].rmsnorm;
-        row(levels[i].s, seconds(run_swiglu, &j) - copy, (double)n);
-        row(levels[i].r, seconds(run_rmsnorm, &j), (double)TOKENS * N_EMBD);
+    for (int isa = 0; isa < WOOLLY_ISA_COUNT; isa++) {
+        const woolly_kernel *s = woolly_kernel_choose_ops(WOOLLY_OP_SWIGLU, isa);
+        const woolly_kernel *r = woolly_kernel_choose_ops(WOOLLY_OP_RMSNORM, isa);
+        if (s) {
+            j.swiglu = s->swiglu;
+            row(s->name, seconds(run_swiglu, &j) - copy, (double)n);
+        }
+        if (r) {
+            j.rmsnorm = r->rmsnorm;
+            row(r->name, seconds(run_rmsnorm, &j), (double)TOKENS * N_EMBD);
+        }
     }
     row("residual add (plain C)", seconds(run_residual, &j), (double)TOKENS * N_EMBD);
     free(j.a), free(j.b), free(j.out);

@@ -6,13 +6,44 @@ import tomllib
 
 import jinja2
 
-ISA_ENUM = {"scalar": "WOOLLY_ISA_SCALAR", "avx2": "WOOLLY_ISA_AVX2", "avx512": "WOOLLY_ISA_AVX512",
-            "neon": "WOOLLY_ISA_NEON"}
 ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8", "bf16": "WOOLLY_ACT_BF16",
            "i16": "WOOLLY_ACT_I16"}
 OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
+LAYOUT_KIND = {"row_groups": "WOOLLY_LAYOUT_ROW_GROUPS", "tiles": "WOOLLY_LAYOUT_TILES"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
+
+
+def isa_enum(name):
+    return f"WOOLLY_ISA_{name.upper()}"
+
+
+def expand_isas(spec):
+    """The ISA levels in spec order (their enum values), each after the level it nests in; exactly one
+    level, the first, nests in none (the reference level every slot starts from)."""
+    levels, seen = [], set()
+    for name, v in spec["isa"].items():
+        what = f"[isa.{name}]"
+        assert name.isidentifier() and name == name.lower(), f"{what}: a level's name is a lower-case C token"
+        assert v["processors"] in PROCESSORS, f"{what}: processors must be one of {sorted(PROCESSORS)}"
+        nests = v.get("nests_in")
+        if levels:
+            assert nests, f"{what}: nests_in is missing (only the first level, {levels[0]['name']}, has none)"
+            assert nests in seen, f"{what}: nests_in = {nests!r} must name a level listed before it"
+        else:
+            assert not nests, f"{what}: the first level is the reference level and nests in none"
+        req = v.get("requires", [])
+        assert req or not levels, f"{what}: requires is empty, so every CPU would run the level"
+        assert len(set(req)) == len(req), f"{what}: requires lists a field twice"
+        assert all(r.isidentifier() for r in req), f"{what}: requires names woolly_cpu fields"
+        init = v.get("thread_init", "")
+        assert not init or init.isidentifier(), f"{what}: thread_init names a C function"
+        levels.append(dict(name=name, enum=isa_enum(name), nests_in=nests,
+                           nests_in_enum=isa_enum(nests or name), requires=req, thread_init=init,
+                           flags=v["flags"], gcc_flags=v.get("gcc_flags", []),
+                           processors=PROCESSORS[v["processors"]]))
+        seen.add(name)
+    return levels
 
 
 def load_spec(root):
@@ -228,23 +259,27 @@ def render(root):
         out[f"kernels/{k['name']}.c"] = env.get_template(k["template"]).render(k=k)
         test_template = f"tests/{k['kind']}.c.j2"
         out[f"tests/test_{k['name']}.c"] = env.get_template(test_template).render(
-            k=k, template=test_template, isa_enum=ISA_ENUM[k["isa"]])
+            k=k, template=test_template, isa_enum=isa_enum(k["isa"]))
     for lay in layouts:
         out[f"kernels/repack_{lay['name']}.c"] = env.get_template(lay["template"]).render(k=lay)
         out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("tests/repack.c.j2").render(
             k=lay, template="tests/repack.c.j2")
     feature_flags = {n: v["flag"] for n, v in spec.get("feature", {}).items()}
-    isas = []
-    for name, v in spec["isa"].items():
-        ks = [k for k in kernels if k["isa"] == name]
-        if name == "scalar":
-            ks = ks + layouts  # layouts' repack routines are portable C
+    isas = expand_isas(spec)
+    for isa in isas:
+        ks = [k for k in kernels if k["isa"] == isa["name"]]
+        if not isa["nests_in"]:
+            ks = ks + layouts  # layouts' repack routines are portable C: the reference level's
         for k in ks:
             k["extra_flags"] = [feature_flags[r] for r in k.get("requires", [])]
-        isas.append(dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], gcc_flags=v.get("gcc_flags", []),
-                         processors=PROCESSORS[v["processors"]], kernels=ks))
+        isa["kernels"] = ks
+    for lay in layouts:
+        kind = spec.get("layout", {}).get(lay["name"], {}).get("kind", "row_groups")
+        assert kind in LAYOUT_KIND, f"[layout.{lay['name']}]: kind must be one of {sorted(LAYOUT_KIND)}"
+        lay["kind_enum"] = LAYOUT_KIND[kind]
     features = [dict(name=n, enum=v["enum"], flag=v["flag"]) for n, v in spec.get("feature", {}).items()]
     out["kernels.inc"] = env.get_template("kernels.inc.j2").render(
         isas=isas, layouts=layouts, ACT_ENUM=ACT_ENUM, OP_ENUM=OP_ENUM)
     out["kernels.cmake"] = env.get_template("kernels.cmake.j2").render(isas=isas, features=features)
+    out["isa.inc"] = env.get_template("isa.inc.j2").render(isas=isas)
     return out

@@ -191,31 +191,40 @@ static void peak_job_run(void *arg, int ith, int nth)
     j->macs[ith % 64] = j->fn();
 }
 
-/* The instruction of the active level, or NULL when it has no int8 dot product. */
+/* The int8 instruction each level's kernels spend their time on, where this file can time it. */
+static const struct {
+    enum woolly_isa isa;
+    const char *name;
+    long long (*fn)(void);
+} PEAKS[] = {
+#if defined(__x86_64__)
+#if defined(WOOLLY_EMULATED_AVX512)
+    {WOOLLY_ISA_AVX512, "none (avx512 emulated)", NULL},
+#else
+    {WOOLLY_ISA_AVX512, "vpdpbusd zmm", peak_vpdpbusd_zmm},
+#endif
+    {WOOLLY_ISA_AVX2, "vpmaddubsw+vpaddw ymm", peak_maddubs_ymm},
+#elif defined(__aarch64__)
+    {WOOLLY_ISA_NEON, "sdot", peak_sdot},
+#endif
+    {WOOLLY_ISA_REFERENCE, "none (scalar level)", NULL},
+};
+
+/* The instruction of the active level, or of the nearest level it nests in that has one (a new level
+ * is measured by its base's until it has its own); NULL when that has no int8 dot product. */
 static long long (*peak_fn(const char **name))(void)
 {
-    switch (woolly_isa_active()) {
-#if defined(__x86_64__)
-    case WOOLLY_ISA_AVX512:
-#if defined(WOOLLY_EMULATED_AVX512)
-        *name = "none (avx512 emulated)";
-        return NULL;
-#else
-        *name = "vpdpbusd zmm";
-        return peak_vpdpbusd_zmm;
-#endif
-    case WOOLLY_ISA_AVX2:
-        *name = "vpmaddubsw+vpaddw ymm";
-        return peak_maddubs_ymm;
-#elif defined(__aarch64__)
-    case WOOLLY_ISA_NEON:
-        *name = "sdot";
-        return peak_sdot;
-#endif
-    default:
-        *name = "none (scalar level)";
-        return NULL;
+    for (enum woolly_isa l = woolly_isa_active();; l = woolly_isa_nests_in(l)) {
+        for (size_t i = 0; i < sizeof PEAKS / sizeof PEAKS[0]; i++)
+            if (PEAKS[i].isa == l) {
+                *name = PEAKS[i].name;
+                return PEAKS[i].fn;
+            }
+        if (l == woolly_isa_nests_in(l))
+            break;
     }
+    *name = "none (scalar level)";
+    return NULL;
 }
 
 int woolly_measure_limits(int threads, woolly_limits *out)

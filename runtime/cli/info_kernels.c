@@ -9,7 +9,7 @@
 
 static const char *op_name(enum woolly_op op)
 {
-    static const char *const NAMES[] = {"gemv", "gemm", "attn", "pack"};
+    static const char *const NAMES[] = {"gemv", "gemm", "attn", "pack", "swiglu", "rmsnorm"};
     return (unsigned)op < sizeof NAMES / sizeof NAMES[0] ? NAMES[op] : "?";
 }
 
@@ -48,6 +48,9 @@ static bool selected(const woolly_kernel *k)
         return woolly_kernel_choose_pack(k->act) == k;
     case WOOLLY_OP_ATTN:
         return woolly_kernel_choose_attn(k->wtype, k->head_dim ? k->head_dim : 0, k->act) == k;
+    case WOOLLY_OP_SWIGLU:
+    case WOOLLY_OP_RMSNORM:
+        return woolly_kernel_choose_ops(k->op, -1) == k;
     }
     return false;
 }

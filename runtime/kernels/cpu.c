@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "isa.h"
+
 /* ---- cache sizes from sysfs (any Linux), when the processor does not say ------------------------- */
 
 /* The first line of a small sysfs file, or "" if unreadable. */
@@ -189,13 +191,14 @@ static void detect(woolly_cpu *cpu)
 static woolly_cpu g_cpu;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-/* A build that runs the avx512 kernels through SIMDe (emulate_avx512.h) reports the level wherever AVX2
- * runs them: BF16 too, not FP16 (those kernels are not emulated). Tests only: it is slow. */
+/* A build that runs the avx512 kernels through SIMDe (emulate_avx512.h) reports the level (the fields
+ * its spec entry requires) wherever the level it nests in runs: BF16 too, not FP16 (those kernels are
+ * not emulated). Tests only: it is slow. */
 static void emulate_avx512(woolly_cpu *cpu)
 {
 #if defined(WOOLLY_EMULATED_AVX512)
-    if (cpu->avx2 && cpu->fma && cpu->f16c) {
-        cpu->avx512f = cpu->avx512bw = cpu->avx512vl = cpu->avx512dq = cpu->avx512vnni = true;
+    if (woolly_isa_cpu_has(cpu, woolly_isa_nests_in(WOOLLY_ISA_AVX512))) {
+        woolly_isa_cpu_grant(cpu, WOOLLY_ISA_AVX512);
         cpu->features |= WOOLLY_CPU_AVX512BF16;
     }
 #else

@@ -23,6 +23,19 @@
  *                     (r1 need not be: rows >= r1 are computed, never stored). A layout's repack
  *                     routine (woolly_repack_<layout>) makes it from GGUF rows and its unpack routine
  *                     gives a GGUF row back (for embedding lookups and tests).
+ *           A layout has a kind (enum woolly_layout_kind), which says how a group's block (the weight
+ *           format's block, in k, of each of the G rows) holds its values. Everything above (groups,
+ *           blocks in k order, padding, r0, the two routines) holds for every kind, so the runtime
+ *           repacks, caches and slices all kinds alike:
+ *             row groups  WOOLLY_LAYOUT_ROW_GROUPS, every r<G> layout: re-encoded for vector loads that
+ *                     hold a few consecutive values of every row of the group (the structs below).
+ *             tiles   WOOLLY_LAYOUT_TILES, room for AMX (no layout of the spec has it yet; a test's does):
+ *                     the values K-interleaved in matrix tiles, tile row j holding values jI .. jI + I - 1
+ *                     (I = 4 / element bytes: 4 for int8, 2 for BF16) of each of a tile's rows of W (16
+ *                     for AMX, whose tile rows are 64 bytes; G is a multiple of it), so that one tile load
+ *                     reads a weight operand in the order the tile multiply takes it; the block holds
+ *                     its tiles, then its scales, as its struct says. Its kernels may need their level's
+ *                     per-thread setup (below).
  *
  *   attn    flash attention (online softmax, no score matrix) of a block of queries over one KV head:
  *           the n_group query heads that share the KV head, for n_q consecutive queries at positions
@@ -56,9 +69,18 @@
  *   pack    pack_<activations>_<isa>
  *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
- * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels: scalar, avx2
- * (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a kernel may also require
- * features beyond its level (BF16, AVX-VNNI, i8mm), checked at run time. */
+ * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels, the spec's [isa.*]
+ * entries (isa.h): scalar, avx2 (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a
+ * kernel may also require features beyond its level (BF16, AVX-VNNI, i8mm), checked at run time.
+ *
+ * Per-thread setup: a level may need per-thread state before its kernels run (AMX: the tile
+ * configuration, loaded with ldtilecfg). The spec's `thread_init` for the level names a function of
+ * type woolly_thread_init_fn; the runtime runs it, and that of every level the active one nests in
+ * (the reference level's first), once on each thread before the thread's first kernel: the thread pool
+ * on its workers and on the thread that runs a job (woolly_isa_thread_init, isa.h). Code that calls
+ * kernels on a thread of its own, outside the pool (a test, a bench), calls woolly_isa_thread_init
+ * first. The setup cannot fail: whatever can (the OS granting AMX's tile state) belongs to the level's
+ * CPU check, the woolly_cpu fields its spec entry requires. No level of the spec has one yet. */
 #ifndef WOOLLY_KERNELS_H
 #define WOOLLY_KERNELS_H
 
@@ -362,6 +384,8 @@ enum woolly_op {
     WOOLLY_OP_GEMM = 1,
     WOOLLY_OP_ATTN = 2,
     WOOLLY_OP_PACK = 3,
+    WOOLLY_OP_SWIGLU = 4, /* ops */
+    WOOLLY_OP_RMSNORM = 5,
 };
 
 typedef struct woolly_matmul_args {
@@ -452,5 +476,14 @@ typedef struct woolly_repack_args {
 
 typedef void (*woolly_repack_fn)(const woolly_repack_args *a);
 typedef void (*woolly_unpack_fn)(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
+
+/* How a layout holds a group's block ("weight layouts" at the top). */
+enum woolly_layout_kind {
+    WOOLLY_LAYOUT_ROW_GROUPS = 0, /* vector loads of a few consecutive values of every row */
+    WOOLLY_LAYOUT_TILES = 1,      /* K-interleaved matrix tiles */
+};
+
+/* A level's per-thread setup ("per-thread setup" at the top). */
+typedef void (*woolly_thread_init_fn)(void);
 
 #endif

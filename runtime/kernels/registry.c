@@ -9,7 +9,7 @@
 #include "cpu.h"
 
 /* Declarations of every generated entry point. */
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind)                                                        \
     void woolly_repack_##name(const woolly_repack_args *a);                                                  \
     void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
 #define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
@@ -17,20 +17,24 @@
 #define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
     void woolly_##name(const woolly_attn_args *a);
 #define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
+#define WOOLLY_OPS_KERNEL(name, op, isa, features) OPS_DECL_##op(name)
+#define OPS_DECL_swiglu(name) void woolly_##name(float *gate, const float *up, int64_t n);
+#define OPS_DECL_rmsnorm(name)                                                                               \
+    void woolly_##name(float *out, const float *x, const float *w, int64_t n, float eps);
 #include "kernels.inc"
 
 /* Layouts by index: GGUF rows is no layout (NULL), the others are LAYOUTS[LAYOUT_<name> - 1]. */
 enum {
     LAYOUT_rows = 0,
-#define WOOLLY_LAYOUT(name, wtype, rows, block) LAYOUT_##name,
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind) LAYOUT_##name,
 #include "kernels.inc"
     LAYOUT_END
 };
 
 static const woolly_layout LAYOUTS[LAYOUT_END] = {
     {0},
-#define WOOLLY_LAYOUT(name, wtype, rows, block)                                                              \
-    {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name},
+#define WOOLLY_LAYOUT(name, wtype, rows, block, kind)                                                        \
+    {#name, wtype, rows, sizeof(block), woolly_repack_##name, woolly_unpack_##name, kind},
 #include "kernels.inc"
 };
 
@@ -79,33 +83,48 @@ static const woolly_kernel KERNELS[] = {
      .features = features_,                                                                                  \
      .pack = woolly_##kname},
 #include "kernels.inc"
+/* The small ops after all the others: the listed kernels (woolly_kernel_list) end before them. */
+#define WOOLLY_OPS_KERNEL(kname, op_, isa_, features_)                                                       \
+    {.name = #kname,                                                                                         \
+     .op = OPS_OP_##op_,                                                                                     \
+     .wtype = WOOLLY_TYPE_F32,                                                                               \
+     .act = WOOLLY_ACT_F32,                                                                                  \
+     .isa = isa_,                                                                                            \
+     .tile_m = 1,                                                                                            \
+     .tile_n = 1,                                                                                            \
+     .features = features_,                                                                                  \
+     OPS_FN_##op_(kname)},
+#define OPS_OP_swiglu WOOLLY_OP_SWIGLU
+#define OPS_OP_rmsnorm WOOLLY_OP_RMSNORM
+#define OPS_FN_swiglu(kname) .swiglu = woolly_##kname
+#define OPS_FN_rmsnorm(kname) .rmsnorm = woolly_##kname
+#include "kernels.inc"
 };
-enum { N_KERNELS = sizeof KERNELS / sizeof KERNELS[0] };
+enum {
+    N_KERNELS = sizeof KERNELS / sizeof KERNELS[0],
+    N_OPS = 0
+#define WOOLLY_OPS_KERNEL(name, op, isa, features) +1
+#include "kernels.inc"
+    ,
+    N_LISTED = N_KERNELS - N_OPS
+};
 
-static const char *const ISA_NAMES[WOOLLY_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
-
-const char *woolly_isa_name(enum woolly_isa isa)
-{
-    return (unsigned)isa < WOOLLY_ISA_COUNT ? ISA_NAMES[isa] : "?";
-}
 
 const char *woolly_act_name(enum woolly_act act)
 {
     return (unsigned)act < WOOLLY_ACT_COUNT ? ACT_NAMES[act] : act == WOOLLY_ACT_I16 ? "i16" : "?";
 }
 
-/* The highest level the CPU supports. */
+/* The highest level the CPU supports: the last of the table it has the fields for (a level of another
+ * processor never is). */
 static enum woolly_isa cpu_level(void)
 {
-    const woolly_cpu *c = woolly_cpu_get();
-    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni && c->fma && c->f16c)
-        return WOOLLY_ISA_AVX512;
-    if (c->avx2 && c->fma && c->f16c)
-        return WOOLLY_ISA_AVX2;
-    if (c->neon_dotprod)
-        return WOOLLY_ISA_NEON;
-    return WOOLLY_ISA_SCALAR;
+    enum woolly_isa best = WOOLLY_ISA_REFERENCE;
+    for (int i = 0; i < WOOLLY_ISA_COUNT; i++)
+        if (woolly_isa_cpu_has(woolly_cpu_get(), (enum woolly_isa)i))
+            best = (enum woolly_isa)i;
+    return best;
 }
 
 /* Whether this build compiled any kernel of `isa`. */
@@ -117,15 +136,6 @@ static bool built(enum woolly_isa isa)
     return false;
 }
 
-static bool level_runs(enum woolly_isa isa, enum woolly_isa level)
-{
-    if (isa == WOOLLY_ISA_SCALAR)
-        return true;
-    if (isa == WOOLLY_ISA_NEON || level == WOOLLY_ISA_NEON)
-        return isa == level;
-    return isa <= level; /* x86 levels nest: avx512 implies avx2 */
-}
-
 static struct {
     pthread_mutex_t lock;
     bool done;
@@ -133,7 +143,7 @@ static struct {
     enum woolly_isa active;
     int act; /* forced activation format, -1 for none */
     woolly_error err;
-} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_SCALAR, -1, {{0}}};
+} g_isa = {PTHREAD_MUTEX_INITIALIZER, false, 0, WOOLLY_ISA_REFERENCE, -1, {{0}}};
 
 static int decide_act(woolly_error *err)
 {
@@ -154,25 +164,26 @@ static int decide(woolly_error *err)
     const char *forced = getenv("WOOLLY_ISA");
     if (!forced || !*forced) {
         /* Highest level that is both compiled and supported. */
-        enum woolly_isa best = WOOLLY_ISA_SCALAR;
+        enum woolly_isa best = WOOLLY_ISA_REFERENCE;
         for (int i = 0; i < WOOLLY_ISA_COUNT; i++)
-            if (built((enum woolly_isa)i) && level_runs((enum woolly_isa)i, level))
+            if (built((enum woolly_isa)i) && woolly_isa_runs_at((enum woolly_isa)i, level))
                 best = (enum woolly_isa)i;
         g_isa.active = best;
         return decide_act(err);
     }
-    for (int i = 0; i < WOOLLY_ISA_COUNT; i++) {
-        if (strcmp(forced, ISA_NAMES[i]) != 0)
-            continue;
-        if (!built((enum woolly_isa)i))
-            return woolly_fail(err, "WOOLLY_ISA=%s: this build has no %s kernels", forced, forced);
-        if (!level_runs((enum woolly_isa)i, level))
-            return woolly_fail(err, "WOOLLY_ISA=%s: this CPU does not support %s (it supports up to %s)",
-                               forced, forced, ISA_NAMES[level]);
-        g_isa.active = (enum woolly_isa)i;
-        return decide_act(err);
+    const int i = woolly_isa_from_name(forced);
+    if (i < 0) {
+        char names[256];
+        woolly_isa_names(names, sizeof names);
+        return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use %s)", forced, names);
     }
-    return woolly_fail(err, "WOOLLY_ISA=%s: unknown level (use scalar, avx2, avx512 or neon)", forced);
+    if (!built((enum woolly_isa)i))
+        return woolly_fail(err, "WOOLLY_ISA=%s: this build has no %s kernels", forced, forced);
+    if (!woolly_isa_runs_at((enum woolly_isa)i, level))
+        return woolly_fail(err, "WOOLLY_ISA=%s: this CPU does not support %s (it supports up to %s)", forced,
+                           forced, woolly_isa_name(level));
+    g_isa.active = (enum woolly_isa)i;
+    return decide_act(err);
 }
 
 /* This CPU's defaults: the spec's portable ones, with the rows of the shipped default profile of the CPU
@@ -346,14 +357,14 @@ int woolly_act_forced(void)
 const woolly_kernel *woolly_kernel_list(int *n)
 {
     woolly_isa_init(NULL); /* the defaults are this CPU's */
-    *n = N_KERNELS;
+    *n = N_LISTED;
     return KERNELS;
 }
 
 const woolly_kernel *woolly_kernel_by_name(const char *name)
 {
     woolly_isa_init(NULL);
-    for (int i = 0; i < N_KERNELS; i++)
+    for (int i = 0; i < N_LISTED; i++)
         if (!strcmp(KERNELS[i].name, name))
             return &KERNELS[i];
     return NULL;
@@ -385,11 +396,11 @@ size_t woolly_layout_row_bytes(const woolly_layout *l, enum woolly_type type, in
 
 bool woolly_kernel_runs(const woolly_kernel *k)
 {
-    return level_runs(k->isa, woolly_isa_active()) && (k->features & ~woolly_cpu_get()->features) == 0;
+    return woolly_isa_runs_at(k->isa, woolly_isa_active()) && (k->features & ~woolly_cpu_get()->features) == 0;
 }
 
-/* Among the runnable kernels that `match` accepts: the highest level, and at it the default, else the
- * first listed. */
+/* Among the runnable kernels that `match` accepts: the highest level (the greatest: a level comes after
+ * those it nests in), and at it the default, else the first listed. */
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
     woolly_isa_init(NULL); /* before `match` reads a default: this CPU's are resolved there */
@@ -500,10 +511,16 @@ const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)
     return best_of(slot_match, &s);
 }
 
+const woolly_kernel *woolly_kernel_choose_ops(enum woolly_op op, int isa)
+{
+    const slot s = {op, WOOLLY_TYPE_F32, WOOLLY_ACT_F32, NULL, false, -1, isa};
+    return best_of(slot_match, &s);
+}
+
 unsigned long long woolly_registry_hash(void)
 {
     unsigned long long h = 1469598103934665603ull; /* FNV-1a over the names, in order */
-    for (int i = 0; i < N_KERNELS; i++) {
+    for (int i = 0; i < N_LISTED; i++) {
         for (const char *p = KERNELS[i].name; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         h = (h ^ 0xFF) * 1099511628211ull;

@@ -4,7 +4,8 @@
  * so a choice never fails for a supported type; faster kernels override it where the CPU supports
  * their ISA level and the features they require.
  *
- * The ISA level is detected once (cpu.c); WOOLLY_ISA=scalar|avx2|avx512|neon forces a level, and
+ * The ISA level (isa.h: the spec's levels) is detected once: the last level of the table that this
+ * build compiled and this CPU supports. WOOLLY_ISA=<level> (scalar|avx2|avx512|neon) forces one, and
  * forcing one this build or this CPU lacks is an error, not a silent fallback. WOOLLY_ACT=f32|f16|q8|bf16
  * forces the activation format of every matrix that can take it. */
 #ifndef WOOLLY_REGISTRY_H
@@ -14,16 +15,9 @@
 #include <stddef.h>
 
 #include "error.h"
+#include "isa.h"
 #include "kernels.h"
 #include "wtype.h"
-
-enum woolly_isa {
-    WOOLLY_ISA_SCALAR = 0,
-    WOOLLY_ISA_AVX2 = 1,
-    WOOLLY_ISA_AVX512 = 2,
-    WOOLLY_ISA_NEON = 3,
-    WOOLLY_ISA_COUNT
-};
 
 /* A weight layout other than GGUF's rows (which is NULL wherever a layout is asked for). */
 typedef struct woolly_layout {
@@ -33,6 +27,7 @@ typedef struct woolly_layout {
     size_t block_bytes;     /* one weight block of every row of a group */
     woolly_repack_fn repack;
     woolly_unpack_fn unpack;
+    enum woolly_layout_kind kind; /* how a block holds its values (kernels.h) */
 } woolly_layout;
 
 typedef struct woolly_kernel {
@@ -55,9 +50,10 @@ typedef struct woolly_kernel {
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
+    woolly_swiglu_fn swiglu; /* the small ops (op WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM) */
+    woolly_rmsnorm_fn rmsnorm;
 } woolly_kernel;
 
-const char *woolly_isa_name(enum woolly_isa isa);
 const char *woolly_act_name(enum woolly_act act);
 
 /* Detects the CPU level and applies WOOLLY_ISA and WOOLLY_ACT, and takes this CPU's defaults. Idempotent;
@@ -67,7 +63,10 @@ enum woolly_isa woolly_isa_active(void);
 /* The activation format WOOLLY_ACT forces, or -1 when it is not set. */
 int woolly_act_forced(void);
 
-/* All compiled kernels (any ISA) and layouts. */
+/* The compiled kernels (any ISA) a tuning profile can name: matmul, attention and packers, what
+ * `woolly info --kernels` lists and the registry hash covers. The small ops are registry entries too,
+ * chosen like the others (woolly_kernel_choose_ops), but outside this list and its hash: no profile
+ * chooses among them. By name: the listed kernels only. And the compiled layouts. */
 const woolly_kernel *woolly_kernel_list(int *n);
 const woolly_kernel *woolly_kernel_by_name(const char *name);
 const woolly_layout *woolly_layout_list(int *n);
@@ -151,7 +150,12 @@ enum woolly_act woolly_attn_act(unsigned matmul_acts);
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act);
 
-/* A hash of the registry contents (names in order), for tuning profiles. */
+/* The kernel of a small op (WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM): with isa < 0, the highest level at
+ * most the active one (every op has a scalar kernel, so never NULL); else the one of level `isa`, if
+ * it runs here (NULL if not). */
+const woolly_kernel *woolly_kernel_choose_ops(enum woolly_op op, int isa);
+
+/* A hash of the listed kernels (names in order, woolly_kernel_list), for tuning profiles. */
 unsigned long long woolly_registry_hash(void);
 
 #endif

@@ -1,6 +1,6 @@
-/* The small ops of the forward pass (SwiGLU, RMSNorm) from the generated registry (kernels.inc's
- * WOOLLY_OPS_KERNEL lines): the highest level this CPU runs at the active ISA level, as for the other
- * kernels; every op has a scalar version, so the choice never fails. */
+/* The small ops of the forward pass (SwiGLU, RMSNorm): the registry's kernels of those ops (kernels.inc's
+ * WOOLLY_OPS_KERNEL lines), chosen like any other (woolly_kernel_choose_ops): the highest level this CPU
+ * runs at the active ISA level; every op has a scalar version, so the choice never fails. */
 #ifndef WOOLLY_SMALL_OPS_H
 #define WOOLLY_SMALL_OPS_H
 

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "isa.h"
+
 /* Jobs in a forward pass come in quick succession (a few per layer), so a thread that has just finished
  * one spins before sleeping on the condition variable: waking a sleeping thread costs tens of
  * microseconds, and a gap between two jobs (one thread's share of a matmul ending before the other's, the
@@ -92,8 +94,10 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             return NULL;
         seen = g;
-        if (w->ith < p->n_use)
+        if (w->ith < p->n_use) {
+            woolly_isa_thread_init(); /* a job may run kernels: once per thread, then a flag's test */
             p->fn(p->arg, w->ith, p->n_use);
+        }
         if (atomic_fetch_sub(&p->pending, 1) == 1) {
             pthread_mutex_lock(&p->lock);
             pthread_cond_signal(&p->done);
@@ -182,6 +186,7 @@ void woolly_threadpool_run_n(woolly_threadpool *p, woolly_job_fn fn, void *arg, 
 {
     if (n_use > p->n)
         n_use = p->n;
+    woolly_isa_thread_init(); /* the caller is thread 0 */
     if (n_use <= 1) {
         fn(arg, 0, 1);
         return;
