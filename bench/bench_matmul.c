@@ -13,7 +13,7 @@
  *   bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
  *                [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]
  *                [--no-reference]
- * Prints markdown tables (the form bench/RESULTS.md keeps); "(default)" marks the kernel a run without
+ * Prints markdown tables (the form bench/journal/ keeps); "(default)" marks the kernel a run without
  * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
  * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets;
  * --weights (type names: Q4_K,Q6_K,Q8_0,F16,...) replaces the types Q4_K_M gives each shape. The

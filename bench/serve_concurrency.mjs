@@ -17,7 +17,7 @@
 //   node bench/serve_concurrency.mjs --model PATH [--levels 1,2,4,8] [--tokens 8] [--requests 1]
 //                                    [--rounds 1] [--threads T] [--ctx 256] [--prompt TEXT]
 //                                    [--woolly ./build/woolly]
-// e.g. with the benchmark model of README "Speed today":
+// e.g. with the benchmark model of bench/RESULTS.md:
 //   node bench/serve_concurrency.mjs --model llama-1b.gguf --tokens 4 --ctx 128 --prompt Hello
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';

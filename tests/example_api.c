@@ -1,4 +1,4 @@
-/* The C API example of the README: greedy generation from a prompt.
+/* The C API example of docs/API.md: greedy generation from a prompt.
  *
  *   example_api MODEL.gguf [PROMPT]
  *

@@ -7,7 +7,7 @@ if(TARGET test_alloc)
     "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=aligned_alloc,--wrap=posix_memalign")
 endif()
 
-# The C API example of the README: built against the public header only, run on stories260K.
+# The C API example of docs/API.md: built against the public header only, run on stories260K.
 add_executable(example_api ${CMAKE_CURRENT_SOURCE_DIR}/example_api.c)
 woolly_strict(example_api)
 target_link_libraries(example_api PRIVATE woolly)

@@ -3,8 +3,8 @@
  * tokens, a server step) and the prompt GEMMs sum the same integers and do the same float operations in
  * the same order. So a prompt's token computed alone (the rest of its prompt cached, or cut into another
  * batch) gets the numbers of the whole prompt's batch, which the attention's rounded tiles need: they
- * would turn last-bit differences into steps of their rounding (bench/RESULTS.md, "Batch-invariant
- * matmuls"). The AVX-512 cases run on a CPU without it in the build that emulates the level
+ * would turn last-bit differences into steps of their rounding (bench/journal/2026-11-27-zen3.md,
+ * "Batch-invariant matmuls"). The AVX-512 cases run on a CPU without it in the build that emulates the level
  * (WOOLLY_EMULATE_AVX512). */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -136,8 +136,8 @@ const woolly_kernel *woolly_kernel_default_gemv(enum woolly_type wtype, int act)
  * it for int16's P weights), which can change a small model's greedy token. So rounded tiles need the
  * same inputs for a prompt's token however the prompt was cut into batches: a lone prompt token takes the
  * tiles (woolly_attn_args.one_query_tiles), and the AVX2 level's int8 matmuls give a token the same bits
- * at any batch size (tests/test_matmul_batch.c). The AVX-512 level's matmuls do not yet (bench/RESULTS.md,
- * "Batch-invariant matmuls"). */
+ * at any batch size (tests/test_matmul_batch.c). The AVX-512 level's matmuls do not yet
+ * (bench/journal/2026-11-27-zen3.md, "Batch-invariant matmuls"). */
 const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_dim, enum woolly_act act);
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`

@@ -10,7 +10,7 @@ match x86_64 GenuineIntel
 # Q4_K x int8, one token: 1x64_pf4k. Four streams 4 KiB ahead win where one loses, e.g. 12800x4096 15.6
 # GB/s on 1 thread, 33.4 on 2 against the default 1x16_s2pf2k's 12.7 / 26.3, 4096x12800 15.9 / 33.2
 # against 12.5 / 25.7; only 512x2048 (calls of 12-22 us) is slower, by 2-6%. llama-1b tg128 22.6-23.2
-# t/s on 1 thread, 43.3-44.1 on 2 against 20.4-20.8 / 38.7-39.0 (bench/RESULTS.md).
+# t/s on 1 thread, 43.3-44.1 on 2 against 20.4-20.8 / 38.7-39.0 (bench/journal/2026-11-26-intel-xeon.md).
 default Q4_K avx512 tokens=1 kernel=q4k_q8_gemv_avx512_r16_1x64_pf4k
 # Q4_K x int8, 2-16 tokens: 8x16_sbwpf4k ("w", wide: 1-2 tokens walk 4 row groups at once and 3-4
 # tokens 2, as the GEMV streams several groups). 2 threads, two runs: 2 tokens on 2048x8192 267-268 us
@@ -39,8 +39,8 @@ default Q6_K avx512 tokens=2-16 kernel=q6k_q8_gemm_avx512_r16_8x16_sbwpf4k
 # Q6_K x int8, 17 tokens and more: 8x16_sbpf4k (bench_matmul --preset all --weights Q6_K --threads 2
 # --tokens 160,512) beat the default 4x32 on all 10 shapes at both token counts, GMAC/s e.g. 4096x12800
 # 300.1 / 305.3 against 238.5 / 254.6, 2048x8192 292.0 / 291.2 against 213.5 / 244.5, 12800x4096 281.5
-# / 269.5 against 214.6 / 253.1 (the smallest gain); llama-1b pp512 in bench/RESULTS.md ("On the Intel
-# Xeon a third time").
+# / 269.5 against 214.6 / 253.1 (the smallest gain); llama-1b pp512 in bench/journal/2026-11-28-intel-xeon.md
+# ("On the Intel Xeon a third time").
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_8x16_sbpf4k
 #
 # Attention keeps the spec's order of rounded tiles (FP16 P V tiles where AVX512-FP16 runs): BF16 tiles
