@@ -54,10 +54,28 @@ trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
 common="$cflags $isa"
 tree_inc() { echo "-I$1/runtime/kernels -I$1/generated -I$1/runtime/base"; }
 isa_old=$(grep "generated/kernels/$old_kernel.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
-$cc $cflags $isa_old $(tree_inc "$old") "-Dwoolly_$old_kernel=attn_pair_old" -c "$old/generated/kernels/$old_kernel.c" -o "$out/old.o"
-$cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" ${NEW_CFLAGS:-} -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
+# A tiled kernel's one-query path is a unit of its own (attn/decode.c.j2), which each side compiles from
+# its tree under a name of its own, beside its kernel (none in a tree from before that).
+decode_of() { sed -n 's/^int woolly_\(attn_[a-z0-9_]*_decode_[a-z0-9_]*\)(.*/\1/p' "$1"; }
+old_decode=$(decode_of "$old/generated/kernels/$old_kernel.c")
+new_decode=$(decode_of "$new/generated/kernels/$kernel.c")
+old_def=${old_decode:+-Dwoolly_$old_decode=attn_pair_old_decode}
+new_def=${new_decode:+-Dwoolly_$new_decode=attn_pair_new_decode}
+$cc $cflags $isa_old $(tree_inc "$old") "-Dwoolly_$old_kernel=attn_pair_old" $old_def -c "$old/generated/kernels/$old_kernel.c" -o "$out/old.o"
+$cc $common $(tree_inc "$new") "-Dwoolly_$kernel=attn_pair_new" $new_def ${NEW_CFLAGS:-} -c "$new/generated/kernels/$kernel.c" -o "$out/new.o"
+objs="$out/old.o $out/new.o"
+if [ -n "$old_decode" ]; then
+    isa_dec=$(grep "generated/kernels/$old_decode.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
+    $cc $cflags $isa_dec $(tree_inc "$old") $old_def -c "$old/generated/kernels/$old_decode.c" -o "$out/old_decode.o"
+    objs="$objs $out/old_decode.o"
+fi
+if [ -n "$new_decode" ]; then
+    isa_dec=$(grep "generated/kernels/$new_decode.c.o_OPTIONS" "$flags" | sed 's/.*_OPTIONS = //; s/;/ /g' || true)
+    $cc $cflags $isa_dec $(tree_inc "$new") $new_def ${NEW_CFLAGS:-} -c "$new/generated/kernels/$new_decode.c" -o "$out/new_decode.o"
+    objs="$objs $out/new_decode.o"
+fi
 $cc $common $(tree_inc "$new") -I"$new/runtime/quant" -DHEAD_DIM="$hd" -DCACHE="$cache" -DOLD_CACHE="$old_cache" -DGROUP="${GROUP:-4}" "$new/bench/attn_pair.c" \
-    "$out/old.o" "$out/new.o" "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
+    $objs "$build/runtime/libwoolly.a" -lm -lpthread -o "$out/attn_pair"
 old_label=$(basename "$old")
 [ "$old_kernel" = "$kernel" ] || old_label="$old_kernel of $old_label"
 echo "$kernel: $old_label (old) against $(basename "$new") (new), ${ROUNDS:-30} alternating rounds, medians"
