@@ -288,12 +288,19 @@ def render(root):
     for name, v in spec["isa"].items():
         ks = [k for k in kernels if k["isa"] == name]
         # what the level compiles: its kernels, the decode paths they share and (scalar) the layouts'
-        # repack routines (portable C)
+        # repack routines (portable C), each file with its test
         units = ks + [u for u in decodes if u["isa"] == name] + (layouts if name == "scalar" else [])
+        groups = {}  # one compile group per set of required CPU features, in spec order
         for u in units:
-            u["extra_flags"] = [feature_flags[r] for r in u.get("requires", [])]
+            file = ("repack_" if u["kind"] == "layout" else "") + u["name"]
+            req = tuple(u.get("requires", []))
+            g = groups.setdefault(req, dict(
+                id="_".join([name] + list(req)).upper(), features=list(req),
+                extra_flags=[feature_flags[r] for r in req], files=[]))
+            g["files"].append(file)
         isas.append(dict(name=name, enum=ISA_ENUM[name], flags=v["flags"], gcc_flags=v.get("gcc_flags", []),
-                         processors=PROCESSORS[v["processors"]], kernels=ks, units=units))
+                         processors=PROCESSORS[v["processors"]], kernels=ks, groups=list(groups.values()),
+                         files=[f for g in groups.values() for f in g["files"]]))
     features = [dict(name=n, enum=v["enum"], flag=v["flag"]) for n, v in spec.get("feature", {}).items()]
     out["kernels.inc"] = env.get_template("kernels.inc.j2").render(
         isas=isas, layouts=layouts, ACT_ENUM=ACT_ENUM, OP_ENUM=OP_ENUM)
