@@ -41,7 +41,8 @@ else()
                   "generated/ sources; templates cannot be regenerated on this machine.")
 endif()
 
-# Sets WOOLLY_GENERATED_SOURCES, WOOLLY_GENERATED_TEST_SOURCES and woolly_apply_kernel_flags().
+# Sets the compile groups of the generated kernels (WOOLLY_KERNEL_GROUPS, built by runtime/kernels/), the
+# levels and their tests (WOOLLY_KERNEL_LEVELS, WOOLLY_TEST_SOURCES_<LEVEL>) and the lists of all of them.
 include(${WOOLLY_GENERATED_DIR}/kernels.cmake)
 
 if(WOOLLY_CODEGEN_PYTHON)

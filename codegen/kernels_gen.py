@@ -1,6 +1,6 @@
 """Kernels from the spec: one source file and one generated test per kernel (matmul, attention,
-activation packer) and per weight layout (its repack routines), the X-macro registry (kernels.inc) and
-the per-ISA source lists with their compile flags (kernels.cmake)."""
+activation packer), per weight layout (its repack routines) and per shared attention decode path, the
+X-macro registry (kernels.inc) and the per-ISA source lists with their compile flags (kernels.cmake)."""
 import os
 import tomllib
 
@@ -12,6 +12,11 @@ OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_O
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
 LAYOUT_KIND = {"row_groups": "WOOLLY_LAYOUT_ROW_GROUPS", "tiles": "WOOLLY_LAYOUT_TILES"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
+# Attention templates whose kernels share a one-query (decode) path, and the template of that path: it
+# depends only on the ISA, the cache, the head dimension, the KV block and whether P V is summed in
+# halves (dot = "f16"), so it is compiled once per such tuple (a unit named attn_<cache>_decode_<isa>_
+# d<head dim>_k<KV block>[_fp16], not in the registry) and every tile variant calls it.
+DECODE_TEMPLATES = {"attn/flash.c.j2": "attn/decode.c.j2"}
 
 
 def isa_enum(name):
@@ -161,8 +166,13 @@ def expand(spec):
                     bq, bk = (int(v) for v in blk.split("x")) if blk else (1, 1)
                     name = f"attn_{cache}_flash_{entry['isa']}_{dim}" + (f"_b{blk}" if blk else "")
                     name += f"_{variant}" if variant else ""
+                    pv = "f16" if dot == "f16" else "f32"  # how the one-query path sums P V
+                    decode = None
+                    if entry["template"] in DECODE_TEMPLATES:
+                        decode = f"attn_{cache}_decode_{entry['isa']}_d{hd}_k{bk}" + ("_fp16" if pv == "f16" else "")
                     kernels.append(dict(
                         kind="attn", name=name, template=entry["template"], isa=entry["isa"], op="attn",
+                        decode=decode, pv=pv,
                         cache=cache, wtype=spec["format"][cache]["type"], act=dot, act_enum=ACT_ENUM[dot],
                         mr=bq, nr=bk, head_dim=hd,
                         layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
@@ -248,6 +258,34 @@ def check_attn_defaults(kernels):
         assert n == 1, f"attention {cache} d{hd} {act} at {isa}: {n} defaults (need exactly one)"
 
 
+def expand_decodes(spec, kernels):
+    """The one-query paths the tiled attention kernels share, one unit per name their kernels give
+    (DECODE_TEMPLATES), in spec order. A unit is compiled with the CPU features every kernel that calls
+    it requires (the FP16 P V's avx512fp16; not the BF16 tiles' avx512bf16, which the F32 path they share
+    with the F32 tiles does not use), and tested at the tightest bound of its kernels, whose tests run
+    the same code."""
+    units = {}
+    for k in kernels:
+        if k["kind"] != "attn" or not k.get("decode"):
+            continue
+        u = units.get(k["decode"])
+        if u is None:
+            u = units[k["decode"]] = dict(
+                kind="attn_decode", name=k["decode"], template=DECODE_TEMPLATES[k["template"]], isa=k["isa"],
+                op="attn", cache=k["cache"], wtype=k["wtype"], head_dim=k["head_dim"], nr=k["nr"], pv=k["pv"],
+                requires=list(k["requires"]), max_nmse=k["max_nmse"], callers=[],
+                spec_entry=f"[[attn]] {k['isa']} cache={k['cache']} head_dim={k['head_dim']} blocks=*x{k['nr']}"
+                           + (" dot=f16" if k["pv"] == "f16" else ""))
+        assert (u["isa"], u["cache"], u["head_dim"], u["nr"], u["pv"]) == \
+            (k["isa"], k["cache"], k["head_dim"], k["nr"], k["pv"]), f"{k['name']}: decode {u['name']} is not its own"
+        u["requires"] = [r for r in u["requires"] if r in k["requires"]]
+        u["max_nmse"] = min(u["max_nmse"], k["max_nmse"])
+        u["callers"].append(k["name"])
+    for u in units.values():
+        u["features"] = feature_mask(spec, u["requires"])
+    return list(units.values())
+
+
 def render(root):
     spec = load_spec(root)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(root, "templates")),
@@ -260,6 +298,11 @@ def render(root):
         test_template = f"tests/{k['kind']}.c.j2"
         out[f"tests/test_{k['name']}.c"] = env.get_template(test_template).render(
             k=k, template=test_template, isa_enum=isa_enum(k["isa"]))
+    decodes = expand_decodes(spec, kernels)
+    for u in decodes:
+        out[f"kernels/{u['name']}.c"] = env.get_template(u["template"]).render(k=u)
+        out[f"tests/test_{u['name']}.c"] = env.get_template("tests/attn_decode.c.j2").render(
+            k=u, template="tests/attn_decode.c.j2", isa_enum=isa_enum(u["isa"]))
     for lay in layouts:
         out[f"kernels/repack_{lay['name']}.c"] = env.get_template(lay["template"]).render(k=lay)
         out[f"tests/test_repack_{lay['name']}.c"] = env.get_template("tests/repack.c.j2").render(
@@ -267,12 +310,21 @@ def render(root):
     feature_flags = {n: v["flag"] for n, v in spec.get("feature", {}).items()}
     isas = expand_isas(spec)
     for isa in isas:
-        ks = [k for k in kernels if k["isa"] == isa["name"]]
-        if not isa["nests_in"]:
-            ks = ks + layouts  # layouts' repack routines are portable C: the reference level's
-        for k in ks:
-            k["extra_flags"] = [feature_flags[r] for r in k.get("requires", [])]
-        isa["kernels"] = ks
+        name = isa["name"]
+        ks = [k for k in kernels if k["isa"] == name]
+        # what the level compiles: its kernels, the decode paths they share and (the reference level)
+        # the layouts' repack routines (portable C), each file with its test
+        units = ks + [u for u in decodes if u["isa"] == name] + (layouts if not isa["nests_in"] else [])
+        groups = {}  # one compile group per set of required CPU features, in spec order
+        for u in units:
+            file = ("repack_" if u["kind"] == "layout" else "") + u["name"]
+            req = tuple(u.get("requires", []))
+            g = groups.setdefault(req, dict(
+                id="_".join([name] + list(req)).upper(), features=list(req),
+                extra_flags=[feature_flags[r] for r in req], files=[]))
+            g["files"].append(file)
+        isa.update(kernels=ks, groups=list(groups.values()),
+                   files=[f for g in groups.values() for f in g["files"]])
     for lay in layouts:
         kind = spec.get("layout", {}).get(lay["name"], {}).get("kind", "row_groups")
         assert kind in LAYOUT_KIND, f"[layout.{lay['name']}]: kind must be one of {sorted(LAYOUT_KIND)}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The generator's naming rule: a kernel's variant suffix is derived from its spec entry's parameters
 (kernels_gen.VARIANT_TOKENS), in one fixed order, and expand() refuses a spec whose entries derive one
-name twice or type a variant beside parameters that name one. Run by ctest (test_codegen)."""
+name twice or type a variant beside parameters that name one; and the attention decode units the tiled
+kernels share (expand_decodes). Run by ctest (test_codegen)."""
 import copy
 import os
 import sys
@@ -77,6 +78,45 @@ class SpecNames(unittest.TestCase):
         with self.assertRaises(AssertionError) as e:
             kernels_gen.expand(spec)
         self.assertIn("twice", str(e.exception))
+
+
+class DecodeUnits(unittest.TestCase):
+    """The tiled attention kernels' one-query path, compiled once per unit that kernels_gen.expand_decodes
+    derives: the kernels that share it differ only in what the path does not read."""
+
+    def setUp(self):
+        spec = kernels_gen.load_spec(ROOT)
+        self.kernels, _ = kernels_gen.expand(spec)
+        self.units = {u["name"]: u for u in kernels_gen.expand_decodes(spec, self.kernels)}
+
+    def test_every_tiled_kernel_calls_a_unit_of_its_own_parameters(self):
+        tiled = [k for k in self.kernels
+                 if k["kind"] == "attn" and k["template"] in kernels_gen.DECODE_TEMPLATES]
+        self.assertTrue(tiled)
+        for k in tiled:
+            u = self.units[k["decode"]]
+            self.assertEqual((u["isa"], u["cache"], u["head_dim"], u["nr"]),
+                             (k["isa"], k["cache"], k["head_dim"], k["nr"]))
+            self.assertEqual(u["pv"] == "f16", k["params"].get("dot") == "f16", k["name"])
+            self.assertIn(k["name"], u["callers"])
+            self.assertTrue(set(u["requires"]) <= set(k["requires"]),
+                            f"{u['name']} needs more than {k['name']}")
+        self.assertLess(len(self.units), len(tiled))
+
+    def test_query_blocks_and_tile_operands_share_a_unit_but_fp16_p_v_does_not(self):
+        u = self.units["attn_f16_decode_avx512_d64_k64"]
+        self.assertIn("attn_f16_flash_avx512_d64_b32x64", u["callers"])
+        self.assertIn("attn_f16_flash_avx512_d64_b16x64", u["callers"])
+        self.assertIn("attn_f16_flash_avx512_d64_b32x64_bf16", u["callers"])
+        self.assertEqual(u["requires"], [])  # the BF16 tiles' feature is not the path's
+        self.assertEqual(self.units["attn_f16_decode_avx512_d64_k64_fp16"]["requires"], ["avx512fp16"])
+        avx2 = self.units["attn_f16_decode_avx2_d64_k64"]
+        self.assertIn("attn_f16_flash_avx2_d64_b32x64_i16", avx2["callers"])
+
+    def test_a_unit_is_tested_at_the_tightest_bound_of_its_kernels(self):
+        for u in self.units.values():
+            bounds = [k["max_nmse"] for k in self.kernels if k["name"] in u["callers"]]
+            self.assertEqual(u["max_nmse"], min(bounds), u["name"])
 
 
 if __name__ == "__main__":

@@ -12,15 +12,9 @@
  * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB).
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
- * tiles' numbers (one_query_tiles: a prompt's token), since a tile of one query row would spend most of
- * its work on decoding, storing and transposing K: the K and V rows are converted
- * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
- * transpose-reduce into a score vector (KR rows at a time where the group's q vectors do not fit in the
- * registers, so each q load serves KR rows); the online softmax runs per KV block; P V accumulates from
- * the converted V rows, for as many heads and output vectors per pass as the registers hold. On AVX-512,
- * at head dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the
- * 4 heads into one vector instead (attn/avx512/qk_g4.c.j2): the same FMAs, a quarter of the
- * transpose-reduce. */
+ * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_f16_decode_avx512_d128_k64_fp16
+ * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache, head dimension and KV
+ * block, so it is compiled once for them all and called here. */
 #include <math.h>
 
 #include "kernels.h"
@@ -176,6 +170,7 @@ _Static_assert(BK % VL == 0 && D % VL == 0, "the transpose works on whole VL x V
 _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds one query of the largest group");
 
 void woolly_attn_f16_flash_avx512_d128_b32x64_fp16(const woolly_attn_args *a);
+int woolly_attn_f16_decode_avx512_d128_k64_fp16(const woolly_attn_args *a); /* 1 once it has taken a one-query call */
 
 /* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
 static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk,
@@ -199,9 +194,14 @@ static inline void block_row(const void *cache, const woolly_attn_args *a, int64
  * projections of RMS-normed states), the F32 tiles do not.
  *   kt[d][j]   K decoded to floats and transposed, as the F32 tiles
  *   v, v_stride  row j of the block's V, as halves: the cache's row (F16) or the block's vh[j]
- * One query (attn/flash.c.j2's decode_one) sums P V the same way (decode_pv). */
+ * One query (attn/decode.c.j2's decode_one) sums P V the same way (attn/avx512/decode_pv_f16.c.j2). */
+/* Half-precision helpers of attn_flash's FP16 P V (AVX512-FP16), which its tiles (attn/avx512/tile_f16.c.j2)
+ * and its one-query path (attn/avx512/decode_pv_f16.c.j2, in attn/decode.c.j2) share: the half vectors
+ * of an output row, the chains a block's products are summed in, a cache row's values as halves, the
+ * probabilities as pairs of halves, and half sums added into F32 outputs. Included after the ISA's
+ * vector operations and the head dimension D. */
 #if !defined(__AVX512FP16__)
-#error "the FP16 tiles need -mavx512fp16"
+#error "P V in half precision needs -mavx512fp16"
 #endif
 
 enum {
@@ -210,6 +210,36 @@ enum {
     NCH = MR * NVH >= 16 ? 1 : 16 / (MR * NVH) /* chains of positions: 16 accumulators at least */
 };
 _Static_assert(D % HL == 0, "rows are whole half vectors");
+
+/* Values d0 .. d0 + 31 of a cache row as halves (d0 a multiple of 32): as they lie, or a Q8_0 block's
+ * products rounded once. */
+static inline __m512h decode_half_f16(const void *row, int d0) { return _mm512_loadu_ph((const _Float16 *)row + d0); }
+
+static inline __m512h decode_half_q80(const void *row, int d0)
+{
+    _Static_assert(WOOLLY_QK8_0 == HL, "a Q8_0 block is one vector of halves");
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
+    const __m512h q = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b->qs)));
+    return _mm512_mul_ph(_mm512_castsi512_ph(_mm512_set1_epi16((short)b->d)), q);
+}
+
+/* n probabilities (n a multiple of 16) rounded to halves, each twice in a 32-bit word: a 32-bit broadcast
+ * (a plain load) then fills the 32 lanes, where a 16-bit one would also take a shuffle port. */
+static inline void half_pairs(const float *p, uint32_t *pp, int n)
+{
+    for (int j = 0; j < n; j += 16) {
+        const __m256i h16 = _mm512_cvtps_ph(_mm512_loadu_ps(p + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i h = _mm512_cvtepu16_epi32(h16);
+        _mm512_storeu_si512(pp + j, _mm512_or_si512(h, _mm512_slli_epi32(h, 16)));
+    }
+}
+
+/* lo, hi (the first and last 16 of 32 outputs) += the 32 half sums of a, as floats. */
+static inline void add_half_sums(vf *lo, vf *hi, __m512h a)
+{
+    *lo = v_add(*lo, _mm512_cvtxph_ps(_mm512_castph512_ph256(a)));
+    *hi = v_add(*hi, _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(_mm512_castph_si512(a), 1))));
+}
 
 typedef struct kv_block {
     _Alignas(64) float kt[D][BK];
@@ -278,18 +308,6 @@ static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, f
     }
 }
 
-/* Values d0 .. d0 + 31 of a cache row as halves (d0 a multiple of 32): as they lie, or a Q8_0 block's
- * products rounded once. */
-static inline __m512h decode_half_f16(const void *row, int d0) { return _mm512_loadu_ph((const _Float16 *)row + d0); }
-
-static inline __m512h decode_half_q80(const void *row, int d0)
-{
-    _Static_assert(WOOLLY_QK8_0 == HL, "a Q8_0 block is one vector of halves");
-    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d0 / WOOLLY_QK8_0;
-    const __m512h q = _mm512_cvtepi16_ph(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b->qs)));
-    return _mm512_mul_ph(_mm512_castsi512_ph(_mm512_set1_epi16((short)b->d)), q);
-}
-
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
 {
     k_block_load(b->kt, b->kr, a, j0, nk, nkv);
@@ -297,24 +315,6 @@ static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t
     /* P V reads only the first nk rows of V: no padding */
     b->v = (const _Float16 *)((const char *)a->v + (size_t)j0 * rb);
     b->v_stride = rb / sizeof(_Float16);
-}
-
-/* n probabilities (n a multiple of 16) rounded to halves, each twice in a 32-bit word: a 32-bit broadcast
- * (a plain load) then fills the 32 lanes, where a 16-bit one would also take a shuffle port. */
-static inline void half_pairs(const float *p, uint32_t *pp, int n)
-{
-    for (int j = 0; j < n; j += 16) {
-        const __m256i h16 = _mm512_cvtps_ph(_mm512_loadu_ps(p + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512i h = _mm512_cvtepu16_epi32(h16);
-        _mm512_storeu_si512(pp + j, _mm512_or_si512(h, _mm512_slli_epi32(h, 16)));
-    }
-}
-
-/* lo, hi (the first and last 16 of 32 outputs) += the 32 half sums of a, as floats. */
-static inline void add_half_sums(vf *lo, vf *hi, __m512h a)
-{
-    *lo = v_add(*lo, _mm512_cvtxph_ps(_mm512_castph512_ph256(a)));
-    *hi = v_add(*hi, _mm512_cvtxph_ps(_mm256_castsi256_ph(_mm512_extracti64x4_epi64(_mm512_castph_si512(a), 1))));
 }
 
 /* acc += p[.][j] v[j] for the MR rows, the probabilities as half_pairs makes them. */
@@ -363,85 +363,9 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
     }
 }
 
-enum { DEC_GROUP_MAX = 8 }; /* the one-query path's largest group (attn/flash.c.j2's DEC_MAX_GROUP) */
-
-/* The one-query path's P V over a block (attn/flash.c.j2's decode_one, G heads, probabilities s, row
- * rescales c, unnormalized outputs o), summed as the tiles sum it: p rounded to halves, the block's
- * products in halves in NCH chains, added into the F32 outputs in the same order. So a token's output
- * does not depend on whether it was decoded or prefilled beyond the F32 rounding of its scores (a server
- * re-decodes the last token of a prompt it holds in cache). V rows are read as halves (Q8_0 rows
- * are converted in registers). The rows of the next block within range (`ahead` of them) are
- * prefetched here, one row at a time, except from an F16 cache: decode_one prefetches those with K's
- * rows (bench/RESULTS.md, "Decode attention side by side in one process"). */
-static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
-                                                            const int G, float (*s)[BK], const float *c,
-                                                            float (*o)[D])
-{
-    enum { NVH_MAX = 16 / NCH < NVH ? 16 / NCH : NVH };
-    (void)ahead; /* decode_one prefetched the rows */
-    const int nvh = 16 / (G * NCH) < 1 ? 1 : 16 / (G * NCH) < NVH ? 16 / (G * NCH) : NVH; /* per pass */
-    _Alignas(64) uint32_t pp[DEC_GROUP_MAX][BK];
-    const int nkv = (nk + 15) / 16 * 16;
-    for (int g = 0; g < G; g++)
-        half_pairs(s[g], pp[g], nkv);
-    for (int x0 = 0; x0 < NVH; x0 += nvh) {
-        __m512h acc[NCH][DEC_GROUP_MAX][NVH_MAX];
-#pragma GCC unroll 8
-        for (int h = 0; h < NCH; h++)
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-#pragma GCC unroll 16
-                for (int x = 0; x < nvh; x++)
-                    acc[h][g][x] = _mm512_setzero_ph();
-        int j = 0;
-        for (; j + NCH <= nk; j += NCH)
-#pragma GCC unroll 8
-            for (int h = 0; h < NCH; h++) {
-                const char *row = v + (size_t)(j + h) * rb;
-                __m512h vv[NVH_MAX];
-#pragma GCC unroll 16
-                for (int x = 0; x < nvh; x++)
-                    vv[x] = decode_half_f16(row, (x0 + x) * HL);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++) {
-                    const __m512h pj = _mm512_castsi512_ph(_mm512_set1_epi32((int)pp[g][j + h]));
-#pragma GCC unroll 16
-                    for (int x = 0; x < nvh; x++)
-                        acc[h][g][x] = _mm512_fmadd_ph(pj, vv[x], acc[h][g][x]);
-                }
-            }
-        for (; j < nk; j++) {
-            const char *row = v + (size_t)j * rb;
-#pragma GCC unroll 16
-            for (int x = 0; x < nvh; x++) {
-                const __m512h vx = decode_half_f16(row, (x0 + x) * HL);
-#pragma GCC unroll 8
-                for (int g = 0; g < G; g++)
-                    acc[0][g][x] =
-                        _mm512_fmadd_ph(_mm512_castsi512_ph(_mm512_set1_epi32((int)pp[g][j])), vx, acc[0][g][x]);
-            }
-        }
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            const vf cg = v_set1(c[g]);
-#pragma GCC unroll 16
-            for (int x = 0; x < nvh; x++) {
-                float *ox = &o[g][(x0 + x) * HL];
-                vf lo = v_mul(cg, v_load(ox)), hi = v_mul(cg, v_load(ox + VL));
-#pragma GCC unroll 8
-                for (int h = 0; h < NCH; h++)
-                    add_half_sums(&lo, &hi, acc[h][g][x]);
-                v_store(ox, lo);
-                v_store(ox + VL, hi);
-            }
-        }
-    }
-}
-
-enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
-enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
-_Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
-               "q.k steps of KR rows tile VL rows");
+/* attn_flash's online softmax over a block of scores, which the tiles (attn/flash.c.j2) and the one-query
+ * path (attn/decode.c.j2) share. Included after the ISA's vector operations and the block size BK. */
+enum { DEC_MAX_GROUP = 8 }; /* the one-query path's largest group, and softmax_rows' rows at most */
 _Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
@@ -484,144 +408,10 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
     }
 }
 
-/* part[g][j + r] for r < KR = the products q_g * k_(j+r) of KR consecutive rows, summed vertically (a
- * vector of partial sums each). KR rows go together so that each q vector, when the group's queries do
- * not fit in the registers beside the accumulators (AVX2: 32 vectors for 4 heads at head dimension 64),
- * is loaded once for KR rows instead of once per row. Each row's sum runs in the same order whatever
- * KR is. */
-static inline __attribute__((always_inline)) void qk_rows(const char *row, size_t rb, const vf (*q)[NV],
-                                                          int G, int KR, vf (*part)[VL], int j)
-{
-    vf acc[DEC_QK_ACC][DEC_MAX_GROUP];
-#pragma GCC unroll 8
-    for (int r = 0; r < KR; r++) {
-        const vf kr = decode_vec_f16(row + (size_t)r * rb, 0);
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
-            acc[r][g] = v_mul(q[g][0], kr);
-    }
-#pragma GCC unroll 16
-    for (int v = 1; v < NV; v++)
-#pragma GCC unroll 8
-        for (int r = 0; r < KR; r++) {
-            const vf kr = decode_vec_f16(row + (size_t)r * rb, v * VL);
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-                acc[r][g] = v_fma(q[g][v], kr, acc[r][g]);
-        }
-#pragma GCC unroll 8
-    for (int r = 0; r < KR; r++)
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
-            part[g][j + r] = acc[r][g];
-}
-
-/* The one-query path for a group of G heads (a constant after inlining). */
-static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
-{
-    const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
-    /* output vectors per pass over V */
-    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV;
-    const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
-    _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
-    _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */
-    vf q[DEC_MAX_GROUP][NV];
-    float m[DEC_MAX_GROUP], l[DEC_MAX_GROUP], c[DEC_MAX_GROUP];
-    const vf scale = v_set1(a->scale);
-    for (int g = 0; g < G; g++) {
-        for (int v = 0; v < NV; v++)
-            q[g][v] = v_mul(scale, v_load(a->q + (size_t)g * a->q_stride + (size_t)v * VL));
-        for (int d = 0; d < D; d++)
-            o[g][d] = 0.0f;
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-    }
-    const size_t rb = a->kv_row_bytes;
-    const char *kc = a->k, *vc = a->v;
-    const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
-    for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
-        const int nk = (int)(end - j0 < BK ? end - j0 : BK), nkv = (nk + VL - 1) / VL * VL;
-        for (int jc = 0; jc < nkv; jc += VL) {
-            vf part[DEC_MAX_GROUP][VL];
-            const char *row = kc + (size_t)(j0 + jc) * rb;
-            /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
-             * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
-             * are read by no one, from DRAM, and at a short context (a server's decode steps) the
-             * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
-             * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
-             * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
-             * cache in L3, and a Q8_0 cache 5-11% at head dimension 128 (even at 64): they keep their
-             * own (bench/RESULTS.md, "Decode attention side by side in one process"). */
-            if (j0 + BK + jc < end)
-                for (size_t l = 0; l < VL * rb; l += 64) {
-                    __builtin_prefetch(row + BK * rb + l);
-                    __builtin_prefetch(vc + (size_t)(j0 + jc + BK) * rb + l);
-                }
-            /* and K's and V's rows DEC_PF_L2 blocks ahead into L2 only. From DRAM (a model's cache at
-             * depth, which the weights streamed in between have pushed out of L3) the stream then
-             * runs ahead of the compute: 1.07-1.14x for the AVX-512 and AVX2 kernels (2 to 8 blocks
-             * ahead alike); with the whole cache in L2 or L3, as only a benchmark that reads it again
-             * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing (bench/RESULTS.md, "Decode
-             * attention side by side in one process"). */
-            if (j0 + DEC_PF_L2 * BK + jc < end) {
-                const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(j0 + jc + DEC_PF_L2 * BK) * rb;
-                for (size_t l = 0; l < VL * rb; l += 64) {
-                    __builtin_prefetch(kl2 + l, 0, 2);
-                    __builtin_prefetch(vl2 + l, 0, 2);
-                }
-            }
-            if (jc + VL <= nk && kr > 1) {
-                /* Not unrolled: gcc would convert every row of the VL first and spill them. */
-#pragma GCC unroll 1
-                for (int j = 0; j < VL; j += kr)
-                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, kr, part, j);
-            } else if (jc + VL <= nk) {
-#pragma GCC unroll 16
-                for (int j = 0; j < VL; j++)
-                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
-            } else { /* the block's last, partial vector of positions */
-                for (int j = 0; j < VL; j++)
-                    if (jc + j < nk)
-                        qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
-                    else
-                        for (int g = 0; g < G; g++)
-                            part[g][j] = v_set1(0.0f);
-            }
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-                v_store(&s[g][jc], v_hsum_tr(part[g]));
-        }
-        for (int g = 0; g < G; g++) /* past the range: no weight */
-            for (int j = nk; j < nkv; j++)
-                s[g][j] = -INFINITY;
-        softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
-        (void)nvd, (void)gp; /* the FP16 tiles' P V (decode_pv) sums as they do */
-        decode_pv(vc + (size_t)j0 * rb, rb, nk, end - j0 - BK, G, s, c, o);
-    }
-    for (int g = 0; g < G; g++) {
-        float *out = a->out + (size_t)g * a->out_stride;
-        if (a->ml) {
-            a->ml[2 * g] = m[g];
-            a->ml[2 * g + 1] = l[g];
-            memcpy(out, o[g], sizeof o[g]);
-        } else {
-            const float inv = 1.0f / l[g];
-            for (int d = 0; d < D; d++)
-                out[d] = o[g][d] * inv;
-        }
-    }
-}
-
 void woolly_attn_f16_flash_avx512_d128_b32x64_fp16(const woolly_attn_args *a)
 {
-    if (a->n_q == 1 && !a->one_query_tiles)
-        switch (a->n_group) {
-        case 1: decode_one(a, 1); return;
-        case 2: decode_one(a, 2); return;
-        case 4: decode_one(a, 4); return;
-        case 8: decode_one(a, 8); return;
-        default: break; /* other groups take the tiles */
-        }
+    if (a->n_q == 1 && !a->one_query_tiles && woolly_attn_f16_decode_avx512_d128_k64_fp16(a))
+        return; /* other groups take the tiles */
     kv_block blk;                          /* the K and V block */
     q_tile qs;                             /* the tile's queries; row r = (query r / G, head r % G) */
     _Alignas(64) float acc[MAX_ROWS][D];   /* unnormalized outputs */

@@ -12,15 +12,9 @@
  * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB).
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
- * tiles' numbers (one_query_tiles: a prompt's token), since a tile of one query row would spend most of
- * its work on decoding, storing and transposing K: the K and V rows are converted
- * in registers; each head's q.k of VL positions are VL partial vectors, summed across by one
- * transpose-reduce into a score vector (KR rows at a time where the group's q vectors do not fit in the
- * registers, so each q load serves KR rows); the online softmax runs per KV block; P V accumulates from
- * the converted V rows, for as many heads and output vectors per pass as the registers hold. On AVX-512,
- * at head dimension 64 from an F16 cache, a group of 4 heads (llama-1b's GQA) takes a q.k that packs the
- * 4 heads into one vector instead (attn/avx512/qk_g4.c.j2): the same FMAs, a quarter of the
- * transpose-reduce. */
+ * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_f16_decode_neon_d64_k32
+ * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache, head dimension and KV
+ * block, so it is compiled once for them all and called here. */
 #include <math.h>
 
 #include "kernels.h"
@@ -157,6 +151,7 @@ _Static_assert(BK % VL == 0 && D % VL == 0, "the transpose works on whole VL x V
 _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds one query of the largest group");
 
 void woolly_attn_f16_flash_neon_d64_b8x32(const woolly_attn_args *a);
+int woolly_attn_f16_decode_neon_d64_k32(const woolly_attn_args *a); /* 1 once it has taken a one-query call */
 
 /* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
 static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk,
@@ -274,10 +269,9 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
     }
 }
 
-enum { DEC_MAX_GROUP = 8, NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
-enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
-_Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
-               "q.k steps of KR rows tile VL rows");
+/* attn_flash's online softmax over a block of scores, which the tiles (attn/flash.c.j2) and the one-query
+ * path (attn/decode.c.j2) share. Included after the ISA's vector operations and the block size BK. */
+enum { DEC_MAX_GROUP = 8 }; /* the one-query path's largest group, and softmax_rows' rows at most */
 _Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
@@ -320,189 +314,10 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
     }
 }
 
-/* part[g][j + r] for r < KR = the products q_g * k_(j+r) of KR consecutive rows, summed vertically (a
- * vector of partial sums each). KR rows go together so that each q vector, when the group's queries do
- * not fit in the registers beside the accumulators (AVX2: 32 vectors for 4 heads at head dimension 64),
- * is loaded once for KR rows instead of once per row. Each row's sum runs in the same order whatever
- * KR is. */
-static inline __attribute__((always_inline)) void qk_rows(const char *row, size_t rb, const vf (*q)[NV],
-                                                          int G, int KR, vf (*part)[VL], int j)
-{
-    vf acc[DEC_QK_ACC][DEC_MAX_GROUP];
-#pragma GCC unroll 8
-    for (int r = 0; r < KR; r++) {
-        const vf kr = decode_vec_f16(row + (size_t)r * rb, 0);
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
-            acc[r][g] = v_mul(q[g][0], kr);
-    }
-#pragma GCC unroll 16
-    for (int v = 1; v < NV; v++)
-#pragma GCC unroll 8
-        for (int r = 0; r < KR; r++) {
-            const vf kr = decode_vec_f16(row + (size_t)r * rb, v * VL);
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-                acc[r][g] = v_fma(q[g][v], kr, acc[r][g]);
-        }
-#pragma GCC unroll 8
-    for (int r = 0; r < KR; r++)
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++)
-            part[g][j + r] = acc[r][g];
-}
-
-/* acc[g][v] += p[g][j] x (V row j's vectors d0 / VL + v), for the G heads and nvd output vectors. */
-static inline __attribute__((always_inline)) void pv_row(const char *row, int d0, int nvd, int G,
-                                                         const float (*p)[BK], int j, vf (*acc)[NVD_MAX])
-{
-    vf vv[NVD_MAX];
-#pragma GCC unroll 16
-    for (int v = 0; v < nvd; v++)
-        vv[v] = decode_vec_f16(row, d0 + v * VL);
-#pragma GCC unroll 8
-    for (int g = 0; g < G; g++) {
-        const vf pj = v_set1(p[g][j]);
-#pragma GCC unroll 16
-        for (int v = 0; v < nvd; v++)
-            acc[g][v] = v_fma(pj, vv[v], acc[g][v]);
-    }
-}
-
-/* The one-query path for a group of G heads (a constant after inlining). */
-static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
-{
-    const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
-    /* output vectors per pass over V */
-    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV;
-    const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
-    _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
-    _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */
-    vf q[DEC_MAX_GROUP][NV];
-    float m[DEC_MAX_GROUP], l[DEC_MAX_GROUP], c[DEC_MAX_GROUP];
-    const vf scale = v_set1(a->scale);
-    for (int g = 0; g < G; g++) {
-        for (int v = 0; v < NV; v++)
-            q[g][v] = v_mul(scale, v_load(a->q + (size_t)g * a->q_stride + (size_t)v * VL));
-        for (int d = 0; d < D; d++)
-            o[g][d] = 0.0f;
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-    }
-    const size_t rb = a->kv_row_bytes;
-    const char *kc = a->k, *vc = a->v;
-    const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
-    for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
-        const int nk = (int)(end - j0 < BK ? end - j0 : BK), nkv = (nk + VL - 1) / VL * VL;
-        for (int jc = 0; jc < nkv; jc += VL) {
-            vf part[DEC_MAX_GROUP][VL];
-            const char *row = kc + (size_t)(j0 + jc) * rb;
-            /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
-             * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
-             * are read by no one, from DRAM, and at a short context (a server's decode steps) the
-             * prefetches that wait for them were a third of this kernel's time. The FP16 tiles' P V
-             * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
-             * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
-             * cache in L3, and a Q8_0 cache 5-11% at head dimension 128 (even at 64): they keep their
-             * own (bench/RESULTS.md, "Decode attention side by side in one process"). */
-            if (j0 + BK + jc < end)
-                for (size_t l = 0; l < VL * rb; l += 64) {
-                    __builtin_prefetch(row + BK * rb + l);
-                }
-            /* and K's and V's rows DEC_PF_L2 blocks ahead into L2 only. From DRAM (a model's cache at
-             * depth, which the weights streamed in between have pushed out of L3) the stream then
-             * runs ahead of the compute: 1.07-1.14x for the AVX-512 and AVX2 kernels (2 to 8 blocks
-             * ahead alike); with the whole cache in L2 or L3, as only a benchmark that reads it again
-             * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing (bench/RESULTS.md, "Decode
-             * attention side by side in one process"). */
-            if (j0 + DEC_PF_L2 * BK + jc < end) {
-                const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(j0 + jc + DEC_PF_L2 * BK) * rb;
-                for (size_t l = 0; l < VL * rb; l += 64) {
-                    __builtin_prefetch(kl2 + l, 0, 2);
-                    __builtin_prefetch(vl2 + l, 0, 2);
-                }
-            }
-            if (jc + VL <= nk && kr > 1) {
-                /* Not unrolled: gcc would convert every row of the VL first and spill them. */
-#pragma GCC unroll 1
-                for (int j = 0; j < VL; j += kr)
-                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, kr, part, j);
-            } else if (jc + VL <= nk) {
-#pragma GCC unroll 16
-                for (int j = 0; j < VL; j++)
-                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
-            } else { /* the block's last, partial vector of positions */
-                for (int j = 0; j < VL; j++)
-                    if (jc + j < nk)
-                        qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
-                    else
-                        for (int g = 0; g < G; g++)
-                            part[g][j] = v_set1(0.0f);
-            }
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-                v_store(&s[g][jc], v_hsum_tr(part[g]));
-        }
-        for (int g = 0; g < G; g++) /* past the range: no weight */
-            for (int j = nk; j < nkv; j++)
-                s[g][j] = -INFINITY;
-        softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
-        /* gp heads at a time (a group of 8 on AVX2 in two halves: 8 accumulators and 8 broadcasts at once
-         * left gcc short of registers, 0.75x), nvd output vectors of each per pass over the block's V. */
-#pragma GCC unroll 8
-        for (int g0 = 0; g0 < G; g0 += gp)
-            for (int d0 = 0; d0 < D; d0 += VL * nvd) {
-                vf acc[DEC_MAX_GROUP][NVD_MAX];
-#pragma GCC unroll 8
-                for (int g = 0; g < gp; g++) {
-                    const vf cg = v_set1(c[g0 + g]);
-#pragma GCC unroll 16
-                    for (int v = 0; v < nvd; v++)
-                        acc[g][v] = v_mul(cg, v_load(&o[g0 + g][d0 + v * VL]));
-                }
-                /* The first pass prefetches the V rows one block ahead, within the range, in a loop of
-                 * its own: a test on every row cost this loop a tenth of its time. */
-                const int64_t ahead = end - j0 - BK;
-                const int npf = g0 > 0 || d0 > 0 || ahead <= 0 ? 0 : ahead < nk ? (int)ahead : nk;
-                for (int j = 0; j < npf; j++) {
-                    const char *row = vc + (size_t)(j0 + j) * rb;
-                    for (size_t l = 0; l < rb; l += 64)
-                        __builtin_prefetch(row + BK * rb + l);
-                    pv_row(row, d0, nvd, gp, s + g0, j, acc);
-                }
-                for (int j = npf; j < nk; j++)
-                    pv_row(vc + (size_t)(j0 + j) * rb, d0, nvd, gp, s + g0, j, acc);
-#pragma GCC unroll 8
-                for (int g = 0; g < gp; g++)
-#pragma GCC unroll 16
-                    for (int v = 0; v < nvd; v++)
-                        v_store(&o[g0 + g][d0 + v * VL], acc[g][v]);
-            }
-    }
-    for (int g = 0; g < G; g++) {
-        float *out = a->out + (size_t)g * a->out_stride;
-        if (a->ml) {
-            a->ml[2 * g] = m[g];
-            a->ml[2 * g + 1] = l[g];
-            memcpy(out, o[g], sizeof o[g]);
-        } else {
-            const float inv = 1.0f / l[g];
-            for (int d = 0; d < D; d++)
-                out[d] = o[g][d] * inv;
-        }
-    }
-}
-
 void woolly_attn_f16_flash_neon_d64_b8x32(const woolly_attn_args *a)
 {
-    if (a->n_q == 1 && !a->one_query_tiles)
-        switch (a->n_group) {
-        case 1: decode_one(a, 1); return;
-        case 2: decode_one(a, 2); return;
-        case 4: decode_one(a, 4); return;
-        case 8: decode_one(a, 8); return;
-        default: break; /* other groups take the tiles */
-        }
+    if (a->n_q == 1 && !a->one_query_tiles && woolly_attn_f16_decode_neon_d64_k32(a))
+        return; /* other groups take the tiles */
     kv_block blk;                          /* the K and V block */
     q_tile qs;                             /* the tile's queries; row r = (query r / G, head r % G) */
     _Alignas(64) float acc[MAX_ROWS][D];   /* unnormalized outputs */

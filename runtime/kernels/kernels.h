@@ -66,6 +66,11 @@
  *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
  *           attn_f32_flash_scalar_any is the untiled reference for any head dimension; _bf16 marks
  *           tiles with BF16 operands
+ *   decode  attn_<kv type>_decode_<isa>_d<head dim>_k<KV block>[_fp16], e.g. attn_f16_decode_avx2_d64_k64:
+ *           not a kernel but a part of several, the one-query path that every tiled attention kernel of
+ *           that cache, ISA, head dimension and KV block calls (_fp16: P V in half precision, as the
+ *           _fp16 tiles); int woolly_<name>(const woolly_attn_args *a) takes a call of one query of a
+ *           group of 1, 2, 4 or 8 heads and returns 1, or returns 0 for another group. Not in the registry.
  *   pack    pack_<activations>_<isa>
  *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
