@@ -303,7 +303,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
              * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
              * cache in L3, and a Q8_0 cache 5-11% at head dimension 128 (even at 64): they keep their
-             * own (bench/RESULTS.md, "Decode attention side by side in one process"). */
+             * own (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one
+             * process"). */
             if (j0 + BK + jc < end)
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);
@@ -312,8 +313,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * depth, which the weights streamed in between have pushed out of L3) the stream then
              * runs ahead of the compute: 1.07-1.14x for the AVX-512 and AVX2 kernels (2 to 8 blocks
              * ahead alike); with the whole cache in L2 or L3, as only a benchmark that reads it again
-             * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing (bench/RESULTS.md, "Decode
-             * attention side by side in one process"). */
+             * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing
+             * (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one process"). */
             if (j0 + DEC_PF_L2 * BK + jc < end) {
                 const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(j0 + jc + DEC_PF_L2 * BK) * rb;
                 for (size_t l = 0; l < VL * rb; l += 64) {

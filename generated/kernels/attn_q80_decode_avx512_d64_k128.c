@@ -299,7 +299,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
              * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
              * cache in L3, and a Q8_0 cache 5-11% at head dimension 128 (even at 64): they keep their
-             * own (bench/RESULTS.md, "Decode attention side by side in one process"). */
+             * own (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one
+             * process"). */
             if (j0 + BK + jc < end)
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);

@@ -262,8 +262,8 @@ static inline void add_half_sums(vf *lo, vf *hi, __m512h a)
  * or prefilled beyond the F32 rounding of its scores (a server re-decodes the last token of a prompt it
  * holds in cache). V rows are read as halves (Q8_0 rows are converted in registers). The rows of the next
  * block within range (`ahead` of them) are prefetched here, one row at a time, except from an F16 cache:
- * decode_one prefetches those with K's rows (bench/RESULTS.md, "Decode attention side by side in one
- * process"). Included after attn/avx512/halves.c.j2 and attn/softmax_rows.c.j2 (DEC_MAX_GROUP). */
+ * decode_one prefetches those with K's rows (bench/journal/2026-11-26-intel-xeon.md,
+ * "Decode attention side by side in one process"). Included after attn/avx512/halves.c.j2 and attn/softmax_rows.c.j2 (DEC_MAX_GROUP). */
 static inline __attribute__((always_inline)) void decode_pv(const char *v, size_t rb, int nk, int64_t ahead,
                                                             const int G, float (*s)[BK], const float *c,
                                                             float (*o)[D])
@@ -406,7 +406,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * (decode_pv) from an F16 cache has its V rows prefetched here too: from DRAM 1.05-1.12x
              * faster than one row at a time in its loop. The F32 P V below lost 11-13% that way with the
              * cache in L3, and a Q8_0 cache 5-11% at head dimension 128 (even at 64): they keep their
-             * own (bench/RESULTS.md, "Decode attention side by side in one process"). */
+             * own (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one
+             * process"). */
             if (j0 + BK + jc < end)
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(row + BK * rb + l);

@@ -245,7 +245,7 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
  * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
  * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
  * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
- * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
+ * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -292,7 +292,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
  * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
  * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
  * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
- * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
+ * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -339,7 +339,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
  * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
  * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
  * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
- * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
+ * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -386,7 +386,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
  * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
  * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
  * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
- * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
+ * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -433,7 +433,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
  * (at most 2 x 30480 x 63 in int32, exact as a float), and one FMA by the tokens' d adds a sub-block to a
  * super-block's sum: with the min term, 4 float operations per register of 8 tokens and sub-block, not 5.
  * The min term comes first because it needs none of the sub-block's products: at the end it lengthened the
- * chain that the next sub-block's work has to overlap (bench/RESULTS.md, "Fewer float operations"). */
+ * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F);
