@@ -367,7 +367,9 @@ def render_summary(records):
                 if p is None:
                     return "-"
                 w = p[1]
-                return f"{w['tps']:.4g}" if w["test"] in ("pp512", "tg128") else f"{w['tps']:.4g} ({w['test']})"
+                # four figures, never an exponent (a tiny model's 22510 t/s is not 2.251e+04)
+                s = f"{w['tps']:.0f}" if w["tps"] >= 1000 else f"{w['tps']:.4g}"
+                return s if w["test"] in ("pp512", "tg128") else f"{s} ({w['test']})"
 
             out.append(f"| {machine} | {model} | {woolly('pp')} / {woolly('tg')} | "
                        f"{ratio('pp', 'ik_llama.cpp')} / {ratio('tg', 'ik_llama.cpp')} | "
