@@ -152,10 +152,8 @@ static int parse_default_row(parse_ctx *c, char **w, int n, woolly_error *err)
     const int t = woolly_type_from_name(w[1]);
     if (t < 0)
         return woolly_fail(err, "'%s' is not a weight type", w[1]);
-    int isa = 0;
-    while (isa < WOOLLY_ISA_COUNT && strcmp(w[2], woolly_isa_name((enum woolly_isa)isa)))
-        isa++;
-    if (isa == WOOLLY_ISA_COUNT)
+    const int isa = woolly_isa_from_name(w[2]);
+    if (isa < 0)
         return woolly_fail(err, "'%s' is not an ISA level", w[2]);
     const char *tokens = woolly_profile_value_of(w[3], "tokens"),
                *name = woolly_profile_value_of(w[4], "kernel");
