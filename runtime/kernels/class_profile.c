@@ -160,11 +160,8 @@ static int parse_default_row(parse_ctx *c, char **w, int n, woolly_error *err)
     if (!tokens || !name)
         return woolly_fail(err, "words 4 and 5 are '%s' and '%s', expected tokens=... and kernel=...", w[3],
                            w[4]);
-    int cls = 0;
-    while (cls < WOOLLY_TOKENS_CLASSES &&
-           strcmp(tokens, woolly_tokens_class_name((enum woolly_tokens_class)cls)))
-        cls++;
-    if (cls == WOOLLY_TOKENS_CLASSES)
+    const int cls = woolly_tokens_class_from_name(tokens);
+    if (cls < 0)
         return woolly_fail(err, "tokens=%s is not a class (1, 2-16, 17+)", tokens);
     const woolly_kernel *k = kernel_named(c, name);
     if (!k)

@@ -41,6 +41,14 @@ const char *woolly_tokens_class_name(enum woolly_tokens_class c)
     return (unsigned)c < WOOLLY_TOKENS_CLASSES ? NAMES[c] : "?";
 }
 
+int woolly_tokens_class_from_name(const char *name)
+{
+    for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
+        if (!strcmp(name, woolly_tokens_class_name((enum woolly_tokens_class)c)))
+            return c;
+    return -1;
+}
+
 enum woolly_op woolly_tokens_class_op(enum woolly_tokens_class c)
 {
     return c == WOOLLY_TOKENS_1 ? WOOLLY_OP_GEMV : WOOLLY_OP_GEMM;

@@ -45,6 +45,7 @@ enum woolly_tokens_class {
 
 enum woolly_tokens_class woolly_tokens_class_of(int64_t m);
 const char *woolly_tokens_class_name(enum woolly_tokens_class c); /* "1", "2-16", "17+" */
+int woolly_tokens_class_from_name(const char *name); /* -1 for no class */
 enum woolly_op woolly_tokens_class_op(enum woolly_tokens_class c);
 
 /* Activation formats as bits (1u << WOOLLY_ACT_F32 ...), for the formats a choice may use. */

@@ -287,10 +287,8 @@ static int parse_matmul_row(woolly_profile *p, char **w, int n, woolly_error *er
     for (int i = 0; i < N_KEYS; i++)
         if (!(v[i] = woolly_profile_value_of(w[3 + i], KEYS[i])))
             return woolly_fail(err, "word %d is '%s', expected %s=...", 4 + i, w[3 + i], KEYS[i]);
-    int c = 0;
-    while (c < WOOLLY_TOKENS_CLASSES && strcmp(v[0], woolly_tokens_class_name((enum woolly_tokens_class)c)))
-        c++;
-    if (c == WOOLLY_TOKENS_CLASSES)
+    const int c = woolly_tokens_class_from_name(v[0]);
+    if (c < 0)
         return woolly_fail(err, "tokens=%s is not a class (1, 2-16, 17+)", v[0]);
     row.cls = (enum woolly_tokens_class)c;
     woolly_matmul_step *s = &row.step;
