@@ -42,7 +42,20 @@ typedef struct woolly_config {
     float attention_scale; /* multiplies q.k before the softmax */
     float logit_scale;     /* divides the logits */
     int32_t n_expert;      /* experts of a mixture-of-experts FFN; 0 without one */
+    /* Sliding-window attention: a sliding layer's token sees itself and the n_swa - 1 positions before
+     * it. 0: no layer slides. swa_pattern 0: every layer slides (Mistral); else layer l is global when
+     * l % swa_pattern == swa_pattern - 1 (Gemma 3: every 6th). */
+    int32_t n_swa;
+    int32_t swa_pattern;
 } woolly_config;
+
+/* The window of layer l's attention: n_swa for a sliding layer, 0 (unbounded) for a global one. */
+static inline int32_t woolly_layer_window(const woolly_config *p, int32_t l)
+{
+    if (p->n_swa <= 0)
+        return 0;
+    return p->swa_pattern > 0 && l % p->swa_pattern == p->swa_pattern - 1 ? 0 : p->n_swa;
+}
 
 typedef struct woolly_layer {
     const float *attn_norm; /* [n_embd] */
