@@ -398,7 +398,7 @@ Test(arch, the_matrix_list_keeps_its_order)
  * the table's (every tensor known and of the table's shape, every required one present). */
 Test(arch, synth_presets_write_the_tables_tensors)
 {
-    const char *presets[] = {"tiny", "tiny-granite", "llama-1b", "granite-8b"};
+    const char *presets[] = {"tiny", "tiny-granite", "llama-1b", "granite-8b", "mistral-7b"};
     for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         woolly_synth_config s;
         woolly_error err = {{0}};
@@ -411,9 +411,9 @@ Test(arch, synth_presets_write_the_tables_tensors)
                                  .n_layer = (int32_t)s.n_layer,
                                  .n_head = (int32_t)s.n_head,
                                  .n_head_kv = (int32_t)s.n_head_kv,
-                                 .head_dim = (int32_t)(s.n_embd / s.n_head),
+                                 .head_dim = (int32_t)woolly_synth_head_dim(&s),
                                  .n_ff = (int32_t)s.n_ff,
-                                 .n_rot = (int32_t)(s.n_embd / s.n_head)};
+                                 .n_rot = (int32_t)woolly_synth_head_dim(&s)};
         const size_t n = woolly_synth_tensor_table(&s, NULL, 0);
         woolly_synth_tensor *t = calloc(n, sizeof *t);
         cr_assert(t != NULL);

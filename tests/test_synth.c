@@ -91,6 +91,63 @@ Test(synth, tiny_granite_with_starcoder_vocab_is_laid_out_like_the_reference, .t
     remove(out), free(out);
 }
 
+/* The other families' files as the shared test data has them (written by another program, after
+ * llama.cpp's converters): with the same shape, synth writes every tensor of the reference (name, shape,
+ * type) and nothing else, and each of its hyperparameters has the reference's value. */
+static void assert_family_like(const char *model, const char *shape)
+{
+    char rel[128], args[8192];
+    snprintf(rel, sizeof rel, "models/%s.gguf", model);
+    snprintf(args, sizeof args, "%s --type F16 --vocab %s", shape, tu_data(rel));
+    char *out = synth(model, args);
+    gguf_file *got = tu_gguf_open(out), *ref = tu_gguf_open_data(rel);
+    cr_assert_eq(got->n_tensors, ref->n_tensors, "%s: %llu tensors, the reference has %llu", model,
+                 (unsigned long long)got->n_tensors, (unsigned long long)ref->n_tensors);
+    for (uint64_t i = 0; i < ref->n_tensors; i++) {
+        const gguf_tensor *b = &ref->tensors[i], *a = NULL;
+        for (uint64_t j = 0; j < got->n_tensors && !a; j++)
+            if (strcmp(got->tensors[j].name, b->name) == 0)
+                a = &got->tensors[j];
+        cr_assert(a != NULL, "%s: no %s", model, b->name);
+        cr_assert(a->n_dims == b->n_dims && memcmp(a->ne, b->ne, sizeof a->ne) == 0, "%s: %s's shape differs",
+                  model, a->name);
+        cr_assert_eq(a->type, b->type, "%s: %s is %s, the reference's %s", model, a->name,
+                     woolly_type_get(a->type)->name, woolly_type_get(b->type)->name);
+    }
+    gguf_str arch;
+    woolly_error err = {{0}};
+    cr_assert(gguf_get_str(ref, "general.architecture", &arch, &err));
+    for (uint64_t i = 0; i < got->n_kv; i++) {
+        const gguf_kv *kv = &got->kv[i];
+        if (kv->key.len <= arch.len || memcmp(kv->key.ptr, arch.ptr, arch.len) != 0 || kv->key.ptr[arch.len] != '.')
+            continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        if (strcmp(key + arch.len, ".vocab_size") == 0)
+            continue; /* llama.cpp's converters do not write it; its value is the vocabulary's size */
+        const gguf_kv *theirs = gguf_find_kv(ref, key);
+        cr_assert(theirs != NULL, "%s: %s is not in the reference", model, key);
+        cr_assert(tu_gguf_value_equal(&kv->value, &theirs->value), "%s: %s differs from the reference", model,
+                  key);
+    }
+    gguf_close(got), gguf_close(ref);
+    remove(out), free(out);
+}
+
+Test(synth, new_families_are_laid_out_like_the_references, .timeout = 60)
+{
+    assert_family_like("tiny-qwen2-f16", "--arch qwen2 --n-embd 128 --n-ff 384 --n-layer 2 --n-head 4 "
+                                         "--n-head-kv 2 --n-ctx 4096 --rope-base 1e6 --norm-eps 1e-6 --tied");
+    assert_family_like("tiny-qwen3-f16", "--arch qwen3 --n-embd 256 --n-ff 512 --n-layer 2 --n-head 4 "
+                                         "--n-head-kv 2 --head-dim 64 --n-ctx 4096 --rope-base 1e6 "
+                                         "--norm-eps 1e-6 --tied");
+    assert_family_like("tiny-gemma3-f16", "--arch gemma3 --n-embd 128 --n-ff 512 --n-layer 4 --n-head 4 "
+                                          "--n-head-kv 2 --head-dim 64 --n-ctx 4096 --rope-base 1e6 "
+                                          "--norm-eps 1e-6 --tied --sliding-window 16 --swa-pattern 2");
+    assert_family_like("tiny-phi3-f16", "--arch phi3 --n-embd 128 --n-ff 256 --n-layer 2 --n-head 4 "
+                                        "--n-head-kv 2 --n-ctx 4096 --rope-base 10000 --norm-eps 1e-5 --untied");
+}
+
 Test(synth, shape_flags_override_a_preset, .timeout = 60)
 {
     /* the tiny-granite preset is the tiny preset with granite's flags: the same bytes */
@@ -467,7 +524,10 @@ Test(synth, bad_flags_fail_with_a_message)
     FAILS("--n-embd 0", "n_embd is 0");
     FAILS("--n-layer 5000", "n_layer is 5000");
     FAILS("--n-embd 12x", "--n-embd '12x'");
-    FAILS("--n-embd 28 --n-head 4", "head size n_embd / n_head = 7");
+    FAILS("--n-embd 28 --n-head 4", "head size 7 must be even");
+    FAILS("--head-dim 33", "head size 33 must be even");
+    FAILS("--arch qwen2 --sliding-window 16", "qwen2 has no sliding-window attention");
+    FAILS("--head-dim 2000", "head_dim is 2000");
     FAILS("--n-embd 260 --n-head 20 --n-head-kv 20", "must be even");
     FAILS("--type Q2_K", "unknown --type 'Q2_K'");
     FAILS("--chat-template vicuna", "unknown chat template 'vicuna'");

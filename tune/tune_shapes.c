@@ -148,7 +148,7 @@ int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, wool
         return -1;
     snprintf(m->name, sizeof m->name, "preset %s", preset);
     m->n_layer = (int32_t)c.n_layer, m->n_head = (int32_t)c.n_head, m->n_head_kv = (int32_t)c.n_head_kv;
-    m->head_dim = (int32_t)(c.n_embd / c.n_head), m->n_ctx = (int32_t)c.n_ctx;
+    m->head_dim = (int32_t)woolly_synth_head_dim(&c), m->n_ctx = (int32_t)c.n_ctx;
     const size_t n = woolly_synth_tensor_table(&c, NULL, 0);
     woolly_synth_tensor *t = calloc(n ? n : 1, sizeof *t);
     if (!t || woolly_synth_tensor_table(&c, t, n) != n) {

@@ -34,12 +34,18 @@ int woolly_cmd_synth(int argc, char **argv)
     cli_add(&t, (cli_flag){"-t", "--threads", CLI_INT, &c.n_threads, 1, 256, "N",
                            "threads (default: the number of CPUs; the file does not depend on it)", NULL});
     cli_add(&t, (cli_flag){"-q", "--quiet", CLI_BOOL, &c.quiet, 0, 0, NULL, "no progress on stderr", NULL});
-    cli_add(&t, (cli_flag){NULL, "--arch", CLI_ENUM, &arch, 0, 0, "llama|granite", "architecture", NULL});
+    cli_add(&t, (cli_flag){NULL, "--arch", CLI_ENUM, &arch, 0, 0, woolly_synth_arch_names(), "architecture", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-embd", CLI_I64, &c.n_embd, 0, 0, "N", "embedding width", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-ff", CLI_I64, &c.n_ff, 0, 0, "N", "feed-forward width", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-layer", CLI_I64, &c.n_layer, 0, 0, "N", "layers", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-head", CLI_I64, &c.n_head, 0, 0, "N", "attention heads", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-head-kv", CLI_I64, &c.n_head_kv, 0, 0, "N", "key/value heads", NULL});
+    cli_add(&t, (cli_flag){NULL, "--head-dim", CLI_I64, &c.head_dim, 0, 0, "N",
+                           "query/key head size (default n_embd / n_head)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--sliding-window", CLI_I64, &c.n_swa, 0, 0, "N",
+                           "sliding-window attention of N positions (0: none)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--swa-pattern", CLI_I64, &c.swa_pattern, 0, 0, "P",
+                           "gemma3: every P-th layer is global, the others slide", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-ctx", CLI_I64, &c.n_ctx, 0, 0, "N", "trained context length", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-vocab", CLI_I64, &c.n_vocab, 0, 0, "N",
                            "vocabulary size (default: the preset's, or the --vocab file's)", &n_vocab_given});

@@ -59,7 +59,8 @@ static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
         return WOOLLY_TYPE_Q6_K;
     if (strcmp(name, "token_embd.weight") == 0)
         return m->tied_embd ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q4_K;
-    if (ends_with(name, "attn_v.weight") || ends_with(name, "ffn_down.weight")) {
+    /* a fused attn_qkv counts as an attn_v (phi3) */
+    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight") || ends_with(name, "ffn_down.weight")) {
         const int i = layer_of(name);
         if (i >= 0 && layer_gets_more_bits(i, m->n_layer))
             return WOOLLY_TYPE_Q6_K;

@@ -19,26 +19,73 @@
 #define NORM_STD 0.1f
 #define QUANTIZATION_VERSION 2
 
-/* ---- presets and validation --------------------------------------------------------------------- */
+/* ---- architectures and presets ------------------------------------------------------------------ */
+
+/* What each architecture's files hold beyond the plain decoder's tensors and keys (llama.cpp's names;
+ * tests/test_arch.c checks them against the runtime's tables). */
+typedef struct {
+    const char *arch;
+    bool granite_scales; /* embedding, residual, attention and logit scales */
+    bool qkv_bias;       /* attn_q/k/v.bias (qwen2) */
+    bool qk_norm;        /* attn_q_norm, attn_k_norm: one head's width (qwen3, gemma3) */
+    bool post_norms;     /* post_attention_norm, post_ffw_norm (gemma3) */
+    bool fused;          /* attn_qkv (Q, K, V rows) and ffn_up (gate, then up rows), no ffn_gate (phi3) */
+    bool head_dim_keys;  /* attention.key_length/value_length always written (else when not n_embd/n_head) */
+    bool window_keys;    /* attention.sliding_window(_pattern), rope.freq_base_swa (gemma3) */
+} synth_family;
+
+static const synth_family FAMILIES[] = {
+    {.arch = "llama"},
+    {.arch = "granite", .granite_scales = true},
+    {.arch = "qwen2", .qkv_bias = true},
+    {.arch = "qwen3", .qk_norm = true, .head_dim_keys = true},
+    {.arch = "gemma3", .qk_norm = true, .post_norms = true, .head_dim_keys = true, .window_keys = true},
+    {.arch = "phi3", .fused = true},
+};
+
+static const synth_family *family_of(const char *arch)
+{
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+        if (strcmp(FAMILIES[i].arch, arch) == 0)
+            return &FAMILIES[i];
+    return NULL;
+}
+
+const char *woolly_synth_arch_names(void)
+{
+    return "llama|granite|qwen2|qwen3|gemma3|phi3";
+}
+
+int64_t woolly_synth_head_dim(const woolly_synth_config *c)
+{
+    return c->head_dim > 0 ? c->head_dim : c->n_head > 0 ? c->n_embd / c->n_head : 0;
+}
 
 typedef struct {
     const char *name, *arch;
-    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab;
-    float rope_base;
+    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_ctx, n_vocab;
+    float rope_base, norm_eps;
     bool tied_embd;
+    int64_t n_swa, swa_pattern;
 } preset;
 
+/* The real models' shapes (their config.json), with random weights. */
 static const preset PRESETS[] = {
-    /* name, arch, n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab, rope base, tied embeddings */
-    {"tiny", "llama", 256, 768, 2, 4, 2, 512, 4096, 10000.0f, false},
-    {"tiny-granite", "granite", 256, 768, 2, 4, 2, 512, 4096, 1e7f, true},
-    {"llama-1b", "llama", 2048, 8192, 16, 32, 8, 4096, 32000, 10000.0f, false},
-    {"granite-8b", "granite", 4096, 12800, 40, 32, 8, 4096, 49152, 1e7f, true},
+    {"tiny", "llama", 256, 768, 2, 4, 2, 0, 512, 4096, 10000.0f, 1e-5f, false, 0, 0},
+    {"tiny-granite", "granite", 256, 768, 2, 4, 2, 0, 512, 4096, 1e7f, 1e-5f, true, 0, 0},
+    {"llama-1b", "llama", 2048, 8192, 16, 32, 8, 0, 4096, 32000, 10000.0f, 1e-5f, false, 0, 0},
+    {"granite-8b", "granite", 4096, 12800, 40, 32, 8, 0, 4096, 49152, 1e7f, 1e-5f, true, 0, 0},
+    {"qwen2.5-1.5b", "qwen2", 1536, 8960, 28, 12, 2, 128, 32768, 151936, 1e6f, 1e-6f, true, 0, 0},
+    {"qwen3-4b", "qwen3", 2560, 9728, 36, 32, 8, 128, 40960, 151936, 1e6f, 1e-6f, true, 0, 0},
+    /* Gemma 3 1B: five sliding layers (window 512) to one global */
+    {"gemma3-1b", "gemma3", 1152, 6912, 26, 4, 1, 256, 32768, 262144, 1e6f, 1e-6f, true, 512, 6},
+    {"phi3-mini", "phi3", 3072, 8192, 32, 32, 32, 96, 4096, 32064, 10000.0f, 1e-5f, false, 0, 0},
+    {"mistral-7b", "llama", 4096, 14336, 32, 32, 8, 128, 32768, 32768, 1e6f, 1e-5f, false, 0, 0},
 };
 
 const char *woolly_synth_preset_names(void)
 {
-    return "tiny, tiny-granite, llama-1b, granite-8b";
+    return "tiny, tiny-granite, llama-1b, granite-8b, qwen2.5-1.5b, qwen3-4b, gemma3-1b, phi3-mini, mistral-7b";
 }
 
 int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err)
@@ -52,13 +99,17 @@ int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *
                                    .n_layer = p->n_layer,
                                    .n_head = p->n_head,
                                    .n_head_kv = p->n_head_kv,
+                                   .head_dim = p->head_dim,
                                    .n_ctx = p->n_ctx,
                                    .n_vocab = p->n_vocab,
                                    .rope_base = p->rope_base,
-                                   .tied_embd = p->tied_embd};
+                                   .norm_eps = p->norm_eps,
+                                   .tied_embd = p->tied_embd,
+                                   .n_swa = p->n_swa,
+                                   .swa_pattern = p->swa_pattern,
+                                   .rope_base_swa = 10000.0f};
         snprintf(c->arch, sizeof c->arch, "%s", p->arch);
-        c->norm_eps = 1e-5f;
-        /* Granite 3.x's scales (granite-3.3-8b-instruct); unused by llama */
+        /* Granite 3.x's scales (granite-3.3-8b-instruct); unused by the others */
         c->embedding_scale = 12.0f;
         c->residual_scale = 0.22f;
         c->attention_scale = 0.0078125f;
@@ -86,25 +137,31 @@ static int check_positive(const char *what, float v, woolly_error *err)
 
 int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err)
 {
-    if (strcmp(c->arch, "llama") != 0 && strcmp(c->arch, "granite") != 0)
-        return woolly_fail(err, "unknown architecture '%s' (expected llama or granite)", c->arch);
+    const synth_family *fam = family_of(c->arch);
+    if (!fam)
+        return woolly_fail(err, "unknown architecture '%s' (expected %s)", c->arch, woolly_synth_arch_names());
     if (check_range("n_embd", c->n_embd, 1, 65536, err) || check_range("n_ff", c->n_ff, 1, 262144, err) ||
         check_range("n_layer", c->n_layer, 1, 1024, err) || check_range("n_head", c->n_head, 1, 1024, err) ||
         check_range("n_head_kv", c->n_head_kv, 1, 1024, err) ||
-        check_range("n_ctx", c->n_ctx, 1, 1 << 24, err))
+        check_range("n_ctx", c->n_ctx, 1, 1 << 24, err) || check_range("head_dim", c->head_dim, 0, 1024, err) ||
+        check_range("sliding window", c->n_swa, 0, 1 << 24, err) ||
+        check_range("sliding-window pattern", c->swa_pattern, 0, 1024, err))
         return -1;
-    if (c->n_embd % c->n_head != 0)
-        return woolly_fail(err, "n_head %lld does not divide n_embd %lld", (long long)c->n_head,
+    if (c->head_dim == 0 && c->n_embd % c->n_head != 0)
+        return woolly_fail(err, "n_head %lld does not divide n_embd %lld (give --head-dim)", (long long)c->n_head,
                            (long long)c->n_embd);
-    if ((c->n_embd / c->n_head) % 2 != 0)
-        return woolly_fail(err, "the head size n_embd / n_head = %lld must be even (RoPE rotates pairs)",
-                           (long long)(c->n_embd / c->n_head));
+    if (woolly_synth_head_dim(c) % 2 != 0)
+        return woolly_fail(err, "the head size %lld must be even (RoPE rotates pairs)",
+                           (long long)woolly_synth_head_dim(c));
+    if (c->n_swa > 0 && !fam->window_keys && strcmp(c->arch, "llama") != 0)
+        return woolly_fail(err, "%s has no sliding-window attention", c->arch);
     if (c->n_head % c->n_head_kv != 0)
         return woolly_fail(err, "n_head_kv %lld does not divide n_head %lld", (long long)c->n_head_kv,
                            (long long)c->n_head);
-    if (check_positive("rope base", c->rope_base, err) || check_positive("norm epsilon", c->norm_eps, err))
+    if (check_positive("rope base", c->rope_base, err) || check_positive("norm epsilon", c->norm_eps, err) ||
+        (fam->window_keys && check_positive("sliding layers' rope base", c->rope_base_swa, err)))
         return -1;
-    if (strcmp(c->arch, "granite") == 0 && (check_positive("embedding scale", c->embedding_scale, err) ||
+    if (fam->granite_scales && (check_positive("embedding scale", c->embedding_scale, err) ||
                                             check_positive("residual scale", c->residual_scale, err) ||
                                             check_positive("attention scale", c->attention_scale, err) ||
                                             check_positive("logit scale", c->logit_scale, err)))
@@ -167,48 +224,80 @@ typedef struct {
     char name[64];
     uint32_t n_dims;
     uint64_t ne[2];
-    bool norm;
+    float mean, std; /* of its values: norms around 1, weights and biases around 0 */
 } tensor_spec;
 
-static void spec(tensor_spec *s, const char *name, uint64_t ne0, uint64_t ne1)
+static void spec(tensor_spec *s, const char *name, uint64_t ne0, uint64_t ne1, bool norm)
 {
     snprintf(s->name, sizeof s->name, "%s", name);
     s->n_dims = ne1 ? 2 : 1;
     s->ne[0] = ne0;
     s->ne[1] = ne1 ? ne1 : 1;
-    s->norm = ne1 == 0;
+    s->mean = norm ? NORM_MEAN : 0.0f;
+    s->std = norm ? NORM_STD : WEIGHT_STD;
 }
+
+/* At most this many tensors per layer (phi3's fused ones replace three and two). */
+#define MAX_LAYER_TENSORS 15
 
 /* The tensors in the order of llama.cpp's files: the global ones by name, then each layer's by name. */
 static size_t plan_tensors(const woolly_synth_config *c, tensor_spec *t)
 {
-    const uint64_t e = (uint64_t)c->n_embd, kv = (uint64_t)(c->n_embd / c->n_head * c->n_head_kv);
+    const synth_family *f = family_of(c->arch);
+    const uint64_t e = (uint64_t)c->n_embd, hd = (uint64_t)woolly_synth_head_dim(c);
+    const uint64_t q = hd * (uint64_t)c->n_head, kv = hd * (uint64_t)c->n_head_kv;
     const uint64_t ff = (uint64_t)c->n_ff, v = (uint64_t)c->n_vocab;
     size_t n = 0;
     if (!c->tied_embd)
-        spec(&t[n++], "output.weight", e, v);
-    spec(&t[n++], "output_norm.weight", e, 0);
-    spec(&t[n++], "token_embd.weight", e, v);
+        spec(&t[n++], "output.weight", e, v, false);
+    spec(&t[n++], "output_norm.weight", e, 0, true);
+    spec(&t[n++], "token_embd.weight", e, v, false);
     for (int64_t i = 0; i < c->n_layer; i++) {
-        static const struct {
+        /* role, row length, rows (0: a vector), is a norm, present */
+        const struct {
             const char *role;
-            int shape; /* 0: norm, 1: e x e, 2: e x kv, 3: e x ff, 4: ff x e */
-        } LAYER[] = {{"attn_k", 2},   {"attn_norm", 0}, {"attn_output", 1}, {"attn_q", 1}, {"attn_v", 2},
-                     {"ffn_down", 4}, {"ffn_gate", 3},  {"ffn_norm", 0},    {"ffn_up", 3}};
+            uint64_t ne0, ne1;
+            bool norm, present;
+        } LAYER[] = {
+            {"attn_k.bias", kv, 0, false, f->qkv_bias},
+            {"attn_k.weight", e, kv, false, !f->fused},
+            {"attn_k_norm.weight", hd, 0, true, f->qk_norm},
+            {"attn_norm.weight", e, 0, true, true},
+            {"attn_output.weight", q, e, false, true},
+            {"attn_q.bias", q, 0, false, f->qkv_bias},
+            {"attn_q.weight", e, q, false, !f->fused},
+            {"attn_q_norm.weight", hd, 0, true, f->qk_norm},
+            {"attn_qkv.weight", e, q + 2 * kv, false, f->fused},
+            {"attn_v.bias", kv, 0, false, f->qkv_bias},
+            {"attn_v.weight", e, kv, false, !f->fused},
+            {"ffn_down.weight", ff, e, false, true},
+            {"ffn_gate.weight", e, ff, false, !f->fused},
+            {"ffn_norm.weight", e, 0, true, true},
+            {"ffn_up.weight", e, f->fused ? 2 * ff : ff, false, true},
+            {"post_attention_norm.weight", e, 0, true, f->post_norms},
+            {"post_ffw_norm.weight", e, 0, true, f->post_norms},
+        };
         for (size_t r = 0; r < sizeof LAYER / sizeof LAYER[0]; r++) {
+            if (!LAYER[r].present)
+                continue;
             char name[64];
-            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)i, LAYER[r].role);
-            const uint64_t ne[5][2] = {{e, 0}, {e, e}, {e, kv}, {e, ff}, {ff, e}};
-            spec(&t[n++], name, ne[LAYER[r].shape][0], ne[LAYER[r].shape][1]);
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, LAYER[r].role);
+            spec(&t[n++], name, LAYER[r].ne0, LAYER[r].ne1, LAYER[r].norm);
         }
     }
     return n;
 }
 
+static size_t max_tensors(const woolly_synth_config *c)
+{
+    return 3 + MAX_LAYER_TENSORS * (size_t)c->n_layer;
+}
+
 size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tensor *out, size_t cap)
 {
-    const size_t max_tensors = 3 + 9 * (size_t)c->n_layer;
-    tensor_spec *specs = calloc(max_tensors, sizeof *specs);
+    if (!family_of(c->arch))
+        return 0;
+    tensor_spec *specs = calloc(max_tensors(c), sizeof *specs);
     if (!specs)
         return 0;
     const size_t n = plan_tensors(c, specs);
@@ -304,11 +393,23 @@ static void write_hparams(gguf_writer *w, const woolly_synth_config *c, int64_t 
     gguf_writer_set_u32(w, ARCH_KEY("feed_forward_length"), (uint32_t)c->n_ff);
     gguf_writer_set_u32(w, ARCH_KEY("attention.head_count"), (uint32_t)c->n_head);
     gguf_writer_set_u32(w, ARCH_KEY("attention.head_count_kv"), (uint32_t)c->n_head_kv);
-    gguf_writer_set_u32(w, ARCH_KEY("rope.dimension_count"), (uint32_t)(c->n_embd / c->n_head));
+    const synth_family *f = family_of(c->arch);
+    const int64_t hd = woolly_synth_head_dim(c);
+    if (f->head_dim_keys || hd != c->n_embd / c->n_head) {
+        gguf_writer_set_u32(w, ARCH_KEY("attention.key_length"), (uint32_t)hd);
+        gguf_writer_set_u32(w, ARCH_KEY("attention.value_length"), (uint32_t)hd);
+    }
+    gguf_writer_set_u32(w, ARCH_KEY("rope.dimension_count"), (uint32_t)hd);
     gguf_writer_set_f32(w, ARCH_KEY("rope.freq_base"), c->rope_base);
+    if (c->n_swa > 0)
+        gguf_writer_set_u32(w, ARCH_KEY("attention.sliding_window"), (uint32_t)c->n_swa);
+    if (f->window_keys && c->n_swa > 0) {
+        gguf_writer_set_u32(w, ARCH_KEY("attention.sliding_window_pattern"), (uint32_t)c->swa_pattern);
+        gguf_writer_set_f32(w, ARCH_KEY("rope.freq_base_swa"), c->rope_base_swa);
+    }
     gguf_writer_set_f32(w, ARCH_KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
     gguf_writer_set_u32(w, ARCH_KEY("vocab_size"), (uint32_t)n_vocab);
-    if (strcmp(c->arch, "granite") == 0) {
+    if (f->granite_scales) {
         gguf_writer_set_f32(w, ARCH_KEY("embedding_scale"), c->embedding_scale);
         gguf_writer_set_f32(w, ARCH_KEY("residual_scale"), c->residual_scale);
         gguf_writer_set_f32(w, ARCH_KEY("attention.scale"), c->attention_scale);
@@ -369,14 +470,14 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
     c.n_vocab = n_vocab;
     write_hparams(w, &c, n_vocab);
 
-    const size_t max_tensors = 3 + 9 * (size_t)c.n_layer;
-    tensor_spec *specs = calloc(max_tensors, sizeof *specs);
-    random_tensor *gen = calloc(max_tensors, sizeof *gen);
-    woolly_stream_tensor *plan = calloc(max_tensors, sizeof *plan);
-    char(*notes)[160] = calloc(max_tensors, sizeof *notes);
+    const size_t cap = max_tensors(&c);
+    tensor_spec *specs = calloc(cap, sizeof *specs);
+    random_tensor *gen = calloc(cap, sizeof *gen);
+    woolly_stream_tensor *plan = calloc(cap, sizeof *plan);
+    char(*notes)[160] = calloc(cap, sizeof *notes);
     int status = -1;
     if (!specs || !gen || !plan || !notes) {
-        woolly_fail(err, "out of memory planning %zu tensors", max_tensors);
+        woolly_fail(err, "out of memory planning %zu tensors", cap);
     } else {
         const size_t n = plan_tensors(&c, specs);
         const woolly_mix_model mix = {.n_layer = (int)c.n_layer, .tied_embd = c.tied_embd};
@@ -385,8 +486,8 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
             gen[i] = (random_tensor){.seed = c.seed,
                                      .index = i,
                                      .k = (int64_t)s->ne[0],
-                                     .mean = s->norm ? NORM_MEAN : 0.0f,
-                                     .std = s->norm ? NORM_STD : WEIGHT_STD};
+                                     .mean = s->mean,
+                                     .std = s->std};
             plan[i] = (woolly_stream_tensor){
                 .name = s->name,
                 .n_dims = s->n_dims,

@@ -12,8 +12,13 @@
 #include "quantize.h"
 
 typedef struct woolly_synth_config {
-    char arch[16]; /* "llama" or "granite" */
+    char arch[16]; /* llama, granite, qwen2, qwen3, gemma3 or phi3 (woolly_synth_arch_names) */
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx;
+    int64_t head_dim; /* of a query/key head; 0: n_embd / n_head */
+    /* Sliding-window attention (gemma3; llama as Mistral writes it): the window, 0 for none, and which
+     * layers slide (gemma3: all but every swa_pattern-th); rope_base_swa is the sliding layers' RoPE base. */
+    int64_t n_swa, swa_pattern;
+    float rope_base_swa;
     int64_t n_vocab; /* with a vocab file: taken from it (0 here means "whatever it has") */
     float rope_base;
     float norm_eps;
@@ -30,10 +35,16 @@ typedef struct woolly_synth_config {
 } woolly_synth_config;
 
 /* The presets: "tiny" (the shape of tiny-llama-q4_k_m.gguf), "tiny-granite" (of
- * tiny-granite-q4_k_m.gguf), "llama-1b", "granite-8b" (of granite-3.3-8b-instruct). Fills every field
- * (ftype Q4_K_M, seed 0). Fails on an unknown name. */
+ * tiny-granite-q4_k_m.gguf), "llama-1b", "granite-8b" (of granite-3.3-8b-instruct), and the shapes of
+ * the families users download most: "qwen2.5-1.5b", "qwen3-4b", "gemma3-1b", "phi3-mini" (Phi-3/3.5-mini)
+ * and "mistral-7b" (Mistral 7B v0.3). Fills every field (ftype Q4_K_M, seed 0). Fails on an unknown
+ * name. */
 int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err);
 const char *woolly_synth_preset_names(void);
+/* The architectures synth writes, joined by '|'. */
+const char *woolly_synth_arch_names(void);
+/* The head dimension c describes (head_dim, or n_embd / n_head). */
+int64_t woolly_synth_head_dim(const woolly_synth_config *c);
 
 /* Checks ranges and consistency (n_head divides n_embd, n_head_kv divides n_head, even head size,
  * known arch / template, vocab size for the built-in tokenizer...). */
