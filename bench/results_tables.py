@@ -52,7 +52,11 @@ CLASSES = [
 ]
 CLASS_NAMES = {c[0]: c for c in CLASSES}
 ENGINES = ("woolly", "ik_llama.cpp", "llama.cpp")
-MODEL_ORDER = ("llama-1b", "granite-8b")
+# The benchmark models in the order their tables appear, each with the family it stands for (a table each).
+MODEL_FAMILIES = (("llama-1b", "Llama"), ("granite-8b", "Granite"), ("qwen2.5-1.5b", "Qwen2.5"),
+                  ("qwen3-4b", "Qwen3"), ("gemma3-1b", "Gemma 3"), ("phi3-mini", "Phi-3"),
+                  ("mistral-7b", "Mistral"))
+MODEL_ORDER = tuple(m for m, _ in MODEL_FAMILIES)
 
 BEGIN = "<!-- results_tables.py render: begin (generated from bench/results/*.jsonl: edit those, then render) -->"
 END = "<!-- results_tables.py render: end -->"
@@ -268,10 +272,17 @@ def render_class(cls, records):
         return f"[{[x['run'] for x in runs].index(key) + 1}]"
 
     out += [f"CPU: {cpu}.", ""]
-    out += ["| model | test | threads | Woolly t/s | % of limit | other engine | its t/s | ratio | Woolly at | "
-            "date | run |",
-            "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |"]
+    family = dict(MODEL_FAMILIES)
+    model = None
     for o, w in rows:
+        if w["model"] != model:
+            if model is not None:
+                out.append("")
+            model = w["model"]
+            out += [f"### {family.get(model, model)}: {model}", "",
+                    "| model | test | threads | Woolly t/s | % of limit | other engine | its t/s | ratio | "
+                    "Woolly at | date | run |",
+                    "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |"]
         if o is not None:
             ratio = f"{w['tps'] / o['tps']:.2f}" if o["tps"] > 0 else "-"
             beside, its = engine_text(o), tps_text(o)
