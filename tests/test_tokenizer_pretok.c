@@ -164,7 +164,19 @@ Test(pretok, names)
     cr_assert_eq(p, WOOLLY_PRETOK_STARCODER);
     cr_assert_eq(woolly_pretok_lookup("deepseek-llm", 12, &p), 0);
     cr_assert_eq(p, WOOLLY_PRETOK_DEEPSEEK_LLM);
-    cr_assert_eq(woolly_pretok_lookup("llama3", 6, &p), -1);
+    cr_assert_eq(woolly_pretok_lookup("llama-bpe", 9, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_LLAMA3);
+    cr_assert_eq(woolly_pretok_lookup("deepseek-r1-qwen", 16, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_QWEN2);
+    cr_assert_eq(woolly_pretok_lookup("smollm", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_STARCODER);
+    cr_assert_eq(woolly_pretok_lookup("tekken", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_TEKKEN);
+    cr_assert_eq(woolly_pretok_lookup("gpt-4o", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_GPT4O);
+    cr_assert_eq(woolly_pretok_lookup("deepseek-v3", 11, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_DEEPSEEK_V3);
+    cr_assert_eq(woolly_pretok_lookup("chameleon", 9, &p), -1);
     cr_assert_eq(woolly_pretok_lookup("gpt-2x", 6, &p), -1);
     cr_assert_eq(woolly_pretok_lookup("deepseek", 8, &p), -1);
 }
@@ -175,10 +187,10 @@ Test(pretok, long_runs_are_linear)
     size_t n = 100000;
     char *s = malloc(n);
     cr_assert(s != NULL);
-    const char fills[] = {'a', ' ', '1', '!', '\n'};
+    const char fills[] = {'a', 'A', ' ', '1', '!', '~', '\n'};
     for (size_t f = 0; f < sizeof fills; f++) {
         memset(s, fills[f], n);
-        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_LLM; p++) {
+        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_V3; p++) {
             uint32_t *b;
             woolly_error err = {{0}};
             int64_t k = woolly_pretok_split((enum woolly_pretok)p, s, n, &b, &err);
@@ -356,9 +368,9 @@ Test(deepseek_vocab, special_token_only_when_asked)
 Test(deepseek_vocab, unknown_pre_is_an_error)
 {
     woolly_error err = {{0}};
-    woolly_tokenizer *t = woolly_tokenizer_open_file(write_vocab("llama3.gguf", "llama3"), &err);
+    woolly_tokenizer *t = woolly_tokenizer_open_file(write_vocab("chameleon.gguf", "chameleon"), &err);
     cr_assert_null(t);
-    cr_assert(strstr(err.msg, "'llama3'") && strstr(err.msg, "pre-tokenizer"), "message: %s", err.msg);
+    cr_assert(strstr(err.msg, "'chameleon'") && strstr(err.msg, "pre-tokenizer"), "message: %s", err.msg);
 }
 
 /* ---- The generated Unicode tables ---- */

@@ -278,10 +278,8 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
         gguf_str pre;
         if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, &e2)) {
             if (woolly_pretok_lookup(pre.ptr, pre.len, &t->pre))
-                return woolly_fail(err,
-                                   "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: "
-                                   "default, gpt-2, starcoder, deepseek-llm",
-                                   (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+                return woolly_fail(err, "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: %s",
+                                   (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, woolly_pretok_supported());
         } else if (e2.msg[0]) {
             return woolly_fail(err, "tokenizer: %s", e2.msg);
         }
@@ -322,7 +320,12 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
     t->eos = spm ? woolly_vocab_lookup(t, "</s>", 4) : -1;
     t->unk = spm ? woolly_vocab_lookup(t, "<unk>", 5) : -1;
     t->eot = t->eom = -1;
-    t->add_bos = spm;
+    /* llama.cpp's defaults when the file has no add_bos_token key: SentencePiece and the BPE
+     * vocabularies of Llama 3 and Tekken add BOS. Those two also take a whole pre-tokenized piece that
+     * is a token as it is, before any merge ("ignore_merges"). */
+    bool bos_by_default = t->model == WOOLLY_TOK_BPE && (t->pre == WOOLLY_PRETOK_LLAMA3 || t->pre == WOOLLY_PRETOK_TEKKEN);
+    t->bpe_whole_piece_first = bos_by_default;
+    t->add_bos = spm || bos_by_default;
     t->add_eos = false;
     t->add_space_prefix = spm;
     if (get_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos, err) ||
