@@ -149,3 +149,29 @@ Test(cli_chat_shift, shifts_keep_the_system_prompt_and_the_chat_goes_on)
     free(out);
     free(err);
 }
+
+/* woolly run --context-shift generates past the context; until the first shift its text is the text of a
+ * run without it. */
+Test(cli_run_shift, generates_past_the_context)
+{
+    char args[8192], *out, *err, *out_plain, *err_plain;
+    const char *model = tu_data("models/stories260K.gguf");
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 200 -c 48 --temp 0 --context-shift", model);
+    cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
+    cr_expect(strstr(err, "generation    199 tokens") != NULL, "%s", err);
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 200 -c 48 --temp 0", model);
+    cr_expect_eq(tu_run_cli(args, &out_plain, &err_plain), 1, "stops when the context is full");
+    cr_expect(strstr(err_plain, "--context-shift") != NULL, "%s", err_plain);
+    const size_t n = strlen(out_plain);
+    cr_expect_gt(strlen(out), n + 100, "the shifted run goes on:\n%s", out);
+    cr_expect(n > 20 && !strncmp(out, out_plain, n), "the same text until the context is full:\n%s\n---\n%s", out,
+              out_plain);
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 20 -c 6 --context-shift --keep -1", model);
+    free(err);
+    cr_expect_eq(tu_run_cli(args, NULL, &err), 1, "a --keep that leaves no room is refused");
+    cr_expect(strstr(err, "--keep") != NULL, "%s", err);
+    free(out);
+    free(err);
+    free(out_plain);
+    free(err_plain);
+}
