@@ -153,6 +153,41 @@ Test(pretok_deepseek, ideographic_space)
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE2\x80\x9CHi\xE2\x80\x9D", "\xE2\x80\x9C", "Hi", "\xE2\x80\x9D");
 }
 
+/* Llama 3: letters take one character before them (not a digit or line break), digits go in threes,
+ * contractions in either case, a line break run ends at its last break. */
+Test(pretok_llama3, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "Hello world", "Hello", " world");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "1234567 x", "123", "456", "7", " x");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "I'M you'RE", "I", "'M", " you", "'RE");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "_under .NET", "_under", " .", "NET");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "a \n\n b", "a", " \n\n", " b");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "x!!\n\ny", "x", "!!\n\n", "y");
+    SPLIT(WOOLLY_PRETOK_QWEN2, "1234 ab", "1", "2", "3", "4", " ab");
+}
+
+/* Tekken and GPT-4o as llama.cpp runs them: a case change splits a word, but a letter outside ASCII
+ * counts as both cases; '~' is punctuation-like for them too. */
+Test(pretok_cased, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "HTTPServer iPhone", "HTTPServer", " i", "Phone");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "ABCdef ABC", "ABCdef", " ABC");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, " \xC3\x89" "COLE", " \xC3\x89", "COLE");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "a/b//\n", "a", "/b", "//\n");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "12", "1", "2");
+    SPLIT(WOOLLY_PRETOK_GPT4O, "1234 McDonald's", "123", "4", " Mc", "Donald's");
+}
+
+/* DeepSeek V3: digit groups and CJK/kana are cut out first; then ASCII punctuation takes the ASCII
+ * letters after it, and '~' matches nothing (llama.cpp's ASCII \p{S} lacks it), so it stands alone. */
+Test(pretok_deepseek_v3, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "abc12345", "abc", "123", "45");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, ".NET (x)", ".NET", " (", "x", ")");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "~ ~~", "~", " ", "~~");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "\xE4\xBD\xA0\xE5\xA5\xBD" "ab", "\xE4\xBD\xA0\xE5\xA5\xBD", "ab");
+}
+
 Test(pretok, names)
 {
     enum woolly_pretok p;
