@@ -512,3 +512,34 @@ Test(unicode, byte_level_mapping_is_a_bijection)
     cr_assert_eq(woolly_char_to_byte(0x20), -1);
     cr_assert_eq(woolly_char_to_byte(0x144), -1);
 }
+
+/* Any bytes (random ASCII, letters of both cases, digits, marks, CJK, spaces, '~', invalid UTF-8) are cut
+ * by every pre-tokenizer into non-empty pieces that tile the text. */
+Test(pretok, random_texts_are_tiled)
+{
+    static const char *const atoms[] = {"a", "Z", "1", " ", "  ", "\n", "\r\n", "~", "'s", "'LL", ".",
+                                        "\xC3\xA9", "\xC3\x89", "\xCC\x81", "\xE4\xBD\xA0", "\xE3\x81\x82",
+                                        "\xE3\x80\x80", "\xF0\x9F\xA6\x99", "\xFF", "\xC3", "\t", "\xC2\xB2"};
+    const size_t n_atoms = sizeof atoms / sizeof atoms[0];
+    tu_rng rng = {0x7e57c0de};
+    char text[512];
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t len = 0;
+        for (int k = (int)(tu_rand_u64(&rng) % 40); k > 0; k--) {
+            const char *a = atoms[tu_rand_u64(&rng) % n_atoms];
+            memcpy(text + len, a, strlen(a));
+            len += strlen(a);
+        }
+        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_V3; p++) {
+            uint32_t *b;
+            woolly_error err = {{0}};
+            int64_t n = woolly_pretok_split((enum woolly_pretok)p, text, len, &b, &err);
+            cr_assert(n >= 0, "%s", err.msg);
+            cr_assert_eq(b[0], 0);
+            cr_assert_eq(b[n], len);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_lt(b[i], b[i + 1], "%s: an empty piece", woolly_pretok_name((enum woolly_pretok)p));
+            free(b);
+        }
+    }
+}
