@@ -176,15 +176,16 @@ static void expect_real(const char *file, enum woolly_chat_family want_family, s
     char out[4096];
     const long n = woolly_chat_render(f, REAL_CONVERSATION + from, N_REAL - from, true, out, sizeof out);
     cr_assert(n >= 0 && n < (long)sizeof out, "%s: render gave %ld", file, n);
-    cr_expect_str_eq(out, want, "%s (%s) rendered\n[%s]\nexpected\n[%s]", file, woolly_chat_family_name(f), out,
-                     want);
+    cr_expect_str_eq(out, want, "%s (%s) rendered\n[%s]\nexpected\n[%s]", file, woolly_chat_family_name(f),
+                     out, want);
 }
 
 Test(chat_real, qwen2_5)
 {
-    expect_real("qwen2.5-instruct.jinja", WOOLLY_CHAT_QWEN2, 0,
-                "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>"
-                "assistant\n Hello. <|im_end|>\n<|im_start|>user\nName a color.<|im_end|>\n<|im_start|>assistant\n");
+    expect_real(
+        "qwen2.5-instruct.jinja", WOOLLY_CHAT_QWEN2, 0,
+        "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>"
+        "assistant\n Hello. <|im_end|>\n<|im_start|>user\nName a color.<|im_end|>\n<|im_start|>assistant\n");
     /* Without a system message the template adds its own. */
     expect_real("qwen2.5-instruct.jinja", WOOLLY_CHAT_QWEN2, 1,
                 "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -194,9 +195,10 @@ Test(chat_real, qwen2_5)
 
 Test(chat_real, qwen3)
 {
-    expect_real("qwen3.jinja", WOOLLY_CHAT_CHATML, 1,
-                "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello. <|im_end|>\n<|im_start|>user\n"
-                "Name a color.<|im_end|>\n<|im_start|>assistant\n");
+    expect_real(
+        "qwen3.jinja", WOOLLY_CHAT_CHATML, 1,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello. <|im_end|>\n<|im_start|>user\n"
+        "Name a color.<|im_end|>\n<|im_start|>assistant\n");
 }
 
 Test(chat_real, phi3_5)
@@ -217,8 +219,9 @@ Test(chat_real, gemma)
     /* Gemma 2's template refuses a system message; Gemma 3's folds it into the first user turn. */
     char out[1024];
     woolly_chat_render(WOOLLY_CHAT_GEMMA, REAL_CONVERSATION, N_REAL, true, out, sizeof out);
-    cr_expect_str_eq(out, "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
-                          "<end_of_turn>\n<start_of_turn>user\nName a color.<end_of_turn>\n<start_of_turn>model\n");
+    cr_expect_str_eq(
+        out, "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+             "<end_of_turn>\n<start_of_turn>user\nName a color.<end_of_turn>\n<start_of_turn>model\n");
 }
 
 Test(chat_real, mistral_nemo_v3_tekken)
@@ -233,8 +236,9 @@ Test(chat_real, mistral_small_v7)
 {
     /* With the conversation's own system prompt (without one, the template writes its built-in default
      * prompt, which Woolly does not: pass it with -s). */
-    expect_real("mistral-small-3.2-instruct-2506.jinja", WOOLLY_CHAT_MISTRAL_V7, 0,
-                "[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi[/INST] Hello. </s>[INST]Name a color.[/INST]");
+    expect_real(
+        "mistral-small-3.2-instruct-2506.jinja", WOOLLY_CHAT_MISTRAL_V7, 0,
+        "[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi[/INST] Hello. </s>[INST]Name a color.[/INST]");
 }
 
 Test(chat_real, mistral_v1_v3)
@@ -243,13 +247,15 @@ Test(chat_real, mistral_v1_v3)
                 " [INST] You are terse.\n\nHi [/INST]  Hello. </s> [INST] Name a color. [/INST]");
     expect_real("mistral-v3.jinja", WOOLLY_CHAT_MISTRAL_V3, 0,
                 "[INST] Hi[/INST] Hello.</s>[INST] You are terse.\n\nName a color.[/INST]");
-    expect_real("mistral-v3.jinja", WOOLLY_CHAT_MISTRAL_V3, 1, "[INST] Hi[/INST] Hello.</s>[INST] Name a color.[/INST]");
+    expect_real("mistral-v3.jinja", WOOLLY_CHAT_MISTRAL_V3, 1,
+                "[INST] Hi[/INST] Hello.</s>[INST] Name a color.[/INST]");
 }
 
 Test(chat_real, unknown_template_does_not_render)
 {
     char out[64] = "x";
-    cr_expect_eq(woolly_chat_render(WOOLLY_CHAT_UNKNOWN, REAL_CONVERSATION, N_REAL, true, out, sizeof out), -1);
+    cr_expect_eq(woolly_chat_render(WOOLLY_CHAT_UNKNOWN, REAL_CONVERSATION, N_REAL, true, out, sizeof out),
+                 -1);
     cr_expect_eq(woolly_chat_family_from_name("unknown"), -1);
     cr_expect_eq(woolly_chat_family_from_name("mistral-v3-tekken"), WOOLLY_CHAT_MISTRAL_V3_TEKKEN);
     cr_expect(strstr(woolly_chat_family_choices(), "gemma|phi3") != NULL, "%s", woolly_chat_family_choices());

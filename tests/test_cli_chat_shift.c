@@ -69,7 +69,8 @@ static int count(const char *s, const char *needle)
 
 Test(cli_chat_template, unknown_template_asks_for_chat_template)
 {
-    const char *model = with_template("unknown-tmpl.gguf", "{% for m in messages %}### {{ m.content }}{% endfor %}");
+    const char *model =
+        with_template("unknown-tmpl.gguf", "{% for m in messages %}### {{ m.content }}{% endfor %}");
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "chat -m %s -n 4 --temp 0", model);
     cr_assert_gt(run_with_stdin(args, "Hello\n", &out, &err), 0, "an unknown template must not be guessed");
@@ -89,10 +90,12 @@ Test(cli_chat_template, unknown_template_asks_for_chat_template)
 Test(cli_chat_template, new_families_recognized_from_the_model)
 {
     const char *tmpls[][2] = {
-        {"gemma", "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
-                  "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"},
-        {"phi3", "{% for message in messages %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
-                 "{{ '<|assistant|>\\n' }}"},
+        {"gemma",
+         "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
+         "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"},
+        {"phi3",
+         "{% for message in messages %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
+         "{{ '<|assistant|>\\n' }}"},
         {"mistral-v7", "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}"},
     };
     for (int i = 0; i < 3; i++) {
@@ -135,7 +138,8 @@ Test(cli_chat_shift, shifts_keep_the_system_prompt_and_the_chat_goes_on)
     int keep_first = -1;
     for (const char *p = err; (p = strstr(p, "[context shift: ")); p++) {
         int keep, gone, moved;
-        cr_assert_eq(sscanf(p, "[context shift: %d tokens kept, %d forgotten, %d moved]", &keep, &gone, &moved), 3);
+        cr_assert_eq(
+            sscanf(p, "[context shift: %d tokens kept, %d forgotten, %d moved]", &keep, &gone, &moved), 3);
         if (keep_first < 0)
             keep_first = keep;
         cr_expect_eq(keep, keep_first);
@@ -156,7 +160,8 @@ Test(cli_run_shift, generates_past_the_context)
 {
     char args[8192], *out, *err, *out_plain, *err_plain;
     const char *model = tu_data("models/stories260K.gguf");
-    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 200 -c 48 --temp 0 --context-shift", model);
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 200 -c 48 --temp 0 --context-shift",
+             model);
     cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
     cr_expect(strstr(err, "generation    199 tokens") != NULL, "%s", err);
     snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 200 -c 48 --temp 0", model);
@@ -164,9 +169,10 @@ Test(cli_run_shift, generates_past_the_context)
     cr_expect(strstr(err_plain, "--context-shift") != NULL, "%s", err_plain);
     const size_t n = strlen(out_plain);
     cr_expect_gt(strlen(out), n + 100, "the shifted run goes on:\n%s", out);
-    cr_expect(n > 20 && !strncmp(out, out_plain, n), "the same text until the context is full:\n%s\n---\n%s", out,
-              out_plain);
-    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 20 -c 6 --context-shift --keep -1", model);
+    cr_expect(n > 20 && !strncmp(out, out_plain, n), "the same text until the context is full:\n%s\n---\n%s",
+              out, out_plain);
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 20 -c 6 --context-shift --keep -1",
+             model);
     free(err);
     cr_expect_eq(tu_run_cli(args, NULL, &err), 1, "a --keep that leaves no room is refused");
     cr_expect(strstr(err, "--keep") != NULL, "%s", err);

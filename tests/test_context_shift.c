@@ -65,7 +65,8 @@ Test(context_shift, keeps_head_and_tail_and_matches_a_fresh_evaluation)
     cr_assert_eq(n, 40, "%s", woolly_last_error());
     cr_assert_eq(woolly_context_n_past(c), 40);
     cr_assert(memcmp(toks, before, n_keep * sizeof *toks) == 0, "the first n_keep tokens stay");
-    cr_assert(memcmp(toks + n_keep, before + n_keep + n_discard, (size_t)(60 - n_keep - n_discard) * sizeof *toks) == 0,
+    cr_assert(memcmp(toks + n_keep, before + n_keep + n_discard,
+                     (size_t)(60 - n_keep - n_discard) * sizeof *toks) == 0,
               "the tail moves down to n_keep");
     const float *after_shift = woolly_get_logits(c, -1);
     cr_assert(after_shift != NULL);

@@ -207,7 +207,8 @@ static const char *write_variant(const variant *v)
         train(&tr);
         gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
         gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tr.tok, (uint64_t)tr.n_tok);
-        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)tr.merge, (uint64_t)tr.n_merge);
+        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)tr.merge,
+                                (uint64_t)tr.n_merge);
         gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false);
     }
     if (v->pre)
@@ -268,7 +269,8 @@ static int check_variant(const variant *v)
         char gbuf[4096] = "";
         for (int64_t k = 0, o = 0; k < n_got && o < 4000; k++)
             o += snprintf(gbuf + o, sizeof gbuf - (size_t)o, " %d", got[k]);
-        cr_expect(same, "%s text %d '%.60s':\n  llama.cpp %s\n  woolly   %s", v->name, i, tx.str[i], line, gbuf);
+        cr_expect(same, "%s text %d '%.60s':\n  llama.cpp %s\n  woolly   %s", v->name, i, tx.str[i], line,
+                  gbuf);
         ok += same;
         free(want);
         line = nl ? nl + 1 : NULL;
@@ -281,23 +283,74 @@ static int check_variant(const variant *v)
     return ok;
 }
 
-Test(llamacpp_vectors, llama_bpe) { check_variant(&VARIANTS[0]); }
-Test(llamacpp_vectors, qwen2) { check_variant(&VARIANTS[1]); }
-Test(llamacpp_vectors, deepseek_r1_qwen) { check_variant(&VARIANTS[2]); }
-Test(llamacpp_vectors, deepseek_v3) { check_variant(&VARIANTS[3]); }
-Test(llamacpp_vectors, tekken) { check_variant(&VARIANTS[4]); }
-Test(llamacpp_vectors, gpt_4o) { check_variant(&VARIANTS[5]); }
-Test(llamacpp_vectors, smollm) { check_variant(&VARIANTS[6]); }
-Test(llamacpp_vectors, spm_phi3) { check_variant(&VARIANTS[7]); }
-Test(llamacpp_vectors, spm_gemma) { check_variant(&VARIANTS[8]); }
-Test(llamacpp_vectors, spm_llama) { check_variant(&VARIANTS[9]); }
-Test(llamacpp_vectors, trained_llama_bpe) { check_variant(&VARIANTS[10]); }
-Test(llamacpp_vectors, trained_qwen2) { check_variant(&VARIANTS[11]); }
-Test(llamacpp_vectors, trained_deepseek_v3) { check_variant(&VARIANTS[12]); }
-Test(llamacpp_vectors, trained_tekken) { check_variant(&VARIANTS[13]); }
-Test(llamacpp_vectors, trained_gpt_4o) { check_variant(&VARIANTS[14]); }
-Test(llamacpp_vectors, trained_smollm) { check_variant(&VARIANTS[15]); }
-Test(llamacpp_vectors, trained_gpt_2) { check_variant(&VARIANTS[16]); }
+Test(llamacpp_vectors, llama_bpe)
+{
+    check_variant(&VARIANTS[0]);
+}
+Test(llamacpp_vectors, qwen2)
+{
+    check_variant(&VARIANTS[1]);
+}
+Test(llamacpp_vectors, deepseek_r1_qwen)
+{
+    check_variant(&VARIANTS[2]);
+}
+Test(llamacpp_vectors, deepseek_v3)
+{
+    check_variant(&VARIANTS[3]);
+}
+Test(llamacpp_vectors, tekken)
+{
+    check_variant(&VARIANTS[4]);
+}
+Test(llamacpp_vectors, gpt_4o)
+{
+    check_variant(&VARIANTS[5]);
+}
+Test(llamacpp_vectors, smollm)
+{
+    check_variant(&VARIANTS[6]);
+}
+Test(llamacpp_vectors, spm_phi3)
+{
+    check_variant(&VARIANTS[7]);
+}
+Test(llamacpp_vectors, spm_gemma)
+{
+    check_variant(&VARIANTS[8]);
+}
+Test(llamacpp_vectors, spm_llama)
+{
+    check_variant(&VARIANTS[9]);
+}
+Test(llamacpp_vectors, trained_llama_bpe)
+{
+    check_variant(&VARIANTS[10]);
+}
+Test(llamacpp_vectors, trained_qwen2)
+{
+    check_variant(&VARIANTS[11]);
+}
+Test(llamacpp_vectors, trained_deepseek_v3)
+{
+    check_variant(&VARIANTS[12]);
+}
+Test(llamacpp_vectors, trained_tekken)
+{
+    check_variant(&VARIANTS[13]);
+}
+Test(llamacpp_vectors, trained_gpt_4o)
+{
+    check_variant(&VARIANTS[14]);
+}
+Test(llamacpp_vectors, trained_smollm)
+{
+    check_variant(&VARIANTS[15]);
+}
+Test(llamacpp_vectors, trained_gpt_2)
+{
+    check_variant(&VARIANTS[16]);
+}
 
 /* The defaults llama.cpp gives these names: Llama 3 and Tekken vocabularies add BOS when the file does
  * not say (here the GPT-2 file's BOS, <|endoftext|>), Qwen2's do not. */

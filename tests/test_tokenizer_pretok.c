@@ -172,7 +172,10 @@ Test(pretok_cased, cuts)
 {
     SPLIT(WOOLLY_PRETOK_TEKKEN, "HTTPServer iPhone", "HTTPServer", " i", "Phone");
     SPLIT(WOOLLY_PRETOK_TEKKEN, "ABCdef ABC", "ABCdef", " ABC");
-    SPLIT(WOOLLY_PRETOK_TEKKEN, " \xC3\x89" "COLE", " \xC3\x89", "COLE");
+    SPLIT(WOOLLY_PRETOK_TEKKEN,
+          " \xC3\x89"
+          "COLE",
+          " \xC3\x89", "COLE");
     SPLIT(WOOLLY_PRETOK_TEKKEN, "a/b//\n", "a", "/b", "//\n");
     SPLIT(WOOLLY_PRETOK_TEKKEN, "12", "1", "2");
     SPLIT(WOOLLY_PRETOK_GPT4O, "1234 McDonald's", "123", "4", " Mc", "Donald's");
@@ -185,7 +188,10 @@ Test(pretok_deepseek_v3, cuts)
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "abc12345", "abc", "123", "45");
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, ".NET (x)", ".NET", " (", "x", ")");
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "~ ~~", "~", " ", "~~");
-    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "\xE4\xBD\xA0\xE5\xA5\xBD" "ab", "\xE4\xBD\xA0\xE5\xA5\xBD", "ab");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3,
+          "\xE4\xBD\xA0\xE5\xA5\xBD"
+          "ab",
+          "\xE4\xBD\xA0\xE5\xA5\xBD", "ab");
 }
 
 Test(pretok, names)
@@ -517,9 +523,28 @@ Test(unicode, byte_level_mapping_is_a_bijection)
  * by every pre-tokenizer into non-empty pieces that tile the text. */
 Test(pretok, random_texts_are_tiled)
 {
-    static const char *const atoms[] = {"a", "Z", "1", " ", "  ", "\n", "\r\n", "~", "'s", "'LL", ".",
-                                        "\xC3\xA9", "\xC3\x89", "\xCC\x81", "\xE4\xBD\xA0", "\xE3\x81\x82",
-                                        "\xE3\x80\x80", "\xF0\x9F\xA6\x99", "\xFF", "\xC3", "\t", "\xC2\xB2"};
+    static const char *const atoms[] = {"a",
+                                        "Z",
+                                        "1",
+                                        " ",
+                                        "  ",
+                                        "\n",
+                                        "\r\n",
+                                        "~",
+                                        "'s",
+                                        "'LL",
+                                        ".",
+                                        "\xC3\xA9",
+                                        "\xC3\x89",
+                                        "\xCC\x81",
+                                        "\xE4\xBD\xA0",
+                                        "\xE3\x81\x82",
+                                        "\xE3\x80\x80",
+                                        "\xF0\x9F\xA6\x99",
+                                        "\xFF",
+                                        "\xC3",
+                                        "\t",
+                                        "\xC2\xB2"};
     const size_t n_atoms = sizeof atoms / sizeof atoms[0];
     tu_rng rng = {0x7e57c0de};
     char text[512];

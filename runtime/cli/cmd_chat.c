@@ -100,8 +100,8 @@ static char *render(enum woolly_chat_family fam, const chat_state *s)
  * conversation's start: the system message (with BOS and whatever the template puts before it), or,
  * where the template writes the system prompt into the first user turn (Gemma), that turn too. Without a
  * system message: the BOS the template or the vocabulary puts first. */
-static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_chat_family fam, const chat_state *s,
-                          bool add_bos, const woolly_token *hist, int32_t n_hist)
+static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_chat_family fam,
+                          const chat_state *s, bool add_bos, const woolly_token *hist, int32_t n_hist)
 {
     const bool has_system = s->n > 0 && !strcmp(s->msgs[0].role, "system");
     int32_t keep = 0, keep_none = 0;
@@ -133,7 +133,8 @@ static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_ch
  * (trimmed, as some templates trim it); what follows it there (the turn's closing markup) and the new
  * turn are the added text. (size_t)-1 if the template does not render turn by turn (Mistral v3 moves
  * the system prompt to the last instruction). */
-static size_t added_text_start(enum woolly_chat_family fam, const chat_state *s, const char *prev, const char *full)
+static size_t added_text_start(enum woolly_chat_family fam, const chat_state *s, const char *prev,
+                               const char *full)
 {
     if (s->n < 2)
         return (size_t)-1;
@@ -169,8 +170,9 @@ static int32_t shift(const char *cmd, woolly_context *c, woolly_token *hist, int
     if (n_discard < need)
         n_discard = need;
     if (n_discard < 1 || n_discard > n_hist - n_keep) {
-        fprintf(stderr, "\nwoolly %s: the context is too small to shift: %d tokens are kept (the system prompt), "
-                        "%d more are needed (raise --ctx-size)\n",
+        fprintf(stderr,
+                "\nwoolly %s: the context is too small to shift: %d tokens are kept (the system prompt), "
+                "%d more are needed (raise --ctx-size)\n",
                 cmd, n_keep, need);
         return -1;
     }
@@ -294,7 +296,8 @@ int woolly_cmd_chat(int argc, char **argv)
             if (!ctx_shift || !prev_prompt) {
                 if (ids)
                     fprintf(stderr,
-                            "woolly %s: the conversation has %d tokens, the context only %d (raise --ctx-size%s)\n",
+                            "woolly %s: the conversation has %d tokens, the context only %d (raise "
+                            "--ctx-size%s)\n",
                             cmd, n_ids, n_ctx, ctx_shift ? "" : ", or let --context-shift forget old turns");
                 goto done;
             }
@@ -385,7 +388,6 @@ int woolly_cmd_chat(int argc, char **argv)
         fflush(stdout);
         if (add_msg(&chat, "assistant", reply.p ? reply.p : "", reply.len))
             goto oom;
-
     }
     status = 0;
     goto done;

@@ -52,14 +52,16 @@ int woolly_cmd_run(int argc, char **argv)
                            "tokens to generate at most (default 128)", NULL});
     cli_add(&t, (cli_flag){NULL, "--ignore-eos", CLI_BOOL, &ignore_eos, 0, 0, NULL,
                            "keep generating past end-of-generation tokens", NULL});
-    cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
-                           "when the context is full, forget the oldest half of the generated text (after --keep) "
-                           "and go on instead of stopping",
-                           NULL});
-    cli_add(&t, (cli_flag){NULL, "--keep", CLI_INT, &n_keep_opt, -1, 1 << 30, "N",
-                           "with --context-shift: prompt tokens always kept, after BOS (default 0; -1: the whole "
-                           "prompt)",
-                           NULL});
+    cli_add(&t, (cli_flag){
+                    NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
+                    "when the context is full, forget the oldest half of the generated text (after --keep) "
+                    "and go on instead of stopping",
+                    NULL});
+    cli_add(&t,
+            (cli_flag){NULL, "--keep", CLI_INT, &n_keep_opt, -1, 1 << 30, "N",
+                       "with --context-shift: prompt tokens always kept, after BOS (default 0; -1: the whole "
+                       "prompt)",
+                       NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
     const int st = cli_parse(&t, argc, argv);
@@ -104,8 +106,8 @@ int woolly_cmd_run(int argc, char **argv)
     const int32_t bos = n_prompt > 0 && woolly_model_adds_bos(m) && ids[0] == woolly_token_bos(m) ? 1 : 0;
     int32_t n_keep = n_keep_opt < 0 || bos + n_keep_opt > n_prompt ? n_prompt : bos + n_keep_opt;
     if (ctx_shift && n_keep >= n_ctx - 1) {
-        fprintf(stderr, "woolly %s: --keep keeps %d tokens, which leaves no room in a context of %d\n", cmd, n_keep,
-                n_ctx);
+        fprintf(stderr, "woolly %s: --keep keeps %d tokens, which leaves no room in a context of %d\n", cmd,
+                n_keep, n_ctx);
         goto done;
     }
     size_t cap;

@@ -3,8 +3,18 @@
 #include <string.h>
 
 static const char *const FAMILY_NAMES[] = {
-    "plain", "granite",    "llama3",     "chatml",            "llama2",     "qwen2",
-    "gemma", "phi3",       "mistral-v1", "mistral-v3",        "mistral-v3-tekken", "mistral-v7",
+    "plain",
+    "granite",
+    "llama3",
+    "chatml",
+    "llama2",
+    "qwen2",
+    "gemma",
+    "phi3",
+    "mistral-v1",
+    "mistral-v3",
+    "mistral-v3-tekken",
+    "mistral-v7",
     "unknown",
 };
 enum { N_FAMILIES = sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0] };
@@ -46,7 +56,8 @@ enum woolly_chat_family woolly_chat_detect(const char *tmpl, size_t len)
         if (HAS("' [INST] ' + system_message"))
             return WOOLLY_CHAT_MISTRAL_V1;
         if (HAS("[AVAILABLE_TOOLS]"))
-            return HAS("\"[INST]\"") || HAS("'[INST]'") ? WOOLLY_CHAT_MISTRAL_V3_TEKKEN : WOOLLY_CHAT_MISTRAL_V3;
+            return HAS("\"[INST]\"") || HAS("'[INST]'") ? WOOLLY_CHAT_MISTRAL_V3_TEKKEN
+                                                        : WOOLLY_CHAT_MISTRAL_V3;
         return WOOLLY_CHAT_LLAMA2;
     }
 #undef HAS

@@ -13,8 +13,7 @@
 #include "context.h"
 
 /* Sets woolly_last_error and evaluates to -1. */
-#define SHIFT_FAIL(...)                                                                                      \
-    (woolly_fail(&err, __VA_ARGS__), woolly_set_last_error(&err), -1)
+#define SHIFT_FAIL(...) (woolly_fail(&err, __VA_ARGS__), woolly_set_last_error(&err), -1)
 
 int32_t woolly_seq_shift(woolly_context *c, int32_t seq_id, woolly_token *tokens, int32_t n, int32_t n_keep,
                          int32_t n_discard)
@@ -53,7 +52,8 @@ int32_t woolly_seq_shift(woolly_context *c, int32_t seq_id, woolly_token *tokens
     return rc ? -1 : n_keep + tail;
 }
 
-int32_t woolly_context_shift(woolly_context *c, woolly_token *tokens, int32_t n, int32_t n_keep, int32_t n_discard)
+int32_t woolly_context_shift(woolly_context *c, woolly_token *tokens, int32_t n, int32_t n_keep,
+                             int32_t n_discard)
 {
     return woolly_seq_shift(c, 0, tokens, n, n_keep, n_discard);
 }

@@ -276,7 +276,8 @@ static int phi3_rstrip(woolly_tokenizer *t, const gguf_file *g, woolly_error *er
     for (int32_t id = 0; id < t->n_vocab; id++) {
         uint8_t ty = t->type[id];
         const char *s = t->text + t->text_off[id];
-        bool special = ty == WOOLLY_TOKEN_CONTROL || ty == WOOLLY_TOKEN_USER_DEFINED || ty == WOOLLY_TOKEN_UNKNOWN;
+        bool special =
+            ty == WOOLLY_TOKEN_CONTROL || ty == WOOLLY_TOKEN_USER_DEFINED || ty == WOOLLY_TOKEN_UNKNOWN;
         t->rstrip[id] = (special || !strcmp(s, "</s>")) && strcmp(s, "<unk>") && strcmp(s, "<s>") &&
                         strcmp(s, "<|endoftext|>");
     }
@@ -306,8 +307,9 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
         gguf_str pre;
         if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, &e2)) {
             if (woolly_pretok_lookup(pre.ptr, pre.len, &t->pre))
-                return woolly_fail(err, "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: %s",
-                                   (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, woolly_pretok_supported());
+                return woolly_fail(
+                    err, "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: %s",
+                    (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, woolly_pretok_supported());
         } else if (e2.msg[0]) {
             return woolly_fail(err, "tokenizer: %s", e2.msg);
         }
@@ -351,7 +353,8 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
     /* llama.cpp's defaults when the file has no add_bos_token key: SentencePiece and the BPE
      * vocabularies of Llama 3 and Tekken add BOS. Those two also take a whole pre-tokenized piece that
      * is a token as it is, before any merge ("ignore_merges"). */
-    bool bos_by_default = t->model == WOOLLY_TOK_BPE && (t->pre == WOOLLY_PRETOK_LLAMA3 || t->pre == WOOLLY_PRETOK_TEKKEN);
+    bool bos_by_default =
+        t->model == WOOLLY_TOK_BPE && (t->pre == WOOLLY_PRETOK_LLAMA3 || t->pre == WOOLLY_PRETOK_TEKKEN);
     t->bpe_whole_piece_first = bos_by_default;
     t->add_bos = spm || bos_by_default;
     t->add_eos = false;

@@ -32,10 +32,10 @@ enum woolly_pretok {
     WOOLLY_PRETOK_GPT2,
     WOOLLY_PRETOK_STARCODER,
     WOOLLY_PRETOK_DEEPSEEK_LLM,
-    WOOLLY_PRETOK_LLAMA3,      /* llama-bpe (Llama 3.x) */
-    WOOLLY_PRETOK_QWEN2,       /* qwen2, deepseek-r1-qwen */
-    WOOLLY_PRETOK_TEKKEN,      /* Mistral Nemo/Small */
-    WOOLLY_PRETOK_GPT4O,       /* Phi-4-mini */
+    WOOLLY_PRETOK_LLAMA3, /* llama-bpe (Llama 3.x) */
+    WOOLLY_PRETOK_QWEN2,  /* qwen2, deepseek-r1-qwen */
+    WOOLLY_PRETOK_TEKKEN, /* Mistral Nemo/Small */
+    WOOLLY_PRETOK_GPT4O,  /* Phi-4-mini */
     WOOLLY_PRETOK_DEEPSEEK_V3,
 };
 

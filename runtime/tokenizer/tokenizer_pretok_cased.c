@@ -169,7 +169,8 @@ uint32_t pretok_match_deepseek_v3(const text_cps *t, uint32_t p, uint32_t e)
     }
     /* [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ */
     uint32_t s = p;
-    if (!is_crlf(c) && !is_letter(t, p) && !is_punct_or_symbol(t, p) && p + 1 < e && is_letter_or_mark(t, p + 1))
+    if (!is_crlf(c) && !is_letter(t, p) && !is_punct_or_symbol(t, p) && p + 1 < e &&
+        is_letter_or_mark(t, p + 1))
         s = p + 1;
     if (is_letter_or_mark(t, s)) {
         while (s < e && is_letter_or_mark(t, s))

@@ -54,7 +54,8 @@ static uint32_t match_llama3_like(const text_cps *t, uint32_t p, uint32_t e, uin
     uint32_t c = t->cp[p];
     uint8_t f = t->fl[p];
     /* [^\r\n\p{L}\p{N}]?\p{L}+ */
-    if (!is_crlf(c) && !(f & UCD_NUMBER) && ((f & UCD_LETTER) || (p + 1 < e && (t->fl[p + 1] & UCD_LETTER)))) {
+    if (!is_crlf(c) && !(f & UCD_NUMBER) &&
+        ((f & UCD_LETTER) || (p + 1 < e && (t->fl[p + 1] & UCD_LETTER)))) {
         q = p + 1;
         while (q < e && (t->fl[q] & UCD_LETTER))
             q++;
