@@ -211,6 +211,27 @@ Test(chat_real, phi3_5)
                 "<|assistant|>\n");
 }
 
+/* Phi-4-mini's template as published writes no line break after the role tags. */
+static const char PHI4_MINI_TMPL[] =
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+    "message['tools'] "
+    "is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + "
+    "'<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% "
+    "endif "
+    "%}";
+
+Test(chat_real, phi4_mini)
+{
+    enum woolly_chat_family f = woolly_chat_detect(PHI4_MINI_TMPL, strlen(PHI4_MINI_TMPL));
+    cr_assert_eq(f, WOOLLY_CHAT_PHI4_MINI, "detected %s", woolly_chat_family_name(f));
+    char out[1024];
+    woolly_chat_render(f, REAL_CONVERSATION, N_REAL, true, out, sizeof out);
+    cr_expect_str_eq(out,
+                     "<|system|>You are terse.<|end|><|user|>Hi<|end|><|assistant|> Hello. <|end|><|user|>"
+                     "Name a color.<|end|><|assistant|>");
+}
+
 Test(chat_real, gemma)
 {
     expect_real("gemma-2-it.jinja", WOOLLY_CHAT_GEMMA, 1,

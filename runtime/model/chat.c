@@ -15,6 +15,7 @@ static const char *const FAMILY_NAMES[] = {
     "mistral-v3",
     "mistral-v3-tekken",
     "mistral-v7",
+    "phi4-mini",
     "unknown",
 };
 enum { N_FAMILIES = sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0] };
@@ -48,8 +49,8 @@ enum woolly_chat_family woolly_chat_detect(const char *tmpl, size_t len)
     }
     if (HAS("<start_of_turn>"))
         return WOOLLY_CHAT_GEMMA;
-    if (HAS("<|assistant|>") && HAS("<|end|>"))
-        return WOOLLY_CHAT_PHI3;
+    if (HAS("<|assistant|>") && HAS("<|end|>")) /* Phi-4-mini writes the role tags without a line break */
+        return HAS("'|>' + message['content']") ? WOOLLY_CHAT_PHI4_MINI : WOOLLY_CHAT_PHI3;
     if (HAS("[INST]")) {
         if (HAS("[SYSTEM_PROMPT]"))
             return WOOLLY_CHAT_MISTRAL_V7;
@@ -280,6 +281,12 @@ long woolly_chat_render(enum woolly_chat_family f, const woolly_chat_msg *m, siz
                 turn(&s, "<|", &m[i], "|>\n", "<|end|>\n");
         if (add_assistant)
             put(&s, "<|assistant|>\n");
+        break;
+    case WOOLLY_CHAT_PHI4_MINI:
+        for (size_t i = 0; i < n; i++)
+            turn(&s, "<|", &m[i], "|>", "<|end|>");
+        if (add_assistant)
+            put(&s, "<|assistant|>");
         break;
     case WOOLLY_CHAT_MISTRAL_V1:
     case WOOLLY_CHAT_MISTRAL_V3:

@@ -12,6 +12,7 @@
  *   gemma    <start_of_turn>user\nsystem\n\nHi<end_of_turn>\n<start_of_turn>model\n  (the system prompt
  *            opens the first user turn, as Gemma 3's template writes it; contents trimmed)
  *   phi3     <|system|>\nsys<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n
+ *   phi4-mini  <|system|>sys<|end|><|user|>Hi<|end|><|assistant|>   (Phi-4-mini: no line breaks)
  *   mistral-v1         [INST] sys\n\nHi [/INST] Hello</s> [INST] Again [/INST]   (system: first turn)
  *   mistral-v3         [INST] Hi[/INST] Hello</s>[INST] sys\n\nAgain[/INST]       (system: last turn)
  *   mistral-v3-tekken  [INST]Hi[/INST]Hello</s>[INST]sys\n\nAgain[/INST]         (Mistral Nemo)
@@ -42,6 +43,7 @@ enum woolly_chat_family {
     WOOLLY_CHAT_MISTRAL_V3,
     WOOLLY_CHAT_MISTRAL_V3_TEKKEN,
     WOOLLY_CHAT_MISTRAL_V7,
+    WOOLLY_CHAT_PHI4_MINI,
     WOOLLY_CHAT_UNKNOWN,
 };
 
