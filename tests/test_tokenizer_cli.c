@@ -167,16 +167,16 @@ Test(cli_errors, unknown_pre_tokenizer)
     const char *toks[] = {"a", "b", "ab"};
     const char *merges[] = {"a b"};
     gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
+    gguf_writer_set_str(w, "tokenizer.ggml.pre", "chameleon");
     gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 3);
     gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
     cr_assert_eq(gguf_writer_write_header(w, &e), 0, "%s", e.msg);
     cr_assert_eq(gguf_writer_close(w, &e), 0, "%s", e.msg);
     char args[8192];
     snprintf(args, sizeof args, "tokenize -m %s ab", path);
-    expect_failure(args, "'qwen2'");
+    expect_failure(args, "'chameleon'");
     snprintf(args, sizeof args, "detokenize -m %s 0", path);
-    expect_failure(args, "'qwen2'");
+    expect_failure(args, "'chameleon'");
 
     /* A file with no tokenizer at all. */
     w = gguf_writer_open(path, &e);

@@ -153,6 +153,47 @@ Test(pretok_deepseek, ideographic_space)
     SPLIT(WOOLLY_PRETOK_DEEPSEEK_LLM, "\xE2\x80\x9CHi\xE2\x80\x9D", "\xE2\x80\x9C", "Hi", "\xE2\x80\x9D");
 }
 
+/* Llama 3: letters take one character before them (not a digit or line break), digits go in threes,
+ * contractions in either case, a line break run ends at its last break. */
+Test(pretok_llama3, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "Hello world", "Hello", " world");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "1234567 x", "123", "456", "7", " x");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "I'M you'RE", "I", "'M", " you", "'RE");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "_under .NET", "_under", " .", "NET");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "a \n\n b", "a", " \n\n", " b");
+    SPLIT(WOOLLY_PRETOK_LLAMA3, "x!!\n\ny", "x", "!!\n\n", "y");
+    SPLIT(WOOLLY_PRETOK_QWEN2, "1234 ab", "1", "2", "3", "4", " ab");
+}
+
+/* Tekken and GPT-4o as llama.cpp runs them: a case change splits a word, but a letter outside ASCII
+ * counts as both cases; '~' is punctuation-like for them too. */
+Test(pretok_cased, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "HTTPServer iPhone", "HTTPServer", " i", "Phone");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "ABCdef ABC", "ABCdef", " ABC");
+    SPLIT(WOOLLY_PRETOK_TEKKEN,
+          " \xC3\x89"
+          "COLE",
+          " \xC3\x89", "COLE");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "a/b//\n", "a", "/b", "//\n");
+    SPLIT(WOOLLY_PRETOK_TEKKEN, "12", "1", "2");
+    SPLIT(WOOLLY_PRETOK_GPT4O, "1234 McDonald's", "123", "4", " Mc", "Donald's");
+}
+
+/* DeepSeek V3: digit groups and CJK/kana are cut out first; then ASCII punctuation takes the ASCII
+ * letters after it, and '~' matches nothing (llama.cpp's ASCII \p{S} lacks it), so it stands alone. */
+Test(pretok_deepseek_v3, cuts)
+{
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "abc12345", "abc", "123", "45");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, ".NET (x)", ".NET", " (", "x", ")");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3, "~ ~~", "~", " ", "~~");
+    SPLIT(WOOLLY_PRETOK_DEEPSEEK_V3,
+          "\xE4\xBD\xA0\xE5\xA5\xBD"
+          "ab",
+          "\xE4\xBD\xA0\xE5\xA5\xBD", "ab");
+}
+
 Test(pretok, names)
 {
     enum woolly_pretok p;
@@ -164,7 +205,19 @@ Test(pretok, names)
     cr_assert_eq(p, WOOLLY_PRETOK_STARCODER);
     cr_assert_eq(woolly_pretok_lookup("deepseek-llm", 12, &p), 0);
     cr_assert_eq(p, WOOLLY_PRETOK_DEEPSEEK_LLM);
-    cr_assert_eq(woolly_pretok_lookup("llama3", 6, &p), -1);
+    cr_assert_eq(woolly_pretok_lookup("llama-bpe", 9, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_LLAMA3);
+    cr_assert_eq(woolly_pretok_lookup("deepseek-r1-qwen", 16, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_QWEN2);
+    cr_assert_eq(woolly_pretok_lookup("smollm", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_STARCODER);
+    cr_assert_eq(woolly_pretok_lookup("tekken", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_TEKKEN);
+    cr_assert_eq(woolly_pretok_lookup("gpt-4o", 6, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_GPT4O);
+    cr_assert_eq(woolly_pretok_lookup("deepseek-v3", 11, &p), 0);
+    cr_assert_eq(p, WOOLLY_PRETOK_DEEPSEEK_V3);
+    cr_assert_eq(woolly_pretok_lookup("chameleon", 9, &p), -1);
     cr_assert_eq(woolly_pretok_lookup("gpt-2x", 6, &p), -1);
     cr_assert_eq(woolly_pretok_lookup("deepseek", 8, &p), -1);
 }
@@ -175,10 +228,10 @@ Test(pretok, long_runs_are_linear)
     size_t n = 100000;
     char *s = malloc(n);
     cr_assert(s != NULL);
-    const char fills[] = {'a', ' ', '1', '!', '\n'};
+    const char fills[] = {'a', 'A', ' ', '1', '!', '~', '\n'};
     for (size_t f = 0; f < sizeof fills; f++) {
         memset(s, fills[f], n);
-        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_LLM; p++) {
+        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_V3; p++) {
             uint32_t *b;
             woolly_error err = {{0}};
             int64_t k = woolly_pretok_split((enum woolly_pretok)p, s, n, &b, &err);
@@ -356,9 +409,9 @@ Test(deepseek_vocab, special_token_only_when_asked)
 Test(deepseek_vocab, unknown_pre_is_an_error)
 {
     woolly_error err = {{0}};
-    woolly_tokenizer *t = woolly_tokenizer_open_file(write_vocab("llama3.gguf", "llama3"), &err);
+    woolly_tokenizer *t = woolly_tokenizer_open_file(write_vocab("chameleon.gguf", "chameleon"), &err);
     cr_assert_null(t);
-    cr_assert(strstr(err.msg, "'llama3'") && strstr(err.msg, "pre-tokenizer"), "message: %s", err.msg);
+    cr_assert(strstr(err.msg, "'chameleon'") && strstr(err.msg, "pre-tokenizer"), "message: %s", err.msg);
 }
 
 /* ---- The generated Unicode tables ---- */
@@ -464,4 +517,54 @@ Test(unicode, byte_level_mapping_is_a_bijection)
     cr_assert_eq(woolly_byte_to_char('\n'), 0x10A); /* Ċ */
     cr_assert_eq(woolly_char_to_byte(0x20), -1);
     cr_assert_eq(woolly_char_to_byte(0x144), -1);
+}
+
+/* Any bytes (random ASCII, letters of both cases, digits, marks, CJK, spaces, '~', invalid UTF-8) are cut
+ * by every pre-tokenizer into non-empty pieces that tile the text. */
+Test(pretok, random_texts_are_tiled)
+{
+    static const char *const atoms[] = {"a",
+                                        "Z",
+                                        "1",
+                                        " ",
+                                        "  ",
+                                        "\n",
+                                        "\r\n",
+                                        "~",
+                                        "'s",
+                                        "'LL",
+                                        ".",
+                                        "\xC3\xA9",
+                                        "\xC3\x89",
+                                        "\xCC\x81",
+                                        "\xE4\xBD\xA0",
+                                        "\xE3\x81\x82",
+                                        "\xE3\x80\x80",
+                                        "\xF0\x9F\xA6\x99",
+                                        "\xFF",
+                                        "\xC3",
+                                        "\t",
+                                        "\xC2\xB2"};
+    const size_t n_atoms = sizeof atoms / sizeof atoms[0];
+    tu_rng rng = {0x7e57c0de};
+    char text[512];
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t len = 0;
+        for (int k = (int)(tu_rand_u64(&rng) % 40); k > 0; k--) {
+            const char *a = atoms[tu_rand_u64(&rng) % n_atoms];
+            memcpy(text + len, a, strlen(a));
+            len += strlen(a);
+        }
+        for (int p = WOOLLY_PRETOK_GPT2; p <= WOOLLY_PRETOK_DEEPSEEK_V3; p++) {
+            uint32_t *b;
+            woolly_error err = {{0}};
+            int64_t n = woolly_pretok_split((enum woolly_pretok)p, text, len, &b, &err);
+            cr_assert(n >= 0, "%s", err.msg);
+            cr_assert_eq(b[0], 0);
+            cr_assert_eq(b[n], len);
+            for (int64_t i = 0; i < n; i++)
+                cr_assert_lt(b[i], b[i + 1], "%s: an empty piece", woolly_pretok_name((enum woolly_pretok)p));
+            free(b);
+        }
+    }
 }

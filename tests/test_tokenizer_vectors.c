@@ -304,3 +304,20 @@ Test(refs, stories260k_greedy_text)
     free(text);
     woolly_tokenizer_close(t);
 }
+
+/* The synthetic models of the new families: their refs' token ids (llama.cpp's) from the text the README
+ * gives, through each file's own tokenizer: BPE 5000 with the qwen2 pre-tokenizer (refact for
+ * granitemoe), SPM 4000 with BOS (Phi-3's with its markup tokens). */
+#define SYNTH_TEXT                                                                                           \
+    "The quick brown fox jumps over the lazy dog. Once upon a time, in a small village by the sea, there "   \
+    "lived an old fisherman who told the children stories about the stars, the wind and the long winter "    \
+    "nights, and they listened until the fire went out."
+
+Test(refs, synthetic_families)
+{
+    const char *models[] = {"tiny-qwen2-f16",    "tiny-qwen3-f16",      "tiny-qwen3-q4_k_m",
+                            "tiny-qwen3moe-f16", "tiny-granitemoe-f16", "tiny-gemma3-f16",
+                            "tiny-phi3-f16",     "tiny-mixtral-f16"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        check_ref(models[i], SYNTH_TEXT);
+}

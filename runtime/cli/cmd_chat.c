@@ -1,7 +1,12 @@
 /* woolly chat: an interactive conversation on stdin/stdout. Each user line is added to the
  * conversation, which is rendered with the model's chat template (chat.h) and tokenized; only the
  * tokens after the longest prefix already in the KV cache are evaluated, so earlier turns are not
- * recomputed. `/exit` or end of input ends the chat. */
+ * recomputed. `/exit` or end of input ends the chat.
+ *
+ * With --context-shift a full context does not end the chat: the oldest turns' tokens after the system
+ * prompt are forgotten (half of what follows it, as llama.cpp does) and the conversation goes on
+ * (woolly_context_shift). From then on the cache no longer holds the whole rendered conversation, so
+ * each new turn is evaluated as the text its rendering adds to what the cache stands for. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,15 +80,109 @@ static int append(text *t, const char *s, size_t n)
     return 0;
 }
 
-static char *render(enum woolly_chat_family fam, const chat_state *s)
+static char *render_n(enum woolly_chat_family fam, const chat_state *s, size_t n_msgs, bool add_assistant)
 {
-    const long n = woolly_chat_render(fam, s->msgs, s->n, true, NULL, 0);
+    const long n = woolly_chat_render(fam, s->msgs, n_msgs, add_assistant, NULL, 0);
     if (n < 0)
         return NULL;
     char *out = malloc((size_t)n + 1);
     if (out)
-        woolly_chat_render(fam, s->msgs, s->n, true, out, (size_t)n + 1);
+        woolly_chat_render(fam, s->msgs, n_msgs, add_assistant, out, (size_t)n + 1);
     return out;
+}
+
+static char *render(enum woolly_chat_family fam, const chat_state *s)
+{
+    return render_n(fam, s, s->n, true);
+}
+
+/* The tokens a context shift keeps: the longest common prefix of the cache and the rendering of the
+ * conversation's start: the system message (with BOS and whatever the template puts before it), or,
+ * where the template writes the system prompt into the first user turn (Gemma), that turn too. Without a
+ * system message: the BOS the template or the vocabulary puts first. */
+static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_chat_family fam,
+                          const chat_state *s, bool add_bos, const woolly_token *hist, int32_t n_hist)
+{
+    const bool has_system = s->n > 0 && !strcmp(s->msgs[0].role, "system");
+    int32_t keep = 0, keep_none = 0;
+    for (size_t k = 0; k <= (has_system ? 2u : 0u) && k <= s->n; k++) {
+        char *text = render_n(fam, s, k, false);
+        int32_t n_ids = 0;
+        woolly_token *ids = text ? cli_tokenize(cmd, m, text, add_bos, &n_ids) : NULL;
+        free(text);
+        if (!ids)
+            return keep;
+        int32_t l = 0;
+        while (l < n_ids && l < n_hist && ids[l] == hist[l])
+            l++;
+        free(ids);
+        if (k == 0)
+            keep_none = l;
+        keep = l;
+        if (k == 1 && keep > keep_none)
+            break; /* the system message shows on its own */
+        if (k == 0 && !has_system)
+            break;
+    }
+    return keep;
+}
+
+/* Where the text this turn adds begins in its rendering `full`, once the cache no longer holds the whole
+ * conversation: the cache holds (the end of) the previous turn's rendering `prev` and the reply's
+ * tokens, as generated. The reply shows in the rendering of the conversation up to it, after `prev`
+ * (trimmed, as some templates trim it); what follows it there (the turn's closing markup) and the new
+ * turn are the added text. (size_t)-1 if the template does not render turn by turn (Mistral v3 moves
+ * the system prompt to the last instruction). */
+static size_t added_text_start(enum woolly_chat_family fam, const chat_state *s, const char *prev,
+                               const char *full)
+{
+    if (s->n < 2)
+        return (size_t)-1;
+    char *upto = render_n(fam, s, s->n - 1, false); /* up to and with the reply */
+    if (!upto)
+        return (size_t)-1;
+    const size_t lp = strlen(prev), lu = strlen(upto);
+    size_t at = (size_t)-1;
+    if (!strncmp(upto, prev, lp) && !strncmp(full, upto, lu)) {
+        const char *reply = s->msgs[s->n - 2].content, *ws = " \t\n\r\v\f";
+        while (*reply && strchr(ws, *reply))
+            reply++;
+        size_t rl = strlen(reply);
+        while (rl > 0 && strchr(ws, reply[rl - 1]))
+            rl--;
+        at = lp;
+        for (size_t i = lp; rl > 0 && i + rl <= lu; i++)
+            if (!strncmp(upto + i, reply, rl)) {
+                at = i + rl;
+                break;
+            }
+    }
+    free(upto);
+    return at;
+}
+
+/* Forgets half of what follows n_keep (at least `need` tokens) so that the cache has room. Returns the
+ * new length, or -1 (message printed). */
+static int32_t shift(const char *cmd, woolly_context *c, woolly_token *hist, int32_t n_hist, int32_t n_keep,
+                     int32_t need, bool verbose)
+{
+    int32_t n_discard = (n_hist - n_keep) / 2;
+    if (n_discard < need)
+        n_discard = need;
+    if (n_discard < 1 || n_discard > n_hist - n_keep) {
+        fprintf(stderr,
+                "\nwoolly %s: the context is too small to shift: %d tokens are kept (the system prompt), "
+                "%d more are needed (raise --ctx-size)\n",
+                cmd, n_keep, need);
+        return -1;
+    }
+    const int32_t n = woolly_context_shift(c, hist, n_hist, n_keep, n_discard);
+    if (n < 0)
+        cli_api_error(cmd);
+    else if (verbose)
+        fprintf(stderr, "\n[context shift: %d tokens kept, %d forgotten, %d moved]\n", n_keep, n_discard,
+                n - n_keep);
+    return n;
 }
 
 int woolly_cmd_chat(int argc, char **argv)
@@ -91,15 +190,19 @@ int woolly_cmd_chat(int argc, char **argv)
     const char *cmd = argv[0];
     const char *model_path = NULL, *system = NULL, *tmpl_name = NULL;
     int32_t n_predict = 1024;
-    bool verbose = false;
+    bool verbose = false, ctx_shift = false;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
     cli_table t = {.synopsis = "-m MODEL [options]   (then type; /exit or end of input quits)"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0,
-                           "granite|llama3|chatml|llama2|plain",
-                           "the prompt format (default: recognized from the model)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, woolly_chat_family_choices(),
+                           "the prompt format (default: recognized from the model's tokenizer.chat_template)",
+                           NULL});
+    cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
+                           "when the context is full, forget the oldest turns (keeping the system prompt) "
+                           "instead of stopping",
+                           NULL});
     cli_add(&t, (cli_flag){"-n", "--n-predict", CLI_INT, &n_predict, 0, 1 << 30, "N",
                            "tokens per reply at most (default 1024)", NULL});
     cli_add(&t, (cli_flag){"-v", "--verbose", CLI_BOOL, &verbose, 0, 0, NULL,
@@ -120,7 +223,7 @@ int woolly_cmd_chat(int argc, char **argv)
     woolly_context *c = NULL;
     woolly_sampler *smp = NULL;
     woolly_token *hist = NULL, *ids = NULL;
-    char *line = NULL, *buf = NULL, *prompt = NULL;
+    char *line = NULL, *buf = NULL, *prompt = NULL, *prev_prompt = NULL;
     size_t line_cap = 0;
     chat_state chat = {0};
     text reply = {0};
@@ -137,6 +240,13 @@ int woolly_cmd_chat(int argc, char **argv)
     const enum woolly_chat_family fam =
         forced >= 0 ? (enum woolly_chat_family)forced
                     : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
+    if (fam == WOOLLY_CHAT_UNKNOWN) {
+        fprintf(stderr,
+                "woolly %s: %s: the model's chat template (tokenizer.chat_template) is not one Woolly "
+                "recognizes; choose the prompt format with --chat-template %s\n",
+                cmd, model_path, woolly_chat_family_choices());
+        goto done;
+    }
     fprintf(stderr, "woolly %s: chat template %s; /exit or end of input quits\n", cmd,
             woolly_chat_family_name(fam));
     const bool add_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
@@ -153,7 +263,8 @@ int woolly_cmd_chat(int argc, char **argv)
         goto done;
     }
     const bool interactive = isatty(STDIN_FILENO);
-    int32_t n_hist = 0, turn = 0;
+    int32_t n_hist = 0, turn = 0, n_keep = 0;
+    bool shifted = false;
     for (;;) {
         if (interactive) {
             fputs("> ", stdout);
@@ -168,7 +279,9 @@ int woolly_cmd_chat(int argc, char **argv)
             break;
         if (len == 0)
             continue;
-        free(prompt);
+        free(prev_prompt);
+        prev_prompt = prompt; /* the previous turn's rendering: the cache holds it, then the reply */
+        prompt = NULL;
         free(ids);
         ids = NULL;
         int32_t n_ids;
@@ -177,28 +290,58 @@ int woolly_cmd_chat(int argc, char **argv)
                     woolly_chat_family_name(fam));
             goto done;
         }
-        if (!(ids = cli_tokenize(cmd, m, prompt, add_bos, &n_ids)))
-            goto done;
-        if (n_ids >= n_ctx) {
-            fprintf(stderr,
-                    "woolly %s: the conversation has %d tokens, the context only %d (raise --ctx-size)\n",
-                    cmd, n_ids, n_ctx);
-            goto done;
+        if (shifted || !(ids = cli_tokenize(cmd, m, prompt, add_bos, &n_ids)) || n_ids >= n_ctx) {
+            if (!shifted && !ids)
+                goto done;
+            if (!ctx_shift || !prev_prompt) {
+                if (ids)
+                    fprintf(stderr,
+                            "woolly %s: the conversation has %d tokens, the context only %d (raise "
+                            "--ctx-size%s)\n",
+                            cmd, n_ids, n_ctx, ctx_shift ? "" : ", or let --context-shift forget old turns");
+                goto done;
+            }
+            const size_t hl = added_text_start(fam, &chat, prev_prompt, prompt);
+            if (hl == (size_t)-1) {
+                fprintf(stderr,
+                        "woolly %s: the %s template does not render the conversation turn by turn (it moves "
+                        "the system prompt), so the context cannot be shifted; raise --ctx-size\n",
+                        cmd, woolly_chat_family_name(fam));
+                goto done;
+            }
+            free(ids);
+            if (!(ids = cli_tokenize(cmd, m, prompt + hl, false, &n_ids)))
+                goto done;
+            if (!shifted)
+                n_keep = shift_keep(cmd, m, fam, &chat, add_bos, hist, n_hist);
+            shifted = true;
+            if (n_hist + n_ids >= n_ctx &&
+                (n_hist = shift(cmd, c, hist, n_hist, n_keep, n_hist + n_ids - n_ctx + 1, verbose)) < 0)
+                goto done;
+            if (verbose)
+                fprintf(stderr, "[turn %d: %d tokens in the cache, %d evaluated]\n", ++turn, n_hist, n_ids);
+            if (woolly_eval(c, ids, n_ids)) {
+                cli_api_error(cmd);
+                goto done;
+            }
+            memcpy(hist + n_hist, ids, sizeof *ids * (size_t)n_ids);
+            n_hist += n_ids;
+        } else {
+            /* Reuse the cached prefix; at least one token is evaluated so that there are logits. */
+            int32_t keep = 0;
+            while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep])
+                keep++;
+            woolly_context_rewind(c, keep);
+            if (verbose)
+                fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
+                        n_ids - keep);
+            if (woolly_eval(c, ids + keep, n_ids - keep)) {
+                cli_api_error(cmd);
+                goto done;
+            }
+            memcpy(hist + keep, ids + keep, sizeof *ids * (size_t)(n_ids - keep));
+            n_hist = n_ids;
         }
-        /* Reuse the cached prefix; at least one token is evaluated so that there are logits. */
-        int32_t keep = 0;
-        while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep])
-            keep++;
-        woolly_context_rewind(c, keep);
-        if (verbose)
-            fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
-                    n_ids - keep);
-        if (woolly_eval(c, ids + keep, n_ids - keep)) {
-            cli_api_error(cmd);
-            goto done;
-        }
-        memcpy(hist + keep, ids + keep, sizeof *ids * (size_t)(n_ids - keep));
-        n_hist = n_ids;
 
         woolly_detok_stream ds;
         woolly_detok_stream_init(&ds, m->tok);
@@ -216,9 +359,18 @@ int woolly_cmd_chat(int argc, char **argv)
                     goto oom;
             }
             if (n_hist == n_ctx) {
-                fprintf(stderr, "\nwoolly %s: the context of %d tokens is full (raise --ctx-size)\n", cmd,
-                        n_ctx);
-                goto done;
+                if (!ctx_shift) {
+                    fprintf(stderr,
+                            "\nwoolly %s: the context of %d tokens is full (raise --ctx-size, or let "
+                            "--context-shift forget old turns)\n",
+                            cmd, n_ctx);
+                    goto done;
+                }
+                if (!shifted)
+                    n_keep = shift_keep(cmd, m, fam, &chat, add_bos, hist, n_hist);
+                shifted = true;
+                if ((n_hist = shift(cmd, c, hist, n_hist, n_keep, 1, verbose)) < 0)
+                    goto done;
             }
             if (woolly_eval(c, &tok, 1)) {
                 cli_api_error(cmd);
@@ -242,6 +394,7 @@ int woolly_cmd_chat(int argc, char **argv)
 oom:
     fprintf(stderr, "woolly %s: out of memory\n", cmd);
 done:
+    free(prev_prompt);
     free(reply.p);
     free_chat(&chat);
     free(prompt);

@@ -41,7 +41,8 @@ int woolly_cmd_run(int argc, char **argv)
     const char *cmd = argv[0];
     const char *model_path = NULL, *prompt = NULL;
     int32_t n_predict = 128;
-    bool ignore_eos = false;
+    int32_t n_keep_opt = 0;
+    bool ignore_eos = false, ctx_shift = false;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
     cli_table t = {.synopsis = "-m MODEL -p PROMPT [-n N] [options]"};
@@ -51,6 +52,16 @@ int woolly_cmd_run(int argc, char **argv)
                            "tokens to generate at most (default 128)", NULL});
     cli_add(&t, (cli_flag){NULL, "--ignore-eos", CLI_BOOL, &ignore_eos, 0, 0, NULL,
                            "keep generating past end-of-generation tokens", NULL});
+    cli_add(&t, (cli_flag){
+                    NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
+                    "when the context is full, forget the oldest half of the generated text (after --keep) "
+                    "and go on instead of stopping",
+                    NULL});
+    cli_add(&t,
+            (cli_flag){NULL, "--keep", CLI_INT, &n_keep_opt, -1, 1 << 30, "N",
+                       "with --context-shift: prompt tokens always kept, after BOS (default 0; -1: the whole "
+                       "prompt)",
+                       NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
     const int st = cli_parse(&t, argc, argv);
@@ -67,7 +78,7 @@ int woolly_cmd_run(int argc, char **argv)
     if (!m)
         return 1;
     int status = 1;
-    woolly_token *ids = NULL;
+    woolly_token *ids = NULL, *hist = NULL;
     woolly_context *c = NULL;
     woolly_sampler *smp = NULL;
     char *buf = NULL;
@@ -91,8 +102,18 @@ int woolly_cmd_run(int argc, char **argv)
                 cmd, n_prompt, n_ctx);
         goto done;
     }
+    /* With --context-shift: the tokens in the cache, and how many of them a shift keeps. */
+    const int32_t bos = n_prompt > 0 && woolly_model_adds_bos(m) && ids[0] == woolly_token_bos(m) ? 1 : 0;
+    int32_t n_keep = n_keep_opt < 0 || bos + n_keep_opt > n_prompt ? n_prompt : bos + n_keep_opt;
+    if (ctx_shift && n_keep >= n_ctx - 1) {
+        fprintf(stderr, "woolly %s: --keep keeps %d tokens, which leaves no room in a context of %d\n", cmd,
+                n_keep, n_ctx);
+        goto done;
+    }
     size_t cap;
-    if (!(buf = detok_buffer(m->tok, &cap))) {
+    if (ctx_shift && (hist = malloc(sizeof *hist * (size_t)n_ctx)))
+        memcpy(hist, ids, sizeof *ids * (size_t)n_prompt);
+    if ((ctx_shift && !hist) || !(buf = detok_buffer(m->tok, &cap))) {
         fprintf(stderr, "woolly %s: out of memory\n", cmd);
         goto done;
     }
@@ -123,14 +144,23 @@ int woolly_cmd_run(int argc, char **argv)
         n_gen++;
         if (n_gen == n_predict)
             break;
-        if (woolly_context_n_past(c) == n_ctx) {
-            context_full = true;
-            break;
+        int32_t n_past = woolly_context_n_past(c);
+        if (n_past == n_ctx) {
+            if (!ctx_shift) {
+                context_full = true;
+                break;
+            }
+            if ((n_past = woolly_context_shift(c, hist, n_past, n_keep, (n_past - n_keep) / 2)) < 0) {
+                fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
+                goto done;
+            }
         }
         if (woolly_eval(c, &tok, 1)) {
             fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
             goto done;
         }
+        if (hist)
+            hist[n_past] = tok;
         n_evaluated++;
     }
     const double gen_s = cli_now_s() - t0;
@@ -150,11 +180,12 @@ int woolly_cmd_run(int argc, char **argv)
     if (context_full) {
         fprintf(stderr,
                 "woolly %s: stopped after %d of %d tokens: the context of %d positions is full "
-                "(raise --ctx-size)\n",
+                "(raise --ctx-size, or let --context-shift forget old tokens)\n",
                 cmd, n_gen, n_predict, n_ctx);
         status = 1;
     }
 done:
+    free(hist);
     free(buf);
     woolly_sampler_close(smp);
     woolly_context_close(c);

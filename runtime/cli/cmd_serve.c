@@ -65,8 +65,7 @@ int woolly_cmd_serve(int argc, char **argv)
                            "close connections idle for S seconds (default 60)", NULL});
     cli_add(&t, (cli_flag){NULL, "--max-connections", CLI_INT, &sc.max_connections, 1, 65536, "N",
                            "open connections at most (default 128)", NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0,
-                           "granite|llama3|chatml|llama2|plain",
+    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, woolly_chat_family_choices(),
                            "the chat format (default: recognized from the model)", NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);

@@ -196,6 +196,20 @@ int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past);
  * held is forgotten; src is unchanged. 0, or -1 with a message (a bad id, src == dst, n out of range). */
 int woolly_seq_copy(woolly_context *c, int32_t src, int32_t dst, int32_t n);
 
+/* ---- context shift -------------------------------------------------------------------------------- */
+/* Makes room in a full sequence instead of stopping (llama.cpp's --context-shift): of the n tokens in the
+ * sequence's cache (tokens[0..n), the caller's record of them; n must equal woolly_seq_n_past), keeps
+ * the first n_keep (a system prompt), forgets the n_discard after them, and moves the rest down to
+ * position n_keep, in tokens[] too. The moved tokens are evaluated again at their new positions (exact,
+ * whatever the cache's type or layout); woolly_get_logits then gives the last one's logits (none if
+ * nothing was moved). Returns the new number of tokens, n - n_discard, or -1 with a message (n_keep < 0,
+ * n_discard < 1, n_keep + n_discard > n, n not the sequence's length, a bad sequence id).
+ * A chat typically drops half of what follows the system prompt: n_discard = (n - n_keep) / 2. */
+int32_t woolly_seq_shift(woolly_context *c, int32_t seq_id, woolly_token *tokens, int32_t n, int32_t n_keep,
+                         int32_t n_discard);
+/* The same on sequence 0, the one woolly_eval uses. */
+int32_t woolly_context_shift(woolly_context *c, woolly_token *tokens, int32_t n, int32_t n_keep,
+                             int32_t n_discard);
 /* ---- sampling ------------------------------------------------------------------------------------- */
 
 typedef struct woolly_sampler_params {

@@ -255,6 +255,35 @@ static bool spm_can_cut_at_space(const woolly_tokenizer *t)
     return true;
 }
 
+/* llama.cpp marks the special tokens of a model whose general.name says Phi-3 ("phi-3" or "phi3", any
+ * case) as stripping the whitespace to their right, except <unk>, <s> and <|endoftext|>. */
+static int phi3_rstrip(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
+{
+    woolly_error e2 = {{0}};
+    gguf_str name;
+    if (!gguf_get_str(g, "general.name", &name, &e2))
+        return 0;
+    char low[256];
+    size_t n = name.len < sizeof low - 1 ? name.len : sizeof low - 1;
+    for (size_t i = 0; i < n; i++)
+        low[i] = (char)(name.ptr[i] >= 'A' && name.ptr[i] <= 'Z' ? name.ptr[i] + 32 : name.ptr[i]);
+    low[n] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3"))
+        return 0;
+    t->rstrip = calloc((size_t)t->n_vocab, sizeof *t->rstrip);
+    if (!t->rstrip)
+        return woolly_fail(err, "tokenizer: out of memory");
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        uint8_t ty = t->type[id];
+        const char *s = t->text + t->text_off[id];
+        bool special =
+            ty == WOOLLY_TOKEN_CONTROL || ty == WOOLLY_TOKEN_USER_DEFINED || ty == WOOLLY_TOKEN_UNKNOWN;
+        t->rstrip[id] = (special || !strcmp(s, "</s>")) && strcmp(s, "<unk>") && strcmp(s, "<s>") &&
+                        strcmp(s, "<|endoftext|>");
+    }
+    return 0;
+}
+
 static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
 {
     woolly_error e2 = {{0}};
@@ -278,10 +307,9 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
         gguf_str pre;
         if (gguf_get_str(g, "tokenizer.ggml.pre", &pre, &e2)) {
             if (woolly_pretok_lookup(pre.ptr, pre.len, &t->pre))
-                return woolly_fail(err,
-                                   "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: "
-                                   "default, gpt-2, starcoder, deepseek-llm",
-                                   (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+                return woolly_fail(
+                    err, "tokenizer: unknown pre-tokenizer '%.*s' (tokenizer.ggml.pre); supported: %s",
+                    (int)(pre.len > 64 ? 64 : pre.len), pre.ptr, woolly_pretok_supported());
         } else if (e2.msg[0]) {
             return woolly_fail(err, "tokenizer: %s", e2.msg);
         }
@@ -322,7 +350,13 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
     t->eos = spm ? woolly_vocab_lookup(t, "</s>", 4) : -1;
     t->unk = spm ? woolly_vocab_lookup(t, "<unk>", 5) : -1;
     t->eot = t->eom = -1;
-    t->add_bos = spm;
+    /* llama.cpp's defaults when the file has no add_bos_token key: SentencePiece and the BPE
+     * vocabularies of Llama 3 and Tekken add BOS. Those two also take a whole pre-tokenized piece that
+     * is a token as it is, before any merge ("ignore_merges"). */
+    bool bos_by_default =
+        t->model == WOOLLY_TOK_BPE && (t->pre == WOOLLY_PRETOK_LLAMA3 || t->pre == WOOLLY_PRETOK_TEKKEN);
+    t->bpe_whole_piece_first = bos_by_default;
+    t->add_bos = spm || bos_by_default;
     t->add_eos = false;
     t->add_space_prefix = spm;
     if (get_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos, err) ||
@@ -345,7 +379,8 @@ static int load(woolly_tokenizer *t, const gguf_file *g, woolly_error *err)
     } else if (woolly_bpe_init(t, g, err)) {
         return -1;
     }
-    if (build_trie(t, &t->special_all, true, err) || build_trie(t, &t->special_user, false, err))
+    if (build_trie(t, &t->special_all, true, err) || build_trie(t, &t->special_user, false, err) ||
+        phi3_rstrip(t, g, err))
         return -1;
     return 0;
 }
@@ -393,6 +428,7 @@ void woolly_tokenizer_close(woolly_tokenizer *t)
     free(t->merges.merged);
     free(t->special_all.nodes);
     free(t->special_user.nodes);
+    free(t->rstrip);
     free(t);
 }
 
@@ -468,6 +504,12 @@ size_t woolly_tokenizer_max_token_bytes(const woolly_tokenizer *t)
 
 /* ---- Encoding ---- */
 
+/* C's isspace in the "C" locale, as llama.cpp strips with it. */
+static bool is_c_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 int64_t woolly_tokenize(const woolly_tokenizer *t, const char *text, size_t len,
                         const woolly_tokenize_opts *opts, int32_t *ids, int64_t cap, woolly_error *err)
 {
@@ -506,6 +548,9 @@ int64_t woolly_tokenize(const woolly_tokenizer *t, const char *text, size_t len,
             rc = woolly_ids_push(&out, sid, err);
             after_special = true;
             i += m - 1;
+            if (t->rstrip && t->rstrip[sid])
+                while (i + 1 < len && is_c_space(text[i + 1]))
+                    i++;
             frag = i + 1;
         }
     }

@@ -151,6 +151,8 @@ typedef struct bpe_work {
     bpe_sym *sym;
     size_t cap; /* symbols */
     woolly_merge_heap heap;
+    char *text; /* a piece as the vocabulary spells it (for the whole-piece lookup) */
+    size_t text_cap;
 } bpe_work;
 
 /* Queues the pair starting at symbol left if a merge joins it (key = rank: lowest first). */
@@ -187,6 +189,25 @@ static int work_reserve(bpe_work *w, size_t n, woolly_error *err)
     return 0;
 }
 
+/* The token whose text is the piece's bytes mapped to characters (at most 2 bytes each), -1 if none,
+ * -2 with a message if memory runs out. */
+static int32_t whole_piece_token(const woolly_tokenizer *t, const unsigned char *p, size_t n, bpe_work *w,
+                                 woolly_error *err)
+{
+    if (n * 2 > w->text_cap) {
+        size_t cap = n * 2 + 64;
+        char *s = realloc(w->text, cap);
+        if (!s)
+            return woolly_fail(err, "tokenizer: out of memory for a piece of %zu bytes", n) - 1;
+        w->text = s;
+        w->text_cap = cap;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += woolly_utf8_encode(woolly_byte_to_char(p[i]), w->text + m);
+    return woolly_vocab_lookup(t, w->text, m);
+}
+
 static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n, bpe_work *w,
                      woolly_ids *out, woolly_error *err)
 {
@@ -194,6 +215,13 @@ static int bpe_piece(const woolly_tokenizer *t, const unsigned char *p, size_t n
         return woolly_fail(err, "tokenizer: a piece of %zu bytes is too long", n);
     if (work_reserve(w, n, err))
         return -1;
+    if (t->bpe_whole_piece_first && n > 0) {
+        int32_t whole = whole_piece_token(t, p, n, w, err);
+        if (whole == -2)
+            return -1;
+        if (whole >= 0)
+            return woolly_ids_push(out, whole, err);
+    }
     /* A byte whose character the vocabulary lacks (StarCoder's has none for the bytes that never occur
      * in UTF-8) becomes the unknown token if there is a real one; otherwise it is left out before
      * merging, as the original tokenizers do (an "unknown" id that is really a control token such as
@@ -247,6 +275,7 @@ int woolly_bpe_encode(const woolly_tokenizer *t, const char *text, size_t len, w
     for (int64_t i = 0; i < n && rc == 0; i++)
         rc = bpe_piece(t, (const unsigned char *)text + bounds[i], bounds[i + 1] - bounds[i], &w, out, err);
     free(w.sym);
+    free(w.text);
     woolly_merge_heap_free(&w.heap);
     free(bounds);
     return rc;

@@ -83,6 +83,11 @@ struct woolly_tokenizer {
 
     int32_t bos, eos, unk, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
+    /* Special tokens that swallow the whitespace after them in the text (NULL: none do). llama.cpp
+     * gives this to Phi-3's markup tokens, so that "<|user|>\n" is the same as "<|user|>". */
+    bool *rstrip;
+    /* BPE: a pre-tokenized piece that is itself a token is emitted whole, unmerged (Llama 3, Tekken). */
+    bool bpe_whole_piece_first;
 };
 
 /* Token id's string as stored (without the terminating NUL). */

@@ -1,16 +1,12 @@
 #include "tokenizer_pretok.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer_pretok_stage.h"
 #include "unicode.h"
-
-/* The text as code points with their class flags; pieces are ranges of code point indices. */
-typedef struct text_cps {
-    const uint32_t *cp;
-    const uint8_t *fl;
-} text_cps;
 
 /* The start indices of the pieces made so far, increasing. */
 typedef struct cuts {
@@ -255,26 +251,59 @@ static uint32_t gpt2_match(const text_cps *t, uint32_t p, uint32_t e)
     return r;
 }
 
-static void split_gpt2(const text_cps *t, uint32_t b, uint32_t e, cuts *c)
+/* A match stage (see tokenizer_pretok_stage.h): matches and the stretches between them. */
+static void split_matches(const text_cps *t, uint32_t b, uint32_t e, pretok_match_fn match, cuts *c)
 {
-    for (uint32_t p = b; p < e; p = gpt2_match(t, p, e))
+    uint32_t p = b;
+    while (p < e) {
         cut(c, p);
+        uint32_t q = match(t, p, e);
+        if (q > p) {
+            p = q;
+            continue;
+        }
+        while (++p < e && match(t, p, e) == p)
+            ;
+    }
 }
 
 /* ---- The pre-tokenizers as sequences of stages. ---- */
 
-typedef enum stage_kind { STAGE_FIND, STAGE_GPT2 } stage_kind;
-
+/* A stage is either a search (find) or a matcher (match); the other is NULL. */
 typedef struct stage {
-    stage_kind kind;
     find_fn find;
+    pretok_match_fn match;
 } stage;
 
-static const stage GPT2_STAGES[] = {{STAGE_GPT2, NULL}};
-static const stage STARCODER_STAGES[] = {{STAGE_FIND, find_digit}, {STAGE_GPT2, NULL}};
+static const stage GPT2_STAGES[] = {{NULL, gpt2_match}};
+static const stage STARCODER_STAGES[] = {{find_digit, NULL}, {NULL, gpt2_match}};
 static const stage DEEPSEEK_LLM_STAGES[] = {
-    {STAGE_FIND, find_newline},        {STAGE_FIND, find_ds_letters}, {STAGE_FIND, find_ds_punct},
-    {STAGE_FIND, find_trailing_space}, {STAGE_FIND, find_ds_cjk},     {STAGE_FIND, find_digit},
+    {find_newline, NULL},        {find_ds_letters, NULL}, {find_ds_punct, NULL},
+    {find_trailing_space, NULL}, {find_ds_cjk, NULL},     {find_digit, NULL},
+};
+static const stage LLAMA3_STAGES[] = {{NULL, pretok_match_llama3}};
+static const stage QWEN2_STAGES[] = {{NULL, pretok_match_qwen2}};
+static const stage TEKKEN_STAGES[] = {{NULL, pretok_match_tekken}};
+static const stage GPT4O_STAGES[] = {{NULL, pretok_match_gpt4o}};
+static const stage DEEPSEEK_V3_STAGES[] = {
+    {NULL, pretok_match_digits3},
+    {NULL, pretok_match_cjk_kana},
+    {NULL, pretok_match_deepseek_v3},
+};
+
+#define STAGES(a) a, N_RANGES(a)
+static const struct {
+    const stage *stages;
+    size_t n;
+} PRETOK_STAGES[] = {
+    [WOOLLY_PRETOK_GPT2] = {STAGES(GPT2_STAGES)},
+    [WOOLLY_PRETOK_STARCODER] = {STAGES(STARCODER_STAGES)},
+    [WOOLLY_PRETOK_DEEPSEEK_LLM] = {STAGES(DEEPSEEK_LLM_STAGES)},
+    [WOOLLY_PRETOK_LLAMA3] = {STAGES(LLAMA3_STAGES)},
+    [WOOLLY_PRETOK_QWEN2] = {STAGES(QWEN2_STAGES)},
+    [WOOLLY_PRETOK_TEKKEN] = {STAGES(TEKKEN_STAGES)},
+    [WOOLLY_PRETOK_GPT4O] = {STAGES(GPT4O_STAGES)},
+    [WOOLLY_PRETOK_DEEPSEEK_V3] = {STAGES(DEEPSEEK_V3_STAGES)},
 };
 
 static const struct {
@@ -285,6 +314,17 @@ static const struct {
     {"gpt-2", WOOLLY_PRETOK_GPT2},
     {"starcoder", WOOLLY_PRETOK_STARCODER},
     {"deepseek-llm", WOOLLY_PRETOK_DEEPSEEK_LLM},
+    /* Names llama.cpp gives the same pre-tokenizer. */
+    {"smollm", WOOLLY_PRETOK_STARCODER},
+    {"refact", WOOLLY_PRETOK_STARCODER},
+    {"llama-bpe", WOOLLY_PRETOK_LLAMA3},
+    {"llama3", WOOLLY_PRETOK_LLAMA3},
+    {"llama-v3", WOOLLY_PRETOK_LLAMA3},
+    {"qwen2", WOOLLY_PRETOK_QWEN2},
+    {"deepseek-r1-qwen", WOOLLY_PRETOK_QWEN2},
+    {"tekken", WOOLLY_PRETOK_TEKKEN},
+    {"gpt-4o", WOOLLY_PRETOK_GPT4O},
+    {"deepseek-v3", WOOLLY_PRETOK_DEEPSEEK_V3},
 };
 
 int woolly_pretok_lookup(const char *name, size_t len, enum woolly_pretok *out)
@@ -297,6 +337,17 @@ int woolly_pretok_lookup(const char *name, size_t len, enum woolly_pretok *out)
     return -1;
 }
 
+const char *woolly_pretok_supported(void)
+{
+    static char list[512];
+    if (!list[0]) {
+        size_t o = 0;
+        for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0] && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", NAMES[i].name);
+    }
+    return list;
+}
+
 const char *woolly_pretok_name(enum woolly_pretok p)
 {
     switch (p) {
@@ -306,6 +357,16 @@ const char *woolly_pretok_name(enum woolly_pretok p)
         return "starcoder";
     case WOOLLY_PRETOK_DEEPSEEK_LLM:
         return "deepseek-llm";
+    case WOOLLY_PRETOK_LLAMA3:
+        return "llama-bpe";
+    case WOOLLY_PRETOK_QWEN2:
+        return "qwen2";
+    case WOOLLY_PRETOK_TEKKEN:
+        return "tekken";
+    case WOOLLY_PRETOK_GPT4O:
+        return "gpt-4o";
+    case WOOLLY_PRETOK_DEEPSEEK_V3:
+        return "deepseek-v3";
     }
     return "?";
 }
@@ -317,22 +378,10 @@ int64_t woolly_pretok_split(enum woolly_pretok p, const char *text, size_t len, 
     if (len >= UINT32_MAX)
         return woolly_fail(err, "tokenizer: a text of %zu bytes is too long to pre-tokenize (at most %u)",
                            len, UINT32_MAX - 1);
-    const stage *stages;
-    size_t n_stages;
-    switch (p) {
-    case WOOLLY_PRETOK_STARCODER:
-        stages = STARCODER_STAGES;
-        n_stages = N_RANGES(STARCODER_STAGES);
-        break;
-    case WOOLLY_PRETOK_DEEPSEEK_LLM:
-        stages = DEEPSEEK_LLM_STAGES;
-        n_stages = N_RANGES(DEEPSEEK_LLM_STAGES);
-        break;
-    default:
-        stages = GPT2_STAGES;
-        n_stages = 1;
-        break;
-    }
+    if ((unsigned)p >= N_RANGES(PRETOK_STAGES))
+        p = WOOLLY_PRETOK_GPT2;
+    const stage *stages = PRETOK_STAGES[p].stages;
+    size_t n_stages = PRETOK_STAGES[p].n;
 
     /* One block: code points, their byte offsets (+1), two cut lists (+1 each), then flags. */
     size_t cap = len + 1;
@@ -360,8 +409,8 @@ int64_t woolly_pretok_split(enum woolly_pretok p, const char *text, size_t len, 
         next.n = 0;
         for (size_t i = 0; i < cur.n; i++) {
             uint32_t b = cur.v[i], e = i + 1 < cur.n ? cur.v[i + 1] : n;
-            if (stages[s].kind == STAGE_GPT2)
-                split_gpt2(&t, b, e, &next);
+            if (stages[s].match)
+                split_matches(&t, b, e, stages[s].match, &next);
             else
                 split_isolated(&t, b, e, stages[s].find, &next);
         }

@@ -14,6 +14,10 @@
  *                     [一-龥ࠀ-一가-퟿]+
  *                     every \p{N} character on its own (Digits, individual_digits = true)
  *
+ *   llama-bpe, qwen2, tekken, gpt-4o, deepseek-v3: the regexes llama.cpp runs for these names, with
+ *                   its deviations from the published ones (tokenizer_pretok_stage.h lists them);
+ *                   smollm and refact are starcoder's, deepseek-r1-qwen is qwen2's.
+ *
  * Text that is not valid UTF-8 is read byte by byte: each stray byte is a character of its own that
  * is neither a letter, a number nor a space. */
 #ifndef WOOLLY_TOKENIZER_PRETOK_H
@@ -28,11 +32,18 @@ enum woolly_pretok {
     WOOLLY_PRETOK_GPT2,
     WOOLLY_PRETOK_STARCODER,
     WOOLLY_PRETOK_DEEPSEEK_LLM,
+    WOOLLY_PRETOK_LLAMA3, /* llama-bpe (Llama 3.x) */
+    WOOLLY_PRETOK_QWEN2,  /* qwen2, deepseek-r1-qwen */
+    WOOLLY_PRETOK_TEKKEN, /* Mistral Nemo/Small */
+    WOOLLY_PRETOK_GPT4O,  /* Phi-4-mini */
+    WOOLLY_PRETOK_DEEPSEEK_V3,
 };
 
 /* The pre-tokenizer of a `tokenizer.ggml.pre` name: 0, or -1 for a name none of them has. */
 int woolly_pretok_lookup(const char *name, size_t len, enum woolly_pretok *out);
 const char *woolly_pretok_name(enum woolly_pretok p);
+/* Every name woolly_pretok_lookup knows, comma-separated (for error messages). */
+const char *woolly_pretok_supported(void);
 
 /* Cuts text[0..len) into pieces that tile it: on success returns the number of pieces n and stores in
  * *bounds a heap array (free() it) of n + 1 byte offsets, piece i being text[bounds[i] .. bounds[i+1]).
