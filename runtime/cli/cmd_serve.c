@@ -162,6 +162,10 @@ int woolly_cmd_serve(int argc, char **argv)
     const int port = woolly_server_port(s);
     fprintf(stderr, "woolly %s: http://%s%s%s:%d answers /health with \"loading\" while the model loads\n", cmd,
             bracket_l, sc.host, bracket_r, port);
+    /* For the tests of the loading state: a model this small loads before anyone could ask. */
+    const char *delay = getenv("WOOLLY_TEST_SERVE_LOAD_DELAY_MS");
+    if (delay && atoi(delay) > 0)
+        nanosleep(&(struct timespec){atoi(delay) / 1000, (atoi(delay) % 1000) * 1000000L}, NULL);
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m) {
         woolly_server_close(s);
