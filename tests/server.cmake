@@ -26,3 +26,9 @@ foreach(src ${WOOLLY_SERVER_TEST_SOURCES})
   add_test(NAME ${name} COMMAND ${name} --jobs 2)
 endforeach()
 
+
+# The deployment files (deploy/): HAProxy's own check of its configuration, systemd's of the unit, and
+# the Kubernetes manifest against the API's schemas (npm packages kubernetes-models and yaml, pinned in
+# tests/server/package-lock.json).
+add_test(NAME deploy_check COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/deploy_check.sh
+  ${PROJECT_SOURCE_DIR} $<TARGET_FILE:woolly-cli>)
