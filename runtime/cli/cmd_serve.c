@@ -94,14 +94,14 @@ int woolly_cmd_serve(int argc, char **argv)
     cli_add(&t, (cli_flag){NULL, "--max-header", CLI_I64, &max_header, 4096, 1 << 20, "BYTES",
                            "largest request line and headers (default 65536)", NULL});
     cli_add(&t, (cli_flag){NULL, "--max-tokens", CLI_INT, &sc.max_tokens, 1, 1 << 24, "N",
-                           "the most tokens one request may ask for (default: the context size)", NULL});
+                           "the most tokens one request generates, asked for or not (default: the context size)", NULL});
     cli_add(&t, (cli_flag){NULL, "--timeout", CLI_INT, &sc.timeout_s, 1, 86400, "S",
                            "close connections idle for S seconds (default 60)", NULL});
     cli_add(&t, (cli_flag){NULL, "--max-connections", CLI_INT, &sc.max_connections, 1, 65536, "N",
                            "open connections at most (default 128)", NULL});
     cli_add(&t, (cli_flag){NULL, "--max-connections-per-address", CLI_INT, &sc.max_per_address, 0, 65536, "N",
-                           "open connections from one client address at most (default 32; 0: no limit but "
-                           "--max-connections; a load balancer in front needs room for its own)",
+                           "open connections from one client address at most (default 32; 0: no limit; "
+                           "behind a load balancer: 0)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--head-timeout", CLI_INT, &sc.head_timeout_s, 0, 86400, "S",
                            "close a connection whose request line and headers are not complete within S "
@@ -112,8 +112,8 @@ int woolly_cmd_serve(int argc, char **argv)
                            "(default 30; a second signal ends the wait)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--affinity-header", CLI_STR, &sc.affinity_header, 0, 0, "NAME",
-                           "the header naming a conversation, which a load balancer hashes on to send it "
-                           "back to the replica that caches it (default X-Session-Id; echoed and counted)",
+                           "the header that names a conversation, for a load balancer to hash on (default "
+                           "X-Session-Id)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--replica", CLI_STR, &sc.replica, 0, 0, "NAME",
                            "this replica's name in /metrics (default: host name:port)", NULL});
