@@ -167,7 +167,7 @@ static void cut_short(const char *extra, int signals)
     start_calls(calls, N, &s, 5, 1500);
     wait_tokens(&s, 8);
     for (int k = 0; k < signals; k++) {
-        kill(s.pid, SIGTERM);
+        kill(s.pid, k == 0 ? SIGINT : SIGTERM); /* SIGINT drains as SIGTERM does */
         usleep(200000);
     }
     int whole = 0, errors = 0;
