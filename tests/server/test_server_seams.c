@@ -1,8 +1,9 @@
 /* The hardening seams on their own: the parse budget of srv_json_parse_object (a body of many small
  * values refused with 413, a long string and a full context of token ids accepted, an empty body
- * named), and the connection guard (a socket whose head is late is shut down; one whose head came, or
+ * named), the integer check at 2^63, and the connection guard (a socket whose head is late is shut down; one whose head came, or
  * that is closed first, is not). */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,33 @@ Test(server_seams, the_parse_stops_at_its_budget)
     cr_expect_null(srv_json_parse_object("", 0, 0, &e));
     cr_expect_eq(e.status, 400);
     cr_expect(strstr(e.message, "body is empty") != NULL, "%s", e.message);
+}
+
+Test(server_seams, integers_given_as_reals_stop_below_2_pow_63)
+{
+    static const struct {
+        const char *json;
+        int rc;
+        long long value;
+    } CASES[] = {
+        {"{\"n\": 9223372036854775808.0}", -1, 0},  /* 2^63: the old check let it through to UB */
+        {"{\"n\": 1.8446744073709552e19}", -1, 0}, /* 2^64 */
+        {"{\"n\": -9223372036854777856.0}", -1, 0}, /* below -2^63 */
+        {"{\"n\": -9223372036854775808.0}", 1, INT64_MIN},
+        {"{\"n\": 9223372036854774784.0}", 1, 9223372036854774784LL}, /* the largest double below 2^63 */
+        {"{\"n\": 3.0}", 1, 3},
+        {"{\"n\": 3.5}", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        srv_error e;
+        json_t *o = srv_json_parse_object(CASES[i].json, strlen(CASES[i].json), 0, &e);
+        cr_assert_not_null(o);
+        long long x = 0;
+        cr_expect_eq(srv_json_integer(o, "n", INT64_MIN, INT64_MAX, &x, &e), CASES[i].rc, "%s", CASES[i].json);
+        if (CASES[i].rc == 1)
+            cr_expect_eq(x, CASES[i].value, "%s", CASES[i].json);
+        json_decref(o);
+    }
 }
 
 static bool peer_closed(int fd, int timeout_ms)
