@@ -211,6 +211,18 @@ Test(server_parts, chat_messages_are_rendered_with_the_template)
     cr_expect_eq(e.status, 400);
     cr_expect(strstr(e.message, "llama2") != NULL, "%s", e.message);
     srv_gen_request_free(&r);
+
+    /* a template Woolly does not recognize: no guessed format, a message naming the flag */
+    ru.chat = WOOLLY_CHAT_UNKNOWN;
+    static const char HELLO[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}";
+    cr_expect_eq(srv_gen_request_parse(HELLO, strlen(HELLO), SRV_GEN_CHAT, &ru, &r, &e), -1);
+    cr_expect_eq(e.status, 400);
+    cr_expect(strstr(e.message, "--chat-template") != NULL, "%s", e.message);
+    srv_gen_request_free(&r);
+    static const char COMPLETION[] = "{\"prompt\":\"a\"}";
+    cr_expect_eq(srv_gen_request_parse(COMPLETION, strlen(COMPLETION), SRV_GEN_COMPLETION, &ru, &r, &e), 0,
+                 "completions need no template: %s", e.message);
+    srv_gen_request_free(&r);
 }
 
 Test(server_parts, bad_fields_are_named)

@@ -76,6 +76,11 @@ int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prom
     const size_t n = json_array_size(msgs);
     if (n == 0)
         return srv_fail(err, 400, "invalid_value", "messages", "'messages' must hold at least one message");
+    if (fam == WOOLLY_CHAT_UNKNOWN) /* never guess a prompt format: a wrong one answers nonsense */
+        return srv_fail(err, 400, "unsupported_chat_template", "messages",
+                        "the model's chat template (tokenizer.chat_template) is not one Woolly recognizes: "
+                        "start the server with --chat-template %s, or use /v1/completions",
+                        woolly_chat_family_choices());
     woolly_chat_msg *cm = calloc(n, sizeof *cm);
     srv_buf *texts = calloc(n, sizeof *texts);
     int rc = -1;

@@ -122,6 +122,11 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
         c->chat_family >= 0
             ? (enum woolly_chat_family)c->chat_family
             : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
+    if (fam == WOOLLY_CHAT_UNKNOWN)
+        fprintf(stderr,
+                "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
+                "get a 400 naming --chat-template (%s); completions work\n",
+                woolly_chat_family_choices());
     srv_app *a = &s->app;
     a->model = m;
     a->created = (long long)time(NULL);
