@@ -87,3 +87,33 @@ Test(rope, yarn_follows_its_definition)
     check_yarn(1e4, 16.0, 4096, 1.0); /* a Llama 2 base stretched 16x */
     check_yarn(5e5, 8.0, 8192, 1.1);  /* rope.scaling.attn_factor multiplies */
 }
+
+/* The factor tensors a model's global layers divide by: Llama 3.1's rope_freqs, else Phi-3's long
+ * factors when a sequence's context exceeds the original one and its short ones within it (as
+ * llama.cpp picks them); the sliding layers' setting has its own base, unscaled, without factors. */
+Test(rope, the_factor_tensors_by_the_context_size)
+{
+    static const float LONG[HALF] = {2.0f}, SHORT[HALF] = {1.5f}, FREQS[HALF] = {3.0f};
+    woolly_model m = {.cfg = {.n_rot = N_ROT,
+                              .rope_base = 1e4f,
+                              .rope_base_swa = 1e3f,
+                              .rope_scaling = WOOLLY_ROPE_SCALING_LONGROPE,
+                              .rope_scale = 1.0f,
+                              .rope_orig_ctx = 4096,
+                              .rope_attn_factor = 1.19f}};
+    m.w.rope_long = LONG, m.w.rope_short = SHORT;
+    cr_expect_eq(woolly_rope_global(&m, 4096).freq_factors, SHORT);
+    cr_expect_eq(woolly_rope_global(&m, 4097).freq_factors, LONG);
+    double f[HALF];
+    woolly_rope_setting r = woolly_rope_global(&m, 8192);
+    cr_expect_float_eq(woolly_rope_inv_freqs(&r, f), 1.19, 1e-6, "LongRoPE: the attention factor");
+    cr_expect_float_eq(f[0], 0.5, 1e-15);
+    const woolly_rope_setting sliding = woolly_rope_sliding(&m);
+    cr_expect_eq(sliding.base, 1e3);
+    cr_expect_eq(sliding.scaling, WOOLLY_ROPE_SCALING_NONE);
+    cr_expect_null(sliding.freq_factors);
+    m.w.rope_freqs = FREQS;
+    cr_expect_eq(woolly_rope_global(&m, 8192).freq_factors, FREQS, "rope_freqs first");
+    m.w.rope_freqs = m.w.rope_long = m.w.rope_short = NULL;
+    cr_expect_null(woolly_rope_global(&m, 8192).freq_factors);
+}
