@@ -223,8 +223,10 @@ Test(arch, sizes_read_as_their_expressions)
 
 /* ---- recognition and hyperparameters ------------------------------------------------------------- */
 
-/* A GGUF file of keys only: general.architecture `arch` and a small decoder's hyperparameters. */
-static gguf_file *keys_file(const char *arch, bool scales)
+/* A GGUF file of keys only: general.architecture `arch`, a small decoder's hyperparameters, and what
+ * `more` writes (NULL: nothing). */
+static gguf_file *keys_file_with(const char *arch, bool scales,
+                                 void (*more)(gguf_writer *w, const char *arch))
 {
     const char *path = tu_tmp_path("arch_keys.gguf");
     woolly_error err = {{0}};
@@ -245,12 +247,129 @@ static gguf_file *keys_file(const char *arch, bool scales)
         SET(f32, "attention.scale", 0.125f);
     }
 #undef SET
+    if (more)
+        more(w, arch);
     cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
     cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
     gguf_file *g = gguf_open(path, &err);
     cr_assert(g != NULL, "%s", err.msg);
     remove(path);
     return g;
+}
+
+static gguf_file *keys_file(const char *arch, bool scales)
+{
+    return keys_file_with(arch, scales, NULL);
+}
+
+static void set_key_str(gguf_writer *w, const char *arch, const char *k, const char *v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    gguf_writer_set_str(w, key, v);
+}
+
+static void set_key_f32(gguf_writer *w, const char *arch, const char *k, float v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    gguf_writer_set_f32(w, key, v);
+}
+
+static void set_key_u32(gguf_writer *w, const char *arch, const char *k, uint32_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    gguf_writer_set_u32(w, key, v);
+}
+
+static void yarn_keys(gguf_writer *w, const char *arch)
+{
+    set_key_str(w, arch, "rope.scaling.type", "yarn");
+    set_key_f32(w, arch, "rope.scaling.factor", 4.0f);
+    set_key_u32(w, arch, "rope.scaling.original_context_length", 32768);
+}
+
+static void factor_only(gguf_writer *w, const char *arch)
+{
+    set_key_f32(w, arch, "rope.scaling.factor", 2.0f);
+}
+
+static void dynamic_scaling(gguf_writer *w, const char *arch)
+{
+    set_key_str(w, arch, "rope.scaling.type", "dynamic");
+}
+
+/* rope.scaling.type as llama.cpp reads it: yarn with its factor and original context; absent, a factor
+ * alone is linear; another type is refused by name. */
+Test(arch, rope_scaling_is_read_as_llama_cpp_reads_it)
+{
+    woolly_config c;
+    woolly_error err = {{0}};
+    gguf_file *g = keys_file_with("qwen2", false, yarn_keys);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.rope_scaling, WOOLLY_ROPE_SCALING_YARN);
+    cr_expect_eq(c.rope_scale, 4.0f);
+    cr_expect_eq(c.rope_orig_ctx, 32768);
+    cr_expect_eq(c.rope_attn_factor, 1.0f);
+    gguf_close(g);
+
+    g = keys_file_with("llama", false, factor_only);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.rope_scaling, WOOLLY_ROPE_SCALING_LINEAR);
+    cr_expect_eq(c.rope_scale, 2.0f);
+    cr_expect_eq(c.rope_orig_ctx, 256, "absent: the trained context");
+    gguf_close(g);
+
+    g = keys_file("llama", false);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.rope_scaling, WOOLLY_ROPE_SCALING_NONE);
+    gguf_close(g);
+
+    g = keys_file_with("qwen3", false, dynamic_scaling);
+    cr_expect_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), -1);
+    cr_expect_str_eq(err.msg,
+                     "m.gguf: RoPE scaling 'dynamic' is not supported (none, linear, yarn, longrope)");
+    gguf_close(g);
+}
+
+static void gemma3_keys(gguf_writer *w, const char *arch)
+{
+    set_key_u32(w, arch, "attention.sliding_window", 512);
+    set_key_f32(w, arch, "final_logit_softcapping", 30.0f);
+}
+
+/* gemma3's keys and derived values: its window, the pattern 6 and sliding base 10000 when absent, the
+ * softcapping (0 when absent), the embedding scale sqrt(n_embd); other tables read none of them. */
+Test(arch, gemma3_reads_its_window_and_derives_its_scale)
+{
+    woolly_config c;
+    woolly_error err = {{0}};
+    gguf_file *g = keys_file_with("gemma3", false, gemma3_keys);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.n_swa, 512);
+    cr_expect_eq(c.swa_pattern, 6);
+    cr_expect_eq(c.rope_base_swa, 10000.0f);
+    cr_expect_eq(c.logit_softcap, 30.0f);
+    cr_expect_eq(c.embedding_scale, 8.0f, "sqrt(64)");
+    cr_expect_eq(c.attention_scale, 0.25f, "1/sqrt(head_dim)");
+    cr_expect_eq(woolly_layer_window(&c, 4), 512);
+    cr_expect_eq(woolly_layer_window(&c, 5), 0, "every 6th layer is global");
+    gguf_close(g);
+
+    g = keys_file("gemma3", false);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.n_swa, 0, "no window key: no layer slides");
+    cr_expect_eq(c.logit_softcap, 0.0f);
+    gguf_close(g);
+
+    g = keys_file_with("qwen2", false, gemma3_keys);
+    cr_assert_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), 0, "%s", err.msg);
+    cr_expect_eq(c.n_swa, 0, "qwen2 reads no window");
+    cr_expect_eq(c.logit_softcap, 0.0f);
+    cr_expect_eq(c.embedding_scale, 1.0f);
+    cr_expect_eq(c.rope_base_swa, c.rope_base, "without a base of its own: the model's");
+    gguf_close(g);
 }
 
 Test(arch, llama_is_recognized_with_its_defaults)
