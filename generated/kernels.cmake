@@ -96,6 +96,7 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d128_k64.c
@@ -186,6 +187,7 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d128_k64.c
@@ -308,6 +310,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d64_k32.c
@@ -426,6 +429,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d64_k32.c
@@ -602,6 +606,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k32.c
@@ -825,6 +830,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k32.c
@@ -966,6 +972,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_neon.c
+    ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d64_k32.c
@@ -1048,6 +1055,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_neon.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d64_k32.c

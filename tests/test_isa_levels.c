@@ -102,8 +102,8 @@ Test(isa_levels, every_kernel_has_a_level_of_the_table)
     const woolly_kernel *ks = woolly_kernel_list(&n);
     for (int i = 0; i < n; i++)
         cr_assert_lt((unsigned)ks[i].isa, (unsigned)WOOLLY_ISA_COUNT, "%s", ks[i].name);
-    const enum woolly_op OPS[] = {WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM};
-    for (int o = 0; o < 2; o++)
+    const enum woolly_op OPS[] = {WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM, WOOLLY_OP_GEGLU};
+    for (int o = 0; o < 3; o++)
         for (int l = 0; l < WOOLLY_ISA_COUNT; l++) {
             const woolly_kernel *k = woolly_kernel_choose_ops(OPS[o], l);
             if (k)
@@ -148,6 +148,9 @@ Test(isa_levels, small_ops_are_chosen_like_the_other_kernels)
     cr_assert(o.swiglu == s->swiglu && o.rmsnorm == r->rmsnorm);
     cr_assert_str_eq(o.swiglu_name, s->name);
     cr_assert_str_eq(o.rmsnorm_name, r->name);
+    const woolly_kernel *g = woolly_kernel_choose_ops(WOOLLY_OP_GEGLU, -1);
+    cr_assert(g && g->geglu && !g->swiglu && o.geglu == g->geglu && g->isa == s->isa, "geglu beside swiglu");
+    cr_assert_str_eq(o.geglu_name, g->name);
     /* The highest level that runs here: none above it has the op. */
     for (int l = s->isa + 1; l < WOOLLY_ISA_COUNT; l++)
         cr_assert_null(woolly_kernel_choose_ops(WOOLLY_OP_SWIGLU, l));
@@ -164,6 +167,7 @@ Test(isa_levels, the_registry_hash_is_over_the_listed_kernels)
     for (int i = 0; i < n; i++) {
         cr_assert_neq(ks[i].op, WOOLLY_OP_SWIGLU);
         cr_assert_neq(ks[i].op, WOOLLY_OP_RMSNORM);
+        cr_assert_neq(ks[i].op, WOOLLY_OP_GEGLU);
         for (const char *p = ks[i].name; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         h = (h ^ 0xFF) * 1099511628211ull;

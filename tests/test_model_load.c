@@ -1,6 +1,8 @@
 /* Model loading and validation on small synthesized files: a valid llama (and one with tied
- * embeddings) opens and evaluates; every defect (architecture, hyperparameter, missing tensor, shape,
- * type without a kernel, unexpected tensor) is refused with a message naming it. */
+ * embeddings) opens and evaluates, and so does a model of each other family (its own tensors: qwen2's
+ * biases, qwen3's head norms, phi3's fused matrices, gemma3's norms); every defect (architecture,
+ * hyperparameter, missing tensor, shape, type without a kernel, unexpected tensor) is refused with a
+ * message naming it. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,21 +57,37 @@ static int tensor_list(const spec *s, tensor_def *t)
     if (!s->tied)
         t[n++] = (tensor_def){"output.weight", s->n_embd, s->n_vocab};
     for (int l = 0; l < s->n_layer; l++) {
+        const int64_t q = (int64_t)s->n_head * hd, kv = (int64_t)s->n_head_kv * hd;
+        const bool fused = !strcmp(s->arch, "phi3");
+        const bool biases = !strcmp(s->arch, "qwen2");
+        const bool head_norms = !strcmp(s->arch, "qwen3") || !strcmp(s->arch, "gemma3");
+        const bool post_norms = !strcmp(s->arch, "gemma3");
         const struct {
             const char *suffix;
             int64_t cols, rows;
+            bool present;
         } L[] = {
-            {"attn_norm.weight", s->n_embd, 0},
-            {"attn_q.weight", s->n_embd, (int64_t)s->n_head * hd},
-            {"attn_k.weight", s->n_embd, (int64_t)s->n_head_kv * hd},
-            {"attn_v.weight", s->n_embd, (int64_t)s->n_head_kv * hd},
-            {"attn_output.weight", (int64_t)s->n_head * hd, s->n_embd},
-            {"ffn_norm.weight", s->n_embd, 0},
-            {"ffn_gate.weight", s->n_embd, s->n_ff},
-            {"ffn_up.weight", s->n_embd, s->n_ff},
-            {"ffn_down.weight", s->n_ff, s->n_embd},
+            {"attn_norm.weight", s->n_embd, 0, true},
+            {"attn_q.weight", s->n_embd, q, !fused},
+            {"attn_k.weight", s->n_embd, kv, !fused},
+            {"attn_v.weight", s->n_embd, kv, !fused},
+            {"attn_qkv.weight", s->n_embd, q + 2 * kv, fused},
+            {"attn_q.bias", q, 0, biases},
+            {"attn_k.bias", kv, 0, biases},
+            {"attn_v.bias", kv, 0, biases},
+            {"attn_q_norm.weight", hd, 0, head_norms},
+            {"attn_k_norm.weight", hd, 0, head_norms},
+            {"attn_output.weight", q, s->n_embd, true},
+            {"post_attention_norm.weight", s->n_embd, 0, post_norms},
+            {"ffn_norm.weight", s->n_embd, 0, true},
+            {"ffn_gate.weight", s->n_embd, s->n_ff, !fused},
+            {"ffn_up.weight", s->n_embd, fused ? 2 * s->n_ff : s->n_ff, true},
+            {"ffn_down.weight", s->n_ff, s->n_embd, true},
+            {"post_ffw_norm.weight", s->n_embd, 0, post_norms},
         };
         for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+            if (!L[i].present)
+                continue;
             t[n] = (tensor_def){"", L[i].cols, L[i].rows};
             snprintf(t[n].name, sizeof t[n].name, "blk.%d.%s", l, L[i].suffix);
             n++;
@@ -197,6 +215,61 @@ Test(model_load, tied_embeddings_serve_as_the_output_matrix)
     spec s = base();
     s.tied = true;
     expect_evaluates(&s);
+}
+
+Test(model_load, each_family_opens_and_evaluates)
+{
+    static const char *const FAMILIES[] = {"qwen2", "qwen3", "phi3"};
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) {
+        spec s = base();
+        s.arch = FAMILIES[i];
+        s.tied = i != 2;
+        expect_evaluates(&s);
+    }
+}
+
+/* A file of a known family without one of its own tensors, or with one of the wrong shape. */
+Test(model_load, a_familys_tensor_missing_or_misshapen)
+{
+    static const struct {
+        const char *arch, *skip, *wide, *shape;
+    } CASES[] = {
+        {"qwen2", "blk.0.attn_k.bias", "blk.0.attn_v.bias", "has shape [16, 2, 1, 1], expected [16]"},
+        {"qwen3", "blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight",
+         "has shape [8, 2, 1, 1], expected [8]"},
+        {"phi3", "blk.0.attn_qkv.weight", "blk.0.attn_qkv.weight",
+         "has shape [32, 65, 1, 1], expected [32, 64] (ne[0] = row length)"},
+        {"phi3", "blk.0.ffn_up.weight", "blk.0.ffn_up.weight",
+         "has shape [32, 129, 1, 1], expected [32, 128]"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        spec s = base();
+        s.arch = CASES[i].arch;
+        s.skip = CASES[i].skip;
+        char want[128];
+        snprintf(want, sizeof want, "tensor '%s' is missing (required by the %s architecture)", s.skip,
+                 s.arch);
+        expect_refused(&s, want, NULL);
+        s.skip = NULL;
+        s.wide = CASES[i].wide;
+        snprintf(want, sizeof want, "tensor '%s' %s", s.wide, CASES[i].shape);
+        expect_refused(&s, want, NULL);
+    }
+}
+
+/* gemma3's own tensors (sliding-window attention runs once the attention bounds its window). */
+Test(model_load, a_gemma3_tensor_missing_or_misshapen)
+{
+    spec s = base();
+    s.arch = "gemma3";
+    s.tied = true;
+    expect_evaluates(&s);
+    s.skip = "blk.0.post_ffw_norm.weight";
+    expect_refused(&s, "tensor 'blk.0.post_ffw_norm.weight' is missing (required by the gemma3 architecture)",
+                   NULL);
+    s.skip = NULL;
+    s.wide = "blk.0.attn_q_norm.weight";
+    expect_refused(&s, "tensor 'blk.0.attn_q_norm.weight' has shape [8, 2, 1, 1], expected [8]", NULL);
 }
 
 Test(model_load, unsupported_architecture)

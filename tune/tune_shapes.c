@@ -55,8 +55,8 @@ static bool tensor_classes(const woolly_arch *a, const file_tensors *f, const ch
     return bits != 0;
 }
 
-static int add_tensor(woolly_tune_model *m, const woolly_arch *a, const file_tensors *f, const char *name,
-                      enum woolly_type type, int64_t rows, int64_t cols, woolly_error *err)
+static int add_shape(woolly_tune_model *m, const woolly_arch *a, const file_tensors *f, const char *name,
+                     enum woolly_type type, int64_t rows, int64_t cols, woolly_error *err)
 {
     bool classes[WOOLLY_TOKENS_CLASSES];
     if (!tensor_classes(a, f, name, classes))
@@ -86,12 +86,28 @@ static int add_tensor(woolly_tune_model *m, const woolly_arch *a, const file_ten
     return 0;
 }
 
+/* A file's matrix: one shape, or, for a fused tensor of a (c its hyperparameters), one per part, the
+ * matrices the runtime binds and multiplies by (arch.h). */
+static int add_tensor(woolly_tune_model *m, const woolly_arch *a, const woolly_config *c,
+                      const file_tensors *f, const char *name, enum woolly_type type, int64_t rows,
+                      int64_t cols, woolly_error *err)
+{
+    int layer;
+    const woolly_arch_tensor *t = a ? woolly_arch_match(a, name, &layer) : NULL;
+    if (!t || t->kind != WOOLLY_TENSOR_MATRIX || !t->n_parts || woolly_arch_rows(t, c) != rows)
+        return add_shape(m, a, f, name, type, rows, cols, err);
+    for (int j = 0; j < t->n_parts; j++)
+        if (add_shape(m, a, f, name, type, woolly_dim_value(&t->parts[j].rows, c), cols, err))
+            return -1;
+    return 0;
+}
+
 /* The model's architecture and its attention's dimensions, from the hyperparameters as the runtime
  * reads them (a model of an architecture it runs whose hyperparameters it refuses is an error). A file
  * of another architecture has none (its matrices are found by name in every table), and its attention
  * is tuned if its keys read as the plain decoder's (llama's) under its own name. */
 static int read_arch(const gguf_file *g, const char *path, woolly_tune_model *m, const woolly_arch **a,
-                     woolly_error *err)
+                     woolly_config *cfg, woolly_error *err)
 {
     gguf_str name;
     woolly_error e = {{0}};
@@ -102,6 +118,7 @@ static int read_arch(const gguf_file *g, const char *path, woolly_tune_model *m,
     if ((*a = woolly_arch_find(name))) {
         if (woolly_arch_read_config(g, path, &c, err))
             return -1;
+        *cfg = c;
     } else {
         char as_name[64];
         woolly_arch plain = *woolly_arch_find((gguf_str){.ptr = "llama", .len = 5});
@@ -125,11 +142,12 @@ int woolly_tune_model_from_gguf(const char *path, woolly_tune_model *m, woolly_e
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
     const file_tensors f = {.g = g};
     const woolly_arch *a;
-    int rc = read_arch(g, path, m, &a, err);
+    woolly_config c = {0};
+    int rc = read_arch(g, path, m, &a, &c, err);
     for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
         const gguf_tensor *t = &g->tensors[i];
         if (t->n_dims == 2 || (t->n_dims > 2 && t->ne[2] == 1 && t->ne[3] == 1))
-            rc = add_tensor(m, a, &f, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], err);
+            rc = add_tensor(m, a, &c, &f, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], err);
     }
     gguf_close(g);
     if (!rc && m->n_shapes == 0)
@@ -157,10 +175,18 @@ int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, wool
     }
     const file_tensors f = {.syn = t, .n_syn = n};
     const woolly_arch *a = woolly_arch_find((gguf_str){.ptr = c.arch, .len = strlen(c.arch)});
+    const woolly_config hp = {.arch = a,
+                              .n_embd = (int32_t)c.n_embd,
+                              .n_layer = (int32_t)c.n_layer,
+                              .n_head = (int32_t)c.n_head,
+                              .n_head_kv = (int32_t)c.n_head_kv,
+                              .head_dim = m->head_dim,
+                              .n_ff = (int32_t)c.n_ff};
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
         if (t[i].n_dims == 2)
-            rc = add_tensor(m, a, &f, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0], err);
+            rc = add_tensor(m, a, &hp, &f, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0],
+                            err);
     free(t);
     if (rc)
         woolly_tune_model_free(m);

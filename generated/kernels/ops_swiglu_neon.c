@@ -4,6 +4,8 @@
  * The forward pass's swiglu, with the ISA's vector operations (the attention kernels' attn/<isa>/ops.c.j2:
  * the scalar level's are plain floats and expf, the reference the others are tested against).
  *   swiglu   gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i]
+ *   geglu    gate[i] = gelu(gate[i]) * up[i], GELU's tanh form: g/2 (1 + tanh(y)) = g / (1 + e^-2y),
+ *            y = sqrt(2/pi) (g + 0.044715 g^3)
  *   rmsnorm  out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] */
 #include <math.h>
 

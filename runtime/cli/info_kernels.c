@@ -9,7 +9,7 @@
 
 static const char *op_name(enum woolly_op op)
 {
-    static const char *const NAMES[] = {"gemv", "gemm", "attn", "pack", "swiglu", "rmsnorm"};
+    static const char *const NAMES[] = {"gemv", "gemm", "attn", "pack", "swiglu", "rmsnorm", "geglu"};
     return (unsigned)op < sizeof NAMES / sizeof NAMES[0] ? NAMES[op] : "?";
 }
 
@@ -50,6 +50,7 @@ static bool selected(const woolly_kernel *k)
         return woolly_kernel_choose_attn(k->wtype, k->head_dim ? k->head_dim : 0, k->act) == k;
     case WOOLLY_OP_SWIGLU:
     case WOOLLY_OP_RMSNORM:
+    case WOOLLY_OP_GEGLU:
         return woolly_kernel_choose_ops(k->op, -1) == k;
     }
     return false;

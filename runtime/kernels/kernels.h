@@ -54,8 +54,9 @@
  *
  *   pack    one row of k floats into an activation format (k a multiple of 32 for int8).
  *
- *   ops     the forward pass's small elementwise steps over n floats: swiglu (gate = silu(gate) * up)
- *           and rmsnorm (out = x / rms(x) * w), any n >= 1.
+ *   ops     the forward pass's small elementwise steps over n floats: swiglu (gate = silu(gate) * up),
+ *           geglu (gate = gelu(gate) * up, GELU's tanh form) and rmsnorm (out = x / rms(x) * w), any
+ *           n >= 1.
  *
  * Naming grammar, written down once:
  *   matmul  <weights>_<activations>_<op>_<isa>[_<layout>]_<tokens>x<rows>[_<variant>], e.g.
@@ -391,6 +392,7 @@ enum woolly_op {
     WOOLLY_OP_PACK = 3,
     WOOLLY_OP_SWIGLU = 4, /* ops */
     WOOLLY_OP_RMSNORM = 5,
+    WOOLLY_OP_GEGLU = 6,
 };
 
 typedef struct woolly_matmul_args {
@@ -465,6 +467,7 @@ static inline void woolly_attn_combine(int n, const float *const *out, const flo
 typedef void (*woolly_pack_fn)(const float *x, int64_t k, void *dst);
 
 typedef void (*woolly_swiglu_fn)(float *gate, const float *up, int64_t n);
+typedef void (*woolly_geglu_fn)(float *gate, const float *up, int64_t n);
 typedef void (*woolly_rmsnorm_fn)(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* Repacking rows [r0, r1) of a GGUF-row matrix into a layout (r0 a multiple of the group; r1 the

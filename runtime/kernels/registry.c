@@ -19,6 +19,7 @@
 #define WOOLLY_PACK_KERNEL(name, act, isa, features) void woolly_##name(const float *x, int64_t k, void *dst);
 #define WOOLLY_OPS_KERNEL(name, op, isa, features) OPS_DECL_##op(name)
 #define OPS_DECL_swiglu(name) void woolly_##name(float *gate, const float *up, int64_t n);
+#define OPS_DECL_geglu(name) void woolly_##name(float *gate, const float *up, int64_t n);
 #define OPS_DECL_rmsnorm(name)                                                                               \
     void woolly_##name(float *out, const float *x, const float *w, int64_t n, float eps);
 #include "kernels.inc"
@@ -96,8 +97,10 @@ static const woolly_kernel KERNELS[] = {
      OPS_FN_##op_(kname)},
 #define OPS_OP_swiglu WOOLLY_OP_SWIGLU
 #define OPS_OP_rmsnorm WOOLLY_OP_RMSNORM
+#define OPS_OP_geglu WOOLLY_OP_GEGLU
 #define OPS_FN_swiglu(kname) .swiglu = woolly_##kname
 #define OPS_FN_rmsnorm(kname) .rmsnorm = woolly_##kname
+#define OPS_FN_geglu(kname) .geglu = woolly_##kname
 #include "kernels.inc"
 };
 enum {

@@ -50,8 +50,9 @@ typedef struct woolly_kernel {
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
-    woolly_swiglu_fn swiglu; /* the small ops (op WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM) */
+    woolly_swiglu_fn swiglu; /* the small ops (op WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM, WOOLLY_OP_GEGLU) */
     woolly_rmsnorm_fn rmsnorm;
+    woolly_geglu_fn geglu;
 } woolly_kernel;
 
 const char *woolly_act_name(enum woolly_act act);
@@ -150,8 +151,8 @@ enum woolly_act woolly_attn_act(unsigned matmul_acts);
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act);
 
-/* The kernel of a small op (WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM): with isa < 0, the highest level at
- * most the active one (every op has a scalar kernel, so never NULL); else the one of level `isa`, if
+/* The kernel of a small op (WOOLLY_OP_SWIGLU, WOOLLY_OP_RMSNORM, WOOLLY_OP_GEGLU): with isa < 0, the highest
+ * level at most the active one (every op has a scalar kernel, so never NULL); else the one of level `isa`, if
  * it runs here (NULL if not). */
 const woolly_kernel *woolly_kernel_choose_ops(enum woolly_op op, int isa);
 

@@ -9,8 +9,10 @@
 #include "kernels.h"
 
 /* Every architecture the runtime runs; a new one is its table file (arch/<name>.c) and a line here. */
-extern const woolly_arch woolly_arch_llama, woolly_arch_granite;
-static const woolly_arch *const ARCHS[] = {&woolly_arch_llama, &woolly_arch_granite};
+extern const woolly_arch woolly_arch_llama, woolly_arch_granite, woolly_arch_qwen2, woolly_arch_qwen3,
+    woolly_arch_phi3, woolly_arch_gemma3;
+static const woolly_arch *const ARCHS[] = {&woolly_arch_llama, &woolly_arch_granite, &woolly_arch_qwen2,
+                                           &woolly_arch_qwen3, &woolly_arch_phi3,    &woolly_arch_gemma3};
 enum { N_ARCHS = sizeof ARCHS / sizeof ARCHS[0] };
 
 _Static_assert(offsetof(woolly_config, arch) == 0, "WOOLLY_HP reads offset 0 as no field");
@@ -104,6 +106,27 @@ void *woolly_arch_slot(woolly_weights *w, const woolly_arch_tensor *t, int layer
     return t->per_block ? (char *)&w->layers[layer] + t->slot : (char *)w + t->slot;
 }
 
+int64_t woolly_arch_rows(const woolly_arch_tensor *t, const woolly_config *c)
+{
+    if (t->n_parts == 0)
+        return woolly_dim_value(&t->ne[1], c);
+    int64_t rows = 0;
+    for (int j = 0; j < t->n_parts; j++)
+        rows += woolly_dim_value(&t->parts[j].rows, c);
+    return rows;
+}
+
+int woolly_arch_n_matrices(const woolly_arch_tensor *t)
+{
+    return t->n_parts > 0 ? t->n_parts : 1;
+}
+
+woolly_matrix *woolly_arch_matrix(woolly_weights *w, const woolly_arch_tensor *t, int layer, int j)
+{
+    const uint16_t slot = t->n_parts > 0 ? t->parts[j].slot : t->slot;
+    return (woolly_matrix *)(t->per_block ? (char *)&w->layers[layer] + slot : (char *)w + slot);
+}
+
 /* ---- sizes --------------------------------------------------------------------------------------- */
 
 #define FIELD(f, type)                                                                                       \
@@ -115,15 +138,30 @@ static const struct {
     const char *name;
     enum woolly_key_type type;
 } FIELDS[] = {
-    FIELD(n_vocab, WOOLLY_KEY_INT),           FIELD(n_embd, WOOLLY_KEY_INT),
-    FIELD(n_layer, WOOLLY_KEY_INT),           FIELD(n_head, WOOLLY_KEY_INT),
-    FIELD(n_head_kv, WOOLLY_KEY_INT),         FIELD(head_dim, WOOLLY_KEY_INT),
-    FIELD(head_dim_v, WOOLLY_KEY_INT),        FIELD(n_ff, WOOLLY_KEY_INT),
-    FIELD(n_ctx_train, WOOLLY_KEY_INT),       FIELD(n_rot, WOOLLY_KEY_INT),
-    FIELD(n_expert, WOOLLY_KEY_INT),          FIELD(rope_base, WOOLLY_KEY_FLOAT),
-    FIELD(rope_scale, WOOLLY_KEY_FLOAT),      FIELD(rms_eps, WOOLLY_KEY_FLOAT),
-    FIELD(embedding_scale, WOOLLY_KEY_FLOAT), FIELD(residual_scale, WOOLLY_KEY_FLOAT),
-    FIELD(attention_scale, WOOLLY_KEY_FLOAT), FIELD(logit_scale, WOOLLY_KEY_FLOAT),
+    FIELD(n_vocab, WOOLLY_KEY_INT),
+    FIELD(n_embd, WOOLLY_KEY_INT),
+    FIELD(n_layer, WOOLLY_KEY_INT),
+    FIELD(n_head, WOOLLY_KEY_INT),
+    FIELD(n_head_kv, WOOLLY_KEY_INT),
+    FIELD(head_dim, WOOLLY_KEY_INT),
+    FIELD(head_dim_v, WOOLLY_KEY_INT),
+    FIELD(n_ff, WOOLLY_KEY_INT),
+    FIELD(n_ctx_train, WOOLLY_KEY_INT),
+    FIELD(n_rot, WOOLLY_KEY_INT),
+    FIELD(n_expert, WOOLLY_KEY_INT),
+    FIELD(n_swa, WOOLLY_KEY_INT),
+    FIELD(swa_pattern, WOOLLY_KEY_INT),
+    FIELD(rope_orig_ctx, WOOLLY_KEY_INT),
+    FIELD(rope_attn_factor, WOOLLY_KEY_FLOAT),
+    FIELD(rope_base_swa, WOOLLY_KEY_FLOAT),
+    FIELD(logit_softcap, WOOLLY_KEY_FLOAT),
+    FIELD(rope_base, WOOLLY_KEY_FLOAT),
+    FIELD(rope_scale, WOOLLY_KEY_FLOAT),
+    FIELD(rms_eps, WOOLLY_KEY_FLOAT),
+    FIELD(embedding_scale, WOOLLY_KEY_FLOAT),
+    FIELD(residual_scale, WOOLLY_KEY_FLOAT),
+    FIELD(attention_scale, WOOLLY_KEY_FLOAT),
+    FIELD(logit_scale, WOOLLY_KEY_FLOAT),
 };
 #undef FIELD
 
@@ -190,6 +228,8 @@ int woolly_arch_check_shape(const woolly_arch_tensor *t, const woolly_config *c,
     for (int i = 0; i < 4; i++) {
         if (i < nd)
             want[i] = woolly_dim_value(&t->ne[i], c);
+        if (i == 1 && t->n_parts > 0)
+            want[1] = woolly_arch_rows(t, c);
         ok &= (int64_t)gt->ne[i] == want[i];
     }
     if (ok)
@@ -237,9 +277,10 @@ int woolly_arch_read_int(const gguf_file *g, const char *label, const woolly_arc
     return 0;
 }
 
-/* A FLOAT key: absent (or 0 when not required) gives `def`; must be finite and > 0. */
+/* A FLOAT key: absent (or 0 when not required) gives `def`; must be finite and > 0, or 0 when
+ * zero_off. */
 static int read_float(const gguf_file *g, const char *label, const woolly_arch *a, const char *key,
-                      bool required, float def, float *out, woolly_error *err)
+                      bool required, bool zero_off, float def, float *out, woolly_error *err)
 {
     const char *k = arch_key(a, key);
     woolly_error e = {{0}};
@@ -253,6 +294,10 @@ static int read_float(const gguf_file *g, const char *label, const woolly_arch *
     }
     if (v == 0.0f && !required) /* converters write 0 for "not set" */
         v = def;
+    if (zero_off && v == 0.0f) {
+        *out = 0.0f;
+        return 0;
+    }
     if (!isfinite(v) || !(v > 0.0f))
         return woolly_fail(err, "%s: hyperparameter '%s' = %g must be a finite number > 0", label, k,
                            (double)v);
@@ -269,13 +314,16 @@ static int read_keys(const gguf_file *g, const char *label, woolly_config *c, en
         if (k->type != type)
             continue;
         if (type == WOOLLY_KEY_INT) {
-            const long long def = k->required ? -1 : (long long)woolly_dim_value(&k->def, c);
+            const long long def = k->required     ? -1
+                                  : k->def.mul[0] ? (long long)woolly_dim_value(&k->def, c)
+                                                  : (long long)k->def_int;
             const long long hi = k->hi_field ? field_value(c, k->hi_field) : k->hi;
             if (woolly_arch_read_int(g, label, a, k->key, def, k->lo, hi, int_field(c, k->field), err))
                 return -1;
         } else {
             float *f = (float *)((char *)c + k->field);
-            if (read_float(g, label, a, k->key, k->required, k->def_f != 0.0f ? k->def_f : *f, f, err))
+            if (read_float(g, label, a, k->key, k->required, k->zero_off, k->def_f != 0.0f ? k->def_f : *f, f,
+                           err))
                 return -1;
         }
     }
@@ -306,22 +354,44 @@ static int check_decoder(const gguf_file *g, const char *label, const woolly_con
     return 0;
 }
 
-/* rope.scaling.type: none, or linear with rope.scaling.factor. */
+/* rope.scaling.type as llama.cpp reads it: absent means linear (with a factor of 1 when rope.scaling.factor
+ * is absent too); yarn takes the factor and the original context length; longrope (Phi-3) picks one of
+ * the factor tensors by the context size (rope.c). rope.scaling.attn_factor and the original context
+ * length are read whatever the type. */
 static int read_rope_scaling(const gguf_file *g, const char *label, woolly_config *c, woolly_error *err)
 {
+    static const struct {
+        const char *name;
+        enum woolly_rope_scaling type;
+    } TYPES[] = {{"none", WOOLLY_ROPE_SCALING_NONE},
+                 {"linear", WOOLLY_ROPE_SCALING_LINEAR},
+                 {"yarn", WOOLLY_ROPE_SCALING_YARN},
+                 {"longrope", WOOLLY_ROPE_SCALING_LONGROPE}};
     woolly_error e = {{0}};
-    gguf_str scaling;
-    c->rope_scale = 1.0f;
-    if (gguf_get_str(g, arch_key(c->arch, "rope.scaling.type"), &scaling, &e) &&
-        !gguf_str_eq(scaling, "none")) {
-        if (!gguf_str_eq(scaling, "linear"))
-            return woolly_fail(err, "%s: RoPE scaling '%.*s' is not supported (none, linear)", label,
-                               (int)(scaling.len > 32 ? 32 : scaling.len), scaling.ptr);
-        return read_float(g, label, c->arch, "rope.scaling.factor", false, 1.0f, &c->rope_scale, err);
-    }
-    if (e.msg[0])
+    gguf_str scaling = {.ptr = "linear", .len = 6};
+    if (!gguf_get_str(g, arch_key(c->arch, "rope.scaling.type"), &scaling, &e) && e.msg[0])
         return woolly_fail(err, "%s: %s", label, e.msg);
-    return 0;
+    bool known = false;
+    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
+        if (gguf_str_eq(scaling, TYPES[i].name)) {
+            c->rope_scaling = TYPES[i].type;
+            known = true;
+        }
+    if (!known)
+        return woolly_fail(err, "%s: RoPE scaling '%.*s' is not supported (none, linear, yarn, longrope)",
+                           label, (int)(scaling.len > 32 ? 32 : scaling.len), scaling.ptr);
+    c->rope_scale = 1.0f;
+    c->rope_attn_factor = 1.0f;
+    if (c->rope_scaling != WOOLLY_ROPE_SCALING_NONE &&
+        read_float(g, label, c->arch, "rope.scaling.factor", false, false, 1.0f, &c->rope_scale, err))
+        return -1;
+    if (c->rope_scaling == WOOLLY_ROPE_SCALING_LINEAR && c->rope_scale == 1.0f)
+        c->rope_scaling = WOOLLY_ROPE_SCALING_NONE;
+    if (read_float(g, label, c->arch, "rope.scaling.attn_factor", false, false, 1.0f, &c->rope_attn_factor,
+                   err))
+        return -1;
+    return woolly_arch_read_int(g, label, c->arch, "rope.scaling.original_context_length", c->n_ctx_train, 1,
+                                INT32_MAX, &c->rope_orig_ctx, err);
 }
 
 int woolly_arch_read_config(const gguf_file *g, const char *label, woolly_config *c, woolly_error *err)
@@ -346,5 +416,11 @@ int woolly_arch_read_keys(const gguf_file *g, const char *label, const woolly_ar
     /* The plain decoder's values, which a FLOAT key without a default of its own keeps when absent. */
     c->embedding_scale = c->residual_scale = c->logit_scale = 1.0f;
     c->attention_scale = 1.0f / sqrtf((float)c->head_dim);
-    return read_keys(g, label, c, WOOLLY_KEY_FLOAT, err) || read_rope_scaling(g, label, c, err) ? -1 : 0;
+    if (read_keys(g, label, c, WOOLLY_KEY_FLOAT, err) || read_rope_scaling(g, label, c, err))
+        return -1;
+    if (c->rope_base_swa == 0.0f) /* a table without a base of its own for sliding layers */
+        c->rope_base_swa = c->rope_base;
+    if (a->derive)
+        a->derive(c);
+    return 0;
 }

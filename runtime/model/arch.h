@@ -63,13 +63,17 @@ typedef struct woolly_arch_key {
     enum woolly_key_type type;
     uint16_t field; /* WOOLLY_HP(...) */
     bool required;
-    /* INT: the value when absent, and the range [lo, hi], hi_field's value when hi_field is set. */
+    /* INT: the value when absent (def, or def_int when def names no field), and the range [lo, hi],
+     * hi_field's value when hi_field is set. */
     woolly_dim def;
+    int32_t def_int;
     int64_t lo, hi;
     uint16_t hi_field;
     /* FLOAT: the value when absent or 0 (converters write 0 for "not set"); 0 keeps the field's value,
      * which the decoder set before (1 for the Granite scales, 1/sqrt(head_dim) for attention.scale). */
     float def_f;
+    /* FLOAT: absent or 0 leaves 0, a step that is off (final_logit_softcapping); else it must be > 0. */
+    bool zero_off;
 } woolly_arch_key;
 
 /* ---- tensors ------------------------------------------------------------------------------------- */
@@ -89,16 +93,31 @@ enum woolly_tensor_kind {
 #define WOOLLY_CLASS_BIT(c) (1u << (c))
 #define WOOLLY_CLASSES_ALL ((1u << WOOLLY_TOKENS_CLASSES) - 1)
 
+/* A range of a fused matrix's rows bound as a matrix of its own (a view: the same bytes, its data pointer
+ * past the rows before it), so that the products, the repack and the tuner see ordinary matrices. */
+typedef struct woolly_arch_part {
+    woolly_dim rows;
+    uint16_t slot; /* offsetof(woolly_layer or woolly_weights, field): a woolly_matrix */
+} woolly_arch_part;
+
+enum { WOOLLY_ARCH_MAX_PARTS = 3 };
+
 typedef struct woolly_arch_tensor {
     const char *name; /* the file's name; a block's without its "blk.<layer>." prefix */
     bool per_block;   /* one per layer, bound into woolly_layer; else one, bound into woolly_weights */
     enum woolly_tensor_kind kind;
-    woolly_dim ne[3]; /* GGUF's ne (ne[0] = row length): [cols], [cols, rows] or [cols, rows, n] */
+    woolly_dim ne[3]; /* GGUF's ne (ne[0] = row length): [cols], [cols, rows] or [cols, rows, n]; a
+                         fused matrix's rows are its parts' (ne[1] unused) */
     bool optional;    /* may be absent (its slot stays empty) */
     const char *tied; /* when absent, this global tensor is bound in its place (output: token_embd) */
     uint16_t slot;    /* offsetof(woolly_layer or woolly_weights, field) */
     unsigned classes; /* MATRIX: WOOLLY_CLASS_BIT set the tuner measures it for (a tied tensor
                          inherits them when it stands in) */
+    /* MATRIX: a fused tensor (phi3's attn_qkv, its gate+up ffn_up) whose consecutive row ranges are bound
+     * as these views, in order, their rows adding up to ne[1]; `slot` is then unused. n_parts 0: the
+     * matrix is bound whole into `slot`. */
+    woolly_arch_part parts[WOOLLY_ARCH_MAX_PARTS];
+    int n_parts;
 } woolly_arch_tensor;
 
 /* ---- the architecture ---------------------------------------------------------------------------- */
@@ -113,6 +132,7 @@ typedef struct woolly_arch_steps {
     bool qkv_bias;       /* a bias added to each of the Q, K and V products */
     bool qk_norm;        /* an RMSNorm of each query and key head before RoPE */
     bool post_norms;     /* an RMSNorm of the attention's and the FFN's outputs before their residual add */
+    bool gelu_ffn;       /* the FFN's gate is GELU (tanh form), not SiLU: gelu(h Wgate) * (h Wup) */
     bool moe_ffn;        /* the feed-forward is a mixture of experts (EXPERTS tensors, a router) */
     bool sliding_window; /* some layers attend to a window of recent positions only */
 } woolly_arch_steps;
@@ -126,6 +146,9 @@ typedef struct woolly_arch {
     int n_tensors;
     enum woolly_rope_mode rope;
     woolly_arch_steps steps;
+    /* Values the family derives from its hyperparameters once they are read (gemma3: its embedding scale
+     * sqrt(n_embd)), or NULL. */
+    void (*derive)(woolly_config *c);
 } woolly_arch;
 
 /* The architectures the runtime knows (arch.c lists them), and the one named `name`, or NULL. */
@@ -148,6 +171,11 @@ const woolly_arch_tensor *woolly_arch_match(const woolly_arch *a, const char *na
 const char *woolly_arch_tensor_name(const woolly_arch_tensor *t, int layer, char *buf, size_t n);
 /* Where tensor t (of block `layer`) is bound in w: a woolly_matrix or a const float *, by its kind. */
 void *woolly_arch_slot(woolly_weights *w, const woolly_arch_tensor *t, int layer);
+/* The rows of a MATRIX tensor under c: ne[1], or its parts' sum. */
+int64_t woolly_arch_rows(const woolly_arch_tensor *t, const woolly_config *c);
+/* The matrices a MATRIX tensor binds: 1, or its parts; the j-th one's woolly_matrix in w. */
+int woolly_arch_n_matrices(const woolly_arch_tensor *t);
+woolly_matrix *woolly_arch_matrix(woolly_weights *w, const woolly_arch_tensor *t, int layer, int j);
 
 /* A size's value under c, and its text ("n_head * head_dim", "n_rot / 2") for messages. */
 int64_t woolly_dim_value(const woolly_dim *d, const woolly_config *c);
@@ -165,7 +193,8 @@ int woolly_arch_check_shape(const woolly_arch_tensor *t, const woolly_config *c,
 
 /* Reads a model's hyperparameters as the runtime does: general.architecture (an architecture it
  * knows), the table's keys, the decoder's checks (query heads shared evenly, head dimension the kernels
- * take, RoPE pairs, RoPE scaling none or linear). `label` (the file) prefixes the messages. n_vocab is
+ * take, RoPE pairs), the RoPE scaling (none, linear, yarn, or longrope with the factor tensors) and the
+ * family's derived values. `label` (the file) prefixes the messages. n_vocab is
  * left 0: the token embedding gives it (model.c). */
 int woolly_arch_read_config(const gguf_file *g, const char *label, woolly_config *c, woolly_error *err);
 /* The same with table a, its keys read as "<a->name>.<key>", whatever general.architecture says (the

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "rope.h"
 
 enum { DEFAULT_N_BATCH = 512, MAX_DEFAULT_N_CTX = 4096, MAX_N_BATCH = 1 << 16, MAX_N_SEQ = 1024 };
 
@@ -56,6 +57,7 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     const size_t nb = (size_t)c->params.n_batch;
     const size_t q_dim = (size_t)p->n_head * p->head_dim, kv_dim = (size_t)p->n_head_kv * p->head_dim;
     const size_t n_ffn = nb < WOOLLY_FFN_TOKENS ? nb : WOOLLY_FFN_TOKENS;
+    const size_t n_swa_rope = p->n_swa > 0 ? nb * (size_t)(p->n_rot / 2) : 0;
     woolly_run_state *s = &c->s;
     struct {
         float **ptr;
@@ -73,9 +75,13 @@ static int alloc_state(woolly_context *c, woolly_error *err)
         {&s->hb2, n_ffn * p->n_ff},
         {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
+        {&s->rope_cos_swa, n_swa_rope},
+        {&s->rope_sin_swa, n_swa_rope},
         {&s->logits, (size_t)c->n_logits_max * (size_t)p->n_vocab},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (!bufs[i].n)
+            continue;
         *bufs[i].ptr = calloc(bufs[i].n, sizeof(float));
         if (!*bufs[i].ptr)
             return woolly_fail(
@@ -84,10 +90,13 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     s->inv_freq = malloc(sizeof(double) * (size_t)(p->n_rot / 2));
     if (!s->inv_freq)
         return woolly_fail(err, "out of memory");
-    for (int32_t i = 0; i < p->n_rot / 2; i++) {
-        s->inv_freq[i] = pow((double)p->rope_base, -2.0 * i / p->n_rot);
-        if (c->model->w.rope_freqs)
-            s->inv_freq[i] /= (double)c->model->w.rope_freqs[i];
+    const woolly_rope_setting global = woolly_rope_global(c->model, c->params.n_ctx);
+    s->rope_mscale = woolly_rope_inv_freqs(&global, s->inv_freq);
+    if (n_swa_rope) {
+        if (!(s->inv_freq_swa = malloc(sizeof(double) * (size_t)(p->n_rot / 2))))
+            return woolly_fail(err, "out of memory");
+        const woolly_rope_setting sliding = woolly_rope_sliding(c->model);
+        s->rope_mscale_swa = woolly_rope_inv_freqs(&sliding, s->inv_freq_swa);
     }
 
     /* Packing scratch: the widest packed input of any matrix, for a full batch. */
@@ -118,11 +127,13 @@ static int alloc_state(woolly_context *c, woolly_error *err)
 
 static void free_state(woolly_run_state *s)
 {
-    float *bufs[] = {s->x,      s->xb, s->q,   s->k,        s->v,        s->att,   s->att_part,
-                     s->att_ml, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->logits};
+    float *bufs[] = {s->x,      s->xb, s->q,   s->k,        s->v,        s->att,          s->att_part,
+                     s->att_ml, s->hb, s->hb2, s->rope_cos, s->rope_sin, s->rope_cos_swa, s->rope_sin_swa,
+                     s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->inv_freq);
+    free(s->inv_freq_swa);
     free(s->pack);
     free(s->embd_row);
     memset(s, 0, sizeof *s);

@@ -34,10 +34,16 @@ typedef struct woolly_run_state {
     float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
     float *hb, *hb2;            /* [min(n, WOOLLY_FFN_TOKENS)][n_ff] feed-forward hidden: gate, up */
     float *logits;              /* [n_logits_max][n_vocab] the tokens that asked for logits */
-    double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair */
-    float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions */
-    void *pack;                 /* packed activations, when a plan packs (non-F32 activations) */
-    void *embd_row;             /* one token embedding row in GGUF's format, when the matrix is repacked */
+    double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair (rope.h) */
+    float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions, times rope_mscale */
+    double rope_mscale;         /* the factor RoPE's cos and sin carry (YaRN's attention factor) */
+    /* The same for the sliding-window layers, which have a RoPE setting of their own (rope.h); NULL
+     * without such layers. */
+    double *inv_freq_swa;
+    float *rope_cos_swa, *rope_sin_swa;
+    double rope_mscale_swa;
+    void *pack;     /* packed activations, when a plan packs (non-F32 activations) */
+    void *embd_row; /* one token embedding row in GGUF's format, when the matrix is repacked */
 } woolly_run_state;
 
 struct woolly_context {

@@ -1,15 +1,28 @@
-/* The forward pass of a Llama/Granite decoder, top to bottom as in the papers:
+/* The forward pass of a decoder, top to bottom as in the papers, with the steps an architecture adds
+ * (arch.h's woolly_arch_steps, in brackets) in their places:
  *
- *   x = embed(tokens) * embedding_scale
+ *   x = embed(tokens) * embedding_scale                      (gemma3: sqrt(n_embd); granite: its scale)
  *   for each layer:
  *       h = rmsnorm(x) * attn_norm
- *       q, k, v = h Wq, h Wk, h Wv;   rope(q), rope(k);   cache k, v
- *       x += residual_scale * attention(q, cache) Wo
+ *       q, k, v = h Wq [+ bq], h Wk [+ bk], h Wv [+ bv]      (qwen2's biases; phi3: Wq, Wk, Wv are views of
+ *                                                             one fused attn_qkv)
+ *       [q, k = rmsnorm(each head of q, k) * q_norm, k_norm]  (qwen3, gemma3)
+ *       rope(q), rope(k);   cache k, v                      (adjacent pairs, or the halves of each head:
+ *                                                             NEOX; the layer's RoPE setting, rope.h)
+ *       a = attention(q, cache) Wo
+ *       [a = rmsnorm(a) * attn_post_norm]                    (gemma3)
+ *       x += residual_scale * a
  *       h = rmsnorm(x) * ffn_norm
- *       x += residual_scale * (silu(h Wgate) * (h Wup)) Wdown
+ *       f = (act(h Wgate) * (h Wup)) Wdown                   (act: SiLU, or GELU (tanh form) for gemma3;
+ *                                                             phi3: Wgate, Wup are views of one ffn_up)
+ *       [f = rmsnorm(f) * ffn_post_norm]                     (gemma3)
+ *       x += residual_scale * f
  *   logits = (rmsnorm(x) * output_norm) Wout / logit_scale
+ *   [logits = cap * tanh(logits / cap)]                      (gemma3's final_logit_softcapping)
  *
- * for a batch of n tokens at once, which may belong to several sequences (each with its own KV cache):
+ * The bias add, the head norm and RoPE run in one pass over each head, while it is in cache.
+ *
+ * A batch of n tokens runs at once, which may belong to several sequences (each with its own KV cache):
  * every matrix product is one call through the kernel registry over all the batch's tokens (GEMM for a
  * batch, GEMV for one token), so that the weights stream from memory once per step however many
  * sequences decode together (the feed-forward's take WOOLLY_FFN_TOKENS tokens a call); attention runs per run
@@ -25,19 +38,15 @@
 #include "context.h"
 #include "quant.h"
 
-/* The steps above are the plain decoder's: RoPE on adjacent pairs and none of an architecture's
- * optional steps (arch.h) yet. A step is written in its place in woolly_forward, then struck from this
- * list; until then, a model whose table needs it is refused at load. */
+/* The optional steps (arch.h) woolly_forward does not run yet. A step is written in its place in
+ * woolly_forward, then struck from this list; until then, a model whose table needs it is refused at
+ * load. */
 bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
 {
     const woolly_arch_steps *s = &a->steps;
-    const char *lacks = a->rope != WOOLLY_ROPE_ADJACENT ? "RoPE on the halves (NEOX)"
-                        : s->qkv_bias                   ? "Q/K/V biases"
-                        : s->qk_norm                    ? "Q/K norms"
-                        : s->post_norms                 ? "post-norms"
-                        : s->moe_ffn                    ? "a mixture-of-experts FFN"
-                        : s->sliding_window             ? "sliding-window attention"
-                                                        : NULL;
+    const char *lacks = s->moe_ffn          ? "a mixture-of-experts FFN"
+                        : s->sliding_window ? "sliding-window attention"
+                                            : NULL;
     if (lacks)
         snprintf(why, n, "%s", lacks);
     return !lacks;
@@ -82,38 +91,62 @@ static void rmsnorm(const woolly_context *c, float *out, const float *x, const f
         c->ops.rmsnorm(out + (size_t)t * d, x + (size_t)t * d, weight, d, eps);
 }
 
-/* The rotation angles of the batch's positions: pos * base^(-2i/n_rot), in double so that long
- * contexts keep their precision. */
-static void rope_angles(woolly_context *c, const int32_t *positions, int32_t n)
+/* The rotation angles of the batch's positions under one RoPE setting: pos * inv_freq[i] in double, so
+ * that long contexts keep their precision; cos and sin carry the setting's factor (rope.h). */
+static void rope_angles(const woolly_config *p, const int32_t *positions, int32_t n, const double *inv_freq,
+                        double mscale, float *cos_out, float *sin_out)
 {
-    const woolly_config *p = &c->model->cfg;
     const int32_t half = p->n_rot / 2;
-    for (int32_t t = 0; t < n; t++) {
-        const double pos = (double)positions[t] / p->rope_scale;
+    for (int32_t t = 0; t < n; t++)
         for (int32_t i = 0; i < half; i++) {
-            const double theta = pos * c->s.inv_freq[i];
-            c->s.rope_cos[(size_t)t * half + i] = (float)cos(theta);
-            c->s.rope_sin[(size_t)t * half + i] = (float)sin(theta);
+            const double theta = (double)positions[t] * inv_freq[i];
+            cos_out[(size_t)t * half + i] = (float)(cos(theta) * mscale);
+            sin_out[(size_t)t * half + i] = (float)(sin(theta) * mscale);
         }
+}
+
+/* RoPE on one head: each pair i < n_rot/2 turned by its angle, the pairs (x[2i], x[2i+1]) (adjacent)
+ * or (x[i], x[i + n_rot/2]) (the halves, NEOX). */
+static void rotate_adjacent(float *v, const float *cs, const float *sn, int32_t half)
+{
+    for (int32_t i = 0; i < half; i++) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cs[i] - x1 * sn[i];
+        v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
     }
 }
 
-/* Rotates the adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of every head of n rows. */
-static void rope(const woolly_context *c, float *x, int32_t n, int32_t n_heads)
+static void rotate_halves(float *v, const float *cs, const float *sn, int32_t half)
+{
+    for (int32_t i = 0; i < half; i++) {
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cs[i] - x1 * sn[i];
+        v[i + half] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+/* The heads of n rows of x (n_heads heads of head_dim per row) made ready for attention in one pass
+ * over each head: + bias (NULL: none), RMSNorm times norm (NULL: none), then RoPE by the angles cs, sn
+ * ([n][n_rot / 2]). */
+static void prepare_heads(const woolly_context *c, float *x, int32_t n, int32_t n_heads, const float *bias,
+                          const float *norm, const float *cs, const float *sn)
 {
     const woolly_config *p = &c->model->cfg;
     const int32_t half = p->n_rot / 2, hd = p->head_dim;
-    for (int32_t t = 0; t < n; t++) {
-        const float *cs = c->s.rope_cos + (size_t)t * half, *sn = c->s.rope_sin + (size_t)t * half;
+    const bool neox = p->arch->rope == WOOLLY_ROPE_NEOX;
+    for (int32_t t = 0; t < n; t++)
         for (int32_t h = 0; h < n_heads; h++) {
             float *v = x + ((size_t)t * n_heads + h) * hd;
-            for (int32_t i = 0; i < half; i++) {
-                const float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * cs[i] - x1 * sn[i];
-                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
-            }
+            if (bias)
+                for (int32_t i = 0; i < hd; i++)
+                    v[i] += bias[(size_t)h * hd + i];
+            if (norm)
+                c->ops.rmsnorm(v, v, norm, hd, p->rms_eps);
+            if (neox)
+                rotate_halves(v, cs + (size_t)t * half, sn + (size_t)t * half, half);
+            else
+                rotate_adjacent(v, cs + (size_t)t * half, sn + (size_t)t * half, half);
         }
-    }
 }
 
 /* KV chunks per head for one token: the tests' forced split (attn_split), else the tuning profile's or
@@ -161,8 +194,9 @@ static void residual_add(float *x, const float *y, size_t len, float scale)
         x[i] += scale * y[i];
 }
 
-/* x += residual_scale * FFN(xb) of n tokens, WOOLLY_FFN_TOKENS at a time: silu(xb Wgate) * (xb Wup) in
- * the hidden buffers, then times Wdown into the same rows of xb, whose input they no longer need. */
+/* x += residual_scale * FFN(xb) of n tokens, WOOLLY_FFN_TOKENS at a time: act(xb Wgate) * (xb Wup) in
+ * the hidden buffers, then times Wdown into the same rows of xb, whose input they no longer need, and
+ * normalized there by ffn_post_norm where the layer has one. */
 static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
 {
     const woolly_config *p = &c->model->cfg;
@@ -172,8 +206,13 @@ static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
         float *h = s->xb + (size_t)t0 * p->n_embd;
         matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
                           (float *const[]){s->hb, s->hb2}, 2, h, m);
-        c->ops.swiglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
+        if (p->arch->steps.gelu_ffn)
+            c->ops.geglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
+        else
+            c->ops.swiglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
         matmul(c, &L->w_down, s->hb, m, h);
+        if (L->ffn_post_norm)
+            rmsnorm(c, h, h, L->ffn_post_norm, m, p->n_embd, p->rms_eps);
     }
     residual_add(s->x, s->xb, (size_t)n * p->n_embd, p->residual_scale);
 }
@@ -232,22 +271,33 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
             for (int32_t i = 0; i < d; i++)
                 xt[i] *= p->embedding_scale;
     }
-    rope_angles(c, b->pos, n);
+    rope_angles(p, b->pos, n, s->inv_freq, s->rope_mscale, s->rope_cos, s->rope_sin);
+    if (s->inv_freq_swa)
+        rope_angles(p, b->pos, n, s->inv_freq_swa, s->rope_mscale_swa, s->rope_cos_swa, s->rope_sin_swa);
 
     for (int32_t l = 0; l < p->n_layer; l++) {
         const woolly_layer *L = &w->layers[l];
+        const bool sliding = s->inv_freq_swa && woolly_layer_window(p, l) > 0;
+        const float *cs = sliding ? s->rope_cos_swa : s->rope_cos,
+                    *sn = sliding ? s->rope_sin_swa : s->rope_sin;
 
         /* Attention. */
         rmsnorm(c, s->xb, s->x, L->attn_norm, n, d, p->rms_eps);
         matmul_same_input(c, (const woolly_matrix *const[]){&L->wq, &L->wk, &L->wv},
                           (float *const[]){s->q, s->k, s->v}, 3, s->xb, n);
-        rope(c, s->q, n, p->n_head);
-        rope(c, s->k, n, p->n_head_kv);
-        for (int32_t t = 0; t < n; t++)
-            woolly_kv_cache_store(&c->kv, l, b->seq_id[t], b->pos[t], s->k + (size_t)t * kv_dim,
-                                  s->v + (size_t)t * kv_dim);
+        prepare_heads(c, s->q, n, p->n_head, L->bq, L->q_norm, cs, sn);
+        prepare_heads(c, s->k, n, p->n_head_kv, L->bk, L->k_norm, cs, sn);
+        for (int32_t t = 0; t < n; t++) {
+            float *vt = s->v + (size_t)t * kv_dim;
+            if (L->bv)
+                for (size_t i = 0; i < kv_dim; i++)
+                    vt[i] += L->bv[i];
+            woolly_kv_cache_store(&c->kv, l, b->seq_id[t], b->pos[t], s->k + (size_t)t * kv_dim, vt);
+        }
         attention(c, l, c->runs, n_runs);
         matmul(c, &L->wo, s->att, n, s->xb);
+        if (L->attn_post_norm)
+            rmsnorm(c, s->xb, s->xb, L->attn_post_norm, n, d, p->rms_eps);
         residual_add(s->x, s->xb, (size_t)n * d, p->residual_scale);
 
         /* Feed-forward. */
@@ -262,6 +312,9 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
     if (p->logit_scale != 1.0f)
         for (size_t i = 0; i < (size_t)rows * p->n_vocab; i++)
             s->logits[i] /= p->logit_scale;
+    if (p->logit_softcap > 0.0f)
+        for (size_t i = 0; i < (size_t)rows * p->n_vocab; i++)
+            s->logits[i] = p->logit_softcap * tanhf(s->logits[i] / p->logit_softcap);
     c->fwd_n = n;
     for (int32_t r = 0; r < n_runs; r++) {
         const woolly_seq_run *run = &c->runs[r];

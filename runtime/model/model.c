@@ -33,7 +33,7 @@ static int bind_matrix(const woolly_model *m, const woolly_arch_tensor *t, const
 {
     const woolly_config *c = &m->cfg;
     const int64_t cols = woolly_dim_value(&t->ne[0], c);
-    int64_t rows = woolly_dim_value(&t->ne[1], c);
+    int64_t rows = woolly_arch_rows(t, c);
     if (t->kind == WOOLLY_TENSOR_EXPERTS)
         rows *= woolly_dim_value(&t->ne[2], c);
     if (woolly_arch_check_shape(t, c, gt, m->label, err))
@@ -84,6 +84,28 @@ static int bind_f32_vector(const woolly_model *m, const woolly_arch_tensor *t, c
                            (long long)n, woolly_dim_text(&t->ne[0], what, sizeof what));
     }
     *out = gt->data;
+    return 0;
+}
+
+/* A fused matrix bound as its parts (arch.h): each a view of its rows, the file's bytes from the row
+ * after the previous part's. */
+static int bind_parts(woolly_model *m, const woolly_arch_tensor *t, const gguf_tensor *gt, int layer,
+                      woolly_error *err)
+{
+    woolly_matrix whole;
+    if (bind_matrix(m, t, gt, &whole, err))
+        return -1;
+    const size_t rb = woolly_row_bytes(whole.type, whole.cols);
+    int64_t row0 = 0;
+    for (int j = 0; j < t->n_parts; j++) {
+        const int64_t rows = woolly_dim_value(&t->parts[j].rows, &m->cfg);
+        *woolly_arch_matrix(&m->w, t, layer, j) = woolly_matrix_rows(
+            (const char *)whole.data + (size_t)row0 * rb, whole.type, rows, whole.cols, gt->name);
+        row0 += rows;
+    }
+    if (row0 != whole.rows) /* the table's parts do not add up: a table's error, caught by its tests */
+        return woolly_fail(err, "%s: tensor '%s': its parts hold %lld of its %lld rows", m->label, gt->name,
+                           (long long)row0, (long long)whole.rows);
     return 0;
 }
 
@@ -147,6 +169,7 @@ static int bind_tensor(woolly_model *m, const woolly_arch_tensor *t, int layer, 
     case WOOLLY_TENSOR_EMBEDDING:
         return bind_embedding(m, t, gt, slot, err);
     case WOOLLY_TENSOR_MATRIX:
+        return t->n_parts ? bind_parts(m, t, gt, layer, err) : bind_matrix(m, t, gt, slot, err);
     case WOOLLY_TENSOR_EXPERTS:
         return bind_matrix(m, t, gt, slot, err);
     }

@@ -33,14 +33,24 @@ typedef struct woolly_config {
     int32_t n_ff;        /* feed-forward hidden width */
     int32_t n_ctx_train; /* context length the model was trained with */
     int32_t n_rot;       /* dimensions of each head that RoPE rotates (from the start, in pairs) */
-    float rope_base;     /* theta_i = pos / rope_scale * rope_base^(-2i / n_rot) / rope_freqs[i] */
-    float rope_scale;    /* linear position scaling (rope.scaling.factor); 1 without scaling */
+    float rope_base;     /* pair i turns by base^(-2i / n_rot) a position, scaled as rope.h says */
+    float rope_scale;    /* rope.scaling.factor: linear position scaling, or YaRN's factor; 1 without */
+    enum woolly_rope_scaling {
+        WOOLLY_ROPE_SCALING_NONE,
+        WOOLLY_ROPE_SCALING_LINEAR,   /* positions / rope_scale */
+        WOOLLY_ROPE_SCALING_YARN,     /* YaRN: each pair between interpolation and extrapolation (rope.c) */
+        WOOLLY_ROPE_SCALING_LONGROPE, /* Phi-3's: the long or short factor tensors by the context size */
+    } rope_scaling;
+    int32_t rope_orig_ctx;  /* rope.scaling.original_context_length (YaRN, LongRoPE): n_ctx_train if absent */
+    float rope_attn_factor; /* rope.scaling.attn_factor: multiplies RoPE's cos and sin (1 if absent) */
+    float rope_base_swa;    /* the RoPE base of sliding-window layers, which are never scaled (gemma3) */
     float rms_eps;
     /* Granite's scales; 1 for llama (attention_scale: 1/sqrt(head_dim)). */
     float embedding_scale; /* multiplies the token embeddings */
     float residual_scale;  /* multiplies each block's output before its residual add */
     float attention_scale; /* multiplies q.k before the softmax */
     float logit_scale;     /* divides the logits */
+    float logit_softcap;   /* logits = cap * tanh(logits / cap) (gemma3's final_logit_softcapping); 0: none */
     int32_t n_expert;      /* experts of a mixture-of-experts FFN; 0 without one */
     /* Sliding-window attention: a sliding layer's token sees itself and the n_swa - 1 positions before
      * it. 0: no layer slides. swa_pattern 0: every layer slides (Mistral); else layer l is global when
@@ -57,16 +67,21 @@ static inline int32_t woolly_layer_window(const woolly_config *p, int32_t l)
     return p->swa_pattern > 0 && l % p->swa_pattern == p->swa_pattern - 1 ? 0 : p->n_swa;
 }
 
+/* Optional fields are NULL where the architecture or the file has none. */
 typedef struct woolly_layer {
-    const float *attn_norm; /* [n_embd] */
-    woolly_matrix wq;       /* [n_head * head_dim][n_embd] */
-    woolly_matrix wk;       /* [n_head_kv * head_dim][n_embd] */
-    woolly_matrix wv;       /* [n_head_kv * head_dim][n_embd] */
-    woolly_matrix wo;       /* [n_embd][n_head * head_dim] */
-    const float *ffn_norm;  /* [n_embd] */
-    woolly_matrix w_gate;   /* [n_ff][n_embd] */
-    woolly_matrix w_up;     /* [n_ff][n_embd] */
-    woolly_matrix w_down;   /* [n_embd][n_ff] */
+    const float *attn_norm;       /* [n_embd] */
+    woolly_matrix wq;             /* [n_head * head_dim][n_embd] (phi3: rows of attn_qkv) */
+    woolly_matrix wk;             /* [n_head_kv * head_dim][n_embd] */
+    woolly_matrix wv;             /* [n_head_kv * head_dim][n_embd] */
+    const float *bq, *bk, *bv;    /* [n_head * head_dim], [n_head_kv * head_dim] x 2: Q/K/V biases (qwen2) */
+    const float *q_norm, *k_norm; /* [head_dim] RMSNorm weights of each query / key head (qwen3, gemma3) */
+    woolly_matrix wo;             /* [n_embd][n_head * head_dim] */
+    const float *attn_post_norm;  /* [n_embd] RMSNorm of the attention's output (gemma3) */
+    const float *ffn_norm;        /* [n_embd] */
+    woolly_matrix w_gate;         /* [n_ff][n_embd] (phi3: the first n_ff rows of ffn_up) */
+    woolly_matrix w_up;           /* [n_ff][n_embd] */
+    woolly_matrix w_down;         /* [n_embd][n_ff] */
+    const float *ffn_post_norm;   /* [n_embd] RMSNorm of the FFN's output (gemma3) */
 } woolly_layer;
 
 typedef struct woolly_weights {
@@ -75,6 +90,8 @@ typedef struct woolly_weights {
     const float *output_norm; /* [n_embd] */
     woolly_matrix output;     /* [n_vocab][n_embd]; token_embd itself when the embeddings are tied */
     const float *rope_freqs;  /* [n_rot / 2] frequency divisors (Llama 3.1 style), or NULL */
+    const float *rope_long;   /* [n_rot / 2] Phi-3's divisors beyond rope_orig_ctx, or NULL */
+    const float *rope_short;  /* [n_rot / 2] and within it */
 } woolly_weights;
 
 struct woolly_model {

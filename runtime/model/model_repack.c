@@ -46,29 +46,29 @@ int woolly_model_pick_layouts(woolly_model *m, woolly_error *err)
     const woolly_arch *a = m->cfg.arch;
     const int32_t n_layer = m->cfg.n_layer, n_tensors = woolly_arch_n_tensors(a);
     size_t cap = 0;
-    for (int32_t i = 0; i < n_tensors; i++)
-        if (woolly_arch_tensor_at(a, i)->kind == WOOLLY_TENSOR_MATRIX)
-            cap += woolly_arch_tensor_at(a, i)->per_block ? (size_t)n_layer : 1;
+    for (int32_t i = 0; i < n_tensors; i++) {
+        const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+        if (t->kind == WOOLLY_TENSOR_MATRIX)
+            cap += (size_t)woolly_arch_n_matrices(t) * (t->per_block ? (size_t)n_layer : 1);
+    }
     m->mats = calloc(cap ? cap : 1, sizeof *m->mats);
     if (!m->mats)
         return woolly_fail(err, "%s: out of memory", m->label);
-    /* The layers' matrices layer by layer, each in table order, then the global ones (the output): the
-     * order the contexts' plans and the repack cache's key index them by. */
-    for (int32_t l = 0; l < n_layer; l++)
+    /* The layers' matrices layer by layer, each in table order (a fused tensor's parts in theirs), then
+     * the global ones (the output): the order the contexts' plans and the repack cache's key index them
+     * by. */
+    for (int32_t k = 0; k <= n_layer; k++)
         for (int32_t i = 0; i < n_tensors; i++) {
+            const int32_t layer = k < n_layer ? k : -1; /* the layers', then the global ones */
             const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-            woolly_matrix *w =
-                t->per_block && t->kind == WOOLLY_TENSOR_MATRIX ? woolly_arch_slot(&m->w, t, l) : NULL;
-            if (w && w->data)
-                m->mats[m->n_mats++] = w;
+            if (t->kind != WOOLLY_TENSOR_MATRIX || t->per_block != (layer >= 0))
+                continue;
+            for (int j = 0; j < woolly_arch_n_matrices(t); j++) {
+                woolly_matrix *w = woolly_arch_matrix(&m->w, t, layer, j);
+                if (w->data)
+                    m->mats[m->n_mats++] = w;
+            }
         }
-    for (int32_t i = 0; i < n_tensors; i++) {
-        const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-        woolly_matrix *w =
-            !t->per_block && t->kind == WOOLLY_TENSOR_MATRIX ? woolly_arch_slot(&m->w, t, -1) : NULL;
-        if (w && w->data)
-            m->mats[m->n_mats++] = w;
-    }
     for (int32_t i = 0; i < m->n_mats; i++) {
         m->mats[i]->id = i;
         if (pick(m->profile, m->mats[i], err))

@@ -1,6 +1,7 @@
 /* llama: the plain decoder of forward.c's top comment (Llama 1-3, Mistral and the many models
  * converted to its layout). Pre-norm blocks, grouped-query attention, RoPE on adjacent pairs, a SwiGLU
- * feed-forward, no biases. */
+ * feed-forward, no biases. Its hyperparameter keys are every decoder's (woolly_arch_decoder: the base of
+ * a family whose tensors differ, phi3). */
 #include "arch.h"
 
 #define INT_KEY(k, f) .key = k, .type = WOOLLY_KEY_INT, .field = WOOLLY_HP(f)
@@ -58,10 +59,16 @@ static const woolly_arch_tensor TENSORS[] = {
      .ne = {WOOLLY_DIM(n_ff), WOOLLY_DIM(n_embd)}, .classes = WOOLLY_CLASSES_ALL},
 };
 
-const woolly_arch woolly_arch_llama = {
-    .name = "llama",
+/* Keys only: not an architecture of the registry. */
+const woolly_arch woolly_arch_decoder = {
+    .name = "decoder",
     .keys = KEYS,
     .n_keys = sizeof KEYS / sizeof KEYS[0],
+};
+
+const woolly_arch woolly_arch_llama = {
+    .name = "llama",
+    .base = &woolly_arch_decoder,
     .tensors = TENSORS,
     .n_tensors = sizeof TENSORS / sizeof TENSORS[0],
     .rope = WOOLLY_ROPE_ADJACENT,
