@@ -88,10 +88,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
@@ -99,10 +102,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
@@ -178,10 +184,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
@@ -189,10 +198,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
@@ -295,8 +307,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b32x64_i16.c
@@ -305,6 +320,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
@@ -321,8 +338,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX2_AVXVNNI)
   set(WOOLLY_GROUP_AVX2_AVXVNNI_LEVEL avx2)
@@ -413,8 +433,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b32x64_i16.c
@@ -423,6 +446,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
@@ -439,8 +464,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_4x8_vnni.c
@@ -596,8 +624,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
@@ -615,8 +646,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX512_AVX512BF16)
   set(WOOLLY_GROUP_AVX512_AVX512BF16_LEVEL avx512)
@@ -654,6 +688,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64_bf16.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX512_AVX512FP16)
   set(WOOLLY_GROUP_AVX512_AVX512FP16_LEVEL avx512)
@@ -676,6 +712,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k64_fp16.c
@@ -684,6 +722,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d256_k64_fp16.c
   )
   set(WOOLLY_SOURCES_AVX512 ${WOOLLY_GROUP_AVX512_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512BF16_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512FP16_SOURCES})
   set(WOOLLY_TEST_SOURCES_AVX512
@@ -819,8 +859,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
@@ -838,8 +881,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x4.c
@@ -871,6 +917,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64_fp16.c
@@ -887,6 +935,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k64_fp16.c
@@ -895,6 +945,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64_fp16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d256_k64_fp16.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_AVX512})
@@ -961,8 +1013,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_neon.c
@@ -975,8 +1030,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS NEON_I8MM)
   set(WOOLLY_GROUP_NEON_I8MM_LEVEL neon)
@@ -1043,8 +1101,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_neon.c
@@ -1057,8 +1118,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x8_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_2x4_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x8_i8mm.c

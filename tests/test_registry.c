@@ -182,7 +182,7 @@ Test(registry, hash_depends_on_the_names)
 
 Test(registry, attention_choice_respects_the_head_dimension)
 {
-    const int dims[] = {8, 64, 128, 200};
+    const int dims[] = {8, 64, 128, 200, 256};
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         for (int bf16 = 0; bf16 < 2; bf16++) {
             const woolly_kernel *k =
@@ -220,7 +220,7 @@ static bool rounded_tiles_run(enum woolly_act act, const woolly_kernel *f32, int
  * too, faking a CPU of the class. */
 static void check_rounded_attention(const char *what)
 {
-    const int dims[] = {8, 64, 128, 200};
+    const int dims[] = {8, 64, 128, 200, 256};
     enum woolly_act order[3];
     const int n_order = woolly_kernel_attn_rounded_order(order);
     cr_assert(n_order >= 1 && n_order <= 3, "%s: %d rounded formats", what, n_order);

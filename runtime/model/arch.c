@@ -120,7 +120,8 @@ static const struct {
     FIELD(n_head_kv, WOOLLY_KEY_INT),         FIELD(head_dim, WOOLLY_KEY_INT),
     FIELD(head_dim_v, WOOLLY_KEY_INT),        FIELD(n_ff, WOOLLY_KEY_INT),
     FIELD(n_ctx_train, WOOLLY_KEY_INT),       FIELD(n_rot, WOOLLY_KEY_INT),
-    FIELD(n_expert, WOOLLY_KEY_INT),          FIELD(rope_base, WOOLLY_KEY_FLOAT),
+    FIELD(n_expert, WOOLLY_KEY_INT),          FIELD(n_swa, WOOLLY_KEY_INT),
+    FIELD(swa_pattern, WOOLLY_KEY_INT),       FIELD(rope_base, WOOLLY_KEY_FLOAT),
     FIELD(rope_scale, WOOLLY_KEY_FLOAT),      FIELD(rms_eps, WOOLLY_KEY_FLOAT),
     FIELD(embedding_scale, WOOLLY_KEY_FLOAT), FIELD(residual_scale, WOOLLY_KEY_FLOAT),
     FIELD(attention_scale, WOOLLY_KEY_FLOAT), FIELD(logit_scale, WOOLLY_KEY_FLOAT),
@@ -269,7 +270,9 @@ static int read_keys(const gguf_file *g, const char *label, woolly_config *c, en
         if (k->type != type)
             continue;
         if (type == WOOLLY_KEY_INT) {
-            const long long def = k->required ? -1 : (long long)woolly_dim_value(&k->def, c);
+            const long long def = k->required      ? -1
+                                  : k->def.mul[0] ? (long long)woolly_dim_value(&k->def, c)
+                                                  : 0; /* an optional step, off when absent */
             const long long hi = k->hi_field ? field_value(c, k->hi_field) : k->hi;
             if (woolly_arch_read_int(g, label, a, k->key, def, k->lo, hi, int_field(c, k->field), err))
                 return -1;

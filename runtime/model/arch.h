@@ -63,7 +63,8 @@ typedef struct woolly_arch_key {
     enum woolly_key_type type;
     uint16_t field; /* WOOLLY_HP(...) */
     bool required;
-    /* INT: the value when absent, and the range [lo, hi], hi_field's value when hi_field is set. */
+    /* INT: the value when absent (0 when def names no field: an optional step, off), and the range
+     * [lo, hi], hi_field's value when hi_field is set. */
     woolly_dim def;
     int64_t lo, hi;
     uint16_t hi_field;

@@ -36,7 +36,6 @@ bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
                         : s->qk_norm                    ? "Q/K norms"
                         : s->post_norms                 ? "post-norms"
                         : s->moe_ffn                    ? "a mixture-of-experts FFN"
-                        : s->sliding_window             ? "sliding-window attention"
                                                         : NULL;
     if (lacks)
         snprintf(why, n, "%s", lacks);
@@ -141,6 +140,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
         .n_runs = n_runs,
         .kv = &c->kv,
         .layer = layer,
+        .window = woolly_layer_window(p, layer),
         .kernel = c->attn,
         .kernel_decode = c->attn_decode,
         .q_per_call = c->attn_q_per_call,
@@ -150,7 +150,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
     };
     const int nth = woolly_attn_threads(c->pool, &a);
     if (n_runs == 1 && runs[0].generated)
-        a.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
+        a.n_split = attn_n_split(c, nth, woolly_attn_visible(runs[0].pos0, a.window));
     woolly_attn_run(c->pool, &a, nth);
 }
 
