@@ -712,8 +712,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k64_fp16.c
@@ -722,8 +720,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d256_k64_fp16.c
   )
   set(WOOLLY_SOURCES_AVX512 ${WOOLLY_GROUP_AVX512_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512BF16_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512FP16_SOURCES})
   set(WOOLLY_TEST_SOURCES_AVX512
@@ -935,8 +931,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k64_fp16.c
@@ -945,8 +939,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d256_k64_fp16.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_AVX512})
