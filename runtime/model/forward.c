@@ -125,7 +125,7 @@ static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
 }
 
 /* Causal attention of the batch, each run over its own sequence's cache: the token at position pos
- * sees its sequence's positions 0 .. pos. */
+ * sees its sequence's positions 0 .. pos, or in a sliding layer its window's pos - W + 1 .. pos. */
 static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *runs, int32_t n_runs)
 {
     const woolly_config *p = &c->model->cfg;
