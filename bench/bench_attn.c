@@ -179,9 +179,9 @@ int main(int argc, char **argv)
             }
         return 0;
     }
-    static const int64_t N_KV[] = {512, 4096, 16384}, HD[] = {64, 128}, GROUP[] = {4, 8};
+    static const int64_t N_KV[] = {512, 4096, 16384}, HD[] = {64, 128, 256}, GROUP[] = {4, 8};
     for (size_t c = 0; c < 2; c++)
-        for (size_t h = 0; h < 2; h++)
+        for (size_t h = 0; h < 3; h++)
             for (size_t g = 0; g < 2; g++)
                 for (size_t n = 0; n < 3; n++)
                     for (int isa = 0; isa < WOOLLY_ISA_COUNT; isa++) {

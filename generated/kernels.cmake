@@ -88,10 +88,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
@@ -100,10 +103,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
@@ -179,10 +185,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
@@ -191,10 +200,13 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
@@ -297,8 +309,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d128_b32x64_i16.c
@@ -307,6 +322,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx2.c
@@ -324,8 +341,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX2_AVXVNNI)
   set(WOOLLY_GROUP_AVX2_AVXVNNI_LEVEL avx2)
@@ -416,8 +436,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d128_b32x64_i16.c
@@ -426,6 +449,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx2.c
@@ -443,8 +468,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_r8_4x8_vnni.c
@@ -600,8 +628,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
@@ -620,8 +651,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX512_AVX512BF16)
   set(WOOLLY_GROUP_AVX512_AVX512BF16_LEVEL avx512)
@@ -659,6 +693,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64_bf16.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX512_AVX512FP16)
   set(WOOLLY_GROUP_AVX512_AVX512FP16_LEVEL avx512)
@@ -824,8 +860,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
@@ -844,8 +883,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x4.c
@@ -877,6 +919,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64_fp16.c
@@ -967,8 +1011,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_neon.c
@@ -982,8 +1029,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d256_k64.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS NEON_I8MM)
   set(WOOLLY_GROUP_NEON_I8MM_LEVEL neon)
@@ -1050,8 +1100,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d128_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_neon.c
@@ -1065,8 +1118,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d64_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d128_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x8_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_2x4_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x8_i8mm.c

@@ -313,19 +313,20 @@ static void attn_reference(const kc_attn_case *c, const float *q, size_t q_strid
     const int64_t hd = c->head_dim, g = c->n_group;
     const float *qh = q + (size_t)(t * g + h) * q_stride;
     const int64_t end = c->pos0 + t + 1 < c->kv1 ? c->pos0 + t + 1 : c->kv1;
+    const int64_t start = c->window > 0 && end - c->window > c->kv0 ? end - c->window : c->kv0;
     double mx = -INFINITY, sum = 0;
-    for (int64_t j = c->kv0; j < end; j++) {
+    for (int64_t j = start; j < end; j++) {
         double s = 0;
         for (int64_t i = 0; i < hd; i++)
             s += (double)qh[i] * kf[j * hd + i];
         p[j] = s * scale;
         mx = p[j] > mx ? p[j] : mx;
     }
-    for (int64_t j = c->kv0; j < end; j++)
+    for (int64_t j = start; j < end; j++)
         sum += (p[j] = exp(p[j] - mx));
     for (int64_t i = 0; i < hd; i++) {
         double r = 0;
-        for (int64_t j = c->kv0; j < end; j++)
+        for (int64_t j = start; j < end; j++)
             r += p[j] / sum * vf[j * hd + i];
         out[i] = r;
     }
@@ -370,6 +371,11 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
     const int64_t hd = c->head_dim, n = c->kv1, g = c->n_group, nq = c->n_q;
     cr_assert(hd <= WOOLLY_MAX_HEAD_DIM && g <= WOOLLY_MAX_GROUP && c->kv0 <= c->pos0 && c->kv0 < c->kv1,
               "%s: bad case", name);
+    /* a ring holds what every query sees, and its end is on the kernels' block grid */
+    cr_assert(!c->ring || (c->window > 0 && c->ring % WOOLLY_ATTN_RING_ALIGN == 0 &&
+                           c->pos0 - c->window + 1 >= c->kv1 - c->ring && c->pos0 - c->window + 1 >= c->kv0),
+              "%s: bad ring case", name);
+    const int64_t n_rows = c->ring ? c->ring : n; /* rows of the cache */
     const size_t row = woolly_row_bytes(cache_type, hd);
     cr_assert(row > 0, "%s: head_dim %lld does not fit the cache type", name, (long long)hd);
     /* 2 mod 4 (row is a multiple of 4 but for odd F16 head dims): no kernel may assume rows aligned past
@@ -378,7 +384,7 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
     const size_t q_stride = (size_t)hd + Q_PAD_FLOATS, rows = (size_t)(nq * g);
     tu_rng rng = {(uint64_t)(hd * 7919 + n * 31 + g * 5 + nq * 131 + c->pos0)};
 
-    uint8_t *k = calloc(kv_row_bytes, (size_t)n), *v = calloc(kv_row_bytes, (size_t)n);
+    uint8_t *k = calloc(kv_row_bytes, (size_t)n_rows), *v = calloc(kv_row_bytes, (size_t)n_rows);
     float *kf = malloc(sizeof(float) * (size_t)(hd * n)), *vf = malloc(sizeof(float) * (size_t)(hd * n));
     float *q = malloc(sizeof(float) * q_stride * rows);
     float *out = malloc(sizeof(float) * q_stride * rows), *split = malloc(sizeof(float) * q_stride * rows);
@@ -386,9 +392,10 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
     float *ml[2] = {malloc(sizeof(float) * 2 * rows), malloc(sizeof(float) * 2 * rows)};
     double *p = malloc(sizeof(double) * (size_t)n), *ref = malloc(sizeof(double) * rows * (size_t)hd);
     cr_assert(k && v && kf && vf && q && out && split && part[0] && part[1] && ml[0] && ml[1] && p && ref);
-    for (int64_t j = 0; j < n; j++) {
-        fill_cache_row(cache_type, k + (size_t)j * kv_row_bytes, hd, &rng, &kf[j * hd]);
-        fill_cache_row(cache_type, v + (size_t)j * kv_row_bytes, hd, &rng, &vf[j * hd]);
+    for (int64_t j = 0; j < n; j++) { /* a ring's row j % ring holds the last of its positions */
+        const size_t row = (size_t)(j % n_rows) * kv_row_bytes;
+        fill_cache_row(cache_type, k + row, hd, &rng, &kf[j * hd]);
+        fill_cache_row(cache_type, v + row, hd, &rng, &vf[j * hd]);
     }
     for (size_t i = 0; i < q_stride * rows; i++) {
         q[i] = tu_rand_normal(&rng);
@@ -410,6 +417,8 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
                           .pos0 = c->pos0,
                           .kv0 = c->kv0,
                           .kv1 = c->kv1,
+                          .window = c->window,
+                          .ring = c->ring,
                           .head_dim = hd,
                           .n_group = g,
                           .scale = scale,
@@ -420,9 +429,10 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
     fn(&a);
     const double e = attn_nmse(name, c, out, q_stride, ref);
     cr_assert(e <= max_nmse,
-              "%s: head_dim=%lld group=%lld n_q=%lld pos0=%lld kv [%lld, %lld): NMSE %.3g > %.3g", name,
-              (long long)hd, (long long)g, (long long)nq, (long long)c->pos0, (long long)c->kv0,
-              (long long)c->kv1, e, max_nmse);
+              "%s: head_dim=%lld group=%lld n_q=%lld pos0=%lld kv [%lld, %lld) window %lld ring %lld: NMSE "
+              "%.3g > %.3g",
+              name, (long long)hd, (long long)g, (long long)nq, (long long)c->pos0, (long long)c->kv0,
+              (long long)c->kv1, (long long)c->window, (long long)c->ring, e, max_nmse);
 
     /* The same range split in two (as two threads would run it), combined from the partial form. */
     const int64_t mid = c->kv0 + (c->kv1 - c->kv0) / 2;

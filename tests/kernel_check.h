@@ -44,9 +44,12 @@ typedef struct kc_layout {
     woolly_unpack_fn unpack;
 } kc_layout;
 
-/* n_q queries at positions pos0 .. pos0 + n_q - 1 of n_group heads over cache positions [kv0, kv1). */
+/* n_q queries at positions pos0 .. pos0 + n_q - 1 of n_group heads over cache positions [kv0, kv1); with
+ * a sliding window (window > 0) query t sees only positions > pos0 + t - window, and with a ring (ring > 0)
+ * the cache holds position p in row p % ring, written in position order (so rows hold kv1 - ring ..
+ * kv1 - 1, and every query's window must lie there). */
 typedef struct kc_attn_case {
-    int64_t head_dim, n_group, n_q, pos0, kv0, kv1;
+    int64_t head_dim, n_group, n_q, pos0, kv0, kv1, window, ring;
 } kc_attn_case;
 
 /* How far the KV range split in two (two partial results, then woolly_attn_combine) may be from one

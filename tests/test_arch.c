@@ -159,8 +159,8 @@ Test(arch, every_table_sets_what_the_decoder_checks)
                         before |= set[s] == uses[u];
                     cr_expect(before, "%s: '%s' uses a field no key before it sets", a->name, k->key);
                 }
-                cr_expect(k->required || k->def.mul[0] || k->def_int >= 0, "%s: '%s' has no default", a->name,
-                          k->key);
+                cr_expect(k->required || k->def.mul[0] || (k->def_int >= 0 && k->def_int >= k->lo),
+                          "%s: '%s' has no default in its range", a->name, k->key);
                 cr_expect(k->lo >= 0 && (k->hi_field || k->hi >= k->lo), "%s: '%s''s range", a->name, k->key);
                 cr_assert_lt(n_set, 64);
                 set[n_set++] = k->field;

@@ -67,7 +67,8 @@ static double max_error(const fixture *f, const woolly_attn_layer *a)
                 const int hk = h / (N_HEAD / N_HEAD_KV);
                 const float *q = f->q + (size_t)row * Q_DIM + h * HEAD_DIM;
                 double s[N_CTX], m = -INFINITY, l = 0.0, o[HEAD_DIM] = {0};
-                for (int p = 0; p <= pos; p++) {
+                const int first = a->window > 0 && pos + 1 > a->window ? pos + 1 - a->window : 0;
+                for (int p = first; p <= pos; p++) {
                     const float *k = f->k + ((size_t)seq * N_CTX + p) * KV_DIM + hk * HEAD_DIM;
                     s[p] = 0.0;
                     for (int d = 0; d < HEAD_DIM; d++)
@@ -75,7 +76,7 @@ static double max_error(const fixture *f, const woolly_attn_layer *a)
                     s[p] *= a->scale;
                     m = s[p] > m ? s[p] : m;
                 }
-                for (int p = 0; p <= pos; p++) {
+                for (int p = first; p <= pos; p++) {
                     const float *v = f->v + ((size_t)seq * N_CTX + p) * KV_DIM + hk * HEAD_DIM;
                     const double w = exp(s[p] - m);
                     l += w;
@@ -202,6 +203,49 @@ Test(attn_run, split_token_matches_whole)
                               threads, a.n_split, e);
             }
     }
+    fixture_close(f);
+}
+
+/* A sliding window over a ring cache (W - 1 + n_batch rows rounded up to 128: 128 here), each sequence
+ * stored up to its run's last token as the forward pass has it, so that the ring has wrapped past the
+ * positions before each window: a prompt's run across the ring's end, a generated token split into KV
+ * chunks of its window only (chunks of 8 positions and fewer), a prompt from position 0. */
+Test(attn_run, a_window_over_a_ring)
+{
+    enum { WINDOW = 40, BATCH = 48 };
+    fixture *f = fixture_open();
+    woolly_kv_cache ring;
+    woolly_error err;
+    const int32_t windows[] = {WINDOW};
+    cr_assert_eq(woolly_kv_cache_open_swa(&ring, WOOLLY_TYPE_F32, N_CTX, N_SEQ, BATCH, 1, windows, N_HEAD_KV,
+                                          HEAD_DIM, &err),
+                 0, "%s", err.msg);
+    cr_assert_eq(woolly_kv_cache_ring(&ring, 0), 128);
+    const woolly_seq_run runs[] = {{.row0 = 0, .n = 37, .seq = 0, .pos0 = 490},
+                                   {.row0 = 37, .n = 1, .seq = 1, .pos0 = 700, .generated = true},
+                                   {.row0 = 38, .n = 20, .seq = 2, .pos0 = 0}};
+    for (int r = 0; r < 3; r++)
+        for (int p = 0; p < runs[r].pos0 + runs[r].n; p++) {
+            const size_t at = ((size_t)runs[r].seq * N_CTX + p) * KV_DIM;
+            woolly_kv_cache_store(&ring, 0, runs[r].seq, p, f->k + at, f->v + at);
+        }
+    woolly_attn_layer a = layer(f, runs, 3);
+    a.kv = &ring;
+    a.window = WINDOW;
+    for (int threads = 1; threads <= 2; threads++) {
+        run(f, &a, threads);
+        const double e = max_error(f, &a);
+        cr_expect_leq(e, ATTN_RUN_MAX_ERR, "%d threads: error %.3g", threads, e);
+    }
+    woolly_attn_layer one = layer(f, &runs[1], 1);
+    one.kv = &ring;
+    one.window = WINDOW;
+    for (one.n_split = 1; one.n_split <= 5; one.n_split += 2) {
+        run(f, &one, 2);
+        const double e = max_error(f, &one);
+        cr_expect_leq(e, ATTN_RUN_MAX_ERR, "%d chunks of the window: error %.3g", one.n_split, e);
+    }
+    woolly_kv_cache_close(&ring);
     fixture_close(f);
 }
 

@@ -266,13 +266,18 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         l[g] = 0.0f;
     }
     const size_t rb = a->kv_row_bytes;
-    const char *kc = a->k, *vc = a->v;
     const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
-    for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
-        const int nk = (int)(end - j0 < BK ? end - j0 : BK), nkv = (nk + VL - 1) / VL * VL;
+    /* From the window's first position (a bound of the loop, not a mask), in blocks on the grid of whole
+     * multiples of BK: a ring cache's block is contiguous (its rows from kc, vc). */
+    const int64_t start = a->window > 0 && a->pos0 + 1 - a->window > a->kv0 ? a->pos0 + 1 - a->window : a->kv0;
+    for (int64_t j0 = start, j1; j0 < end; j0 = j1) {
+        j1 = j0 - j0 % BK + BK < end ? j0 - j0 % BK + BK : end;
+        const int nk = (int)(j1 - j0), nkv = (nk + VL - 1) / VL * VL;
+        const size_t at = (size_t)(a->ring ? j0 % a->ring : j0) * rb;
+        const char *kc = (const char *)a->k + at, *vc = (const char *)a->v + at; /* position j0's rows */
         for (int jc = 0; jc < nkv; jc += VL) {
             vf part[DEC_MAX_GROUP][VL];
-            const char *row = kc + (size_t)(j0 + jc) * rb;
+            const char *row = kc + (size_t)jc * rb;
             /* The K rows one block ahead, a few lines per group of positions rather than a burst of the
              * whole next block, which fills the miss buffers and stalls. Not past the range: those lines
              * are read by no one, from DRAM, and at a short context (a server's decode steps) the
@@ -293,7 +298,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
              * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing
              * (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one process"). */
             if (j0 + DEC_PF_L2 * BK + jc < end) {
-                const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(j0 + jc + DEC_PF_L2 * BK) * rb;
+                const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(jc + DEC_PF_L2 * BK) * rb;
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(kl2 + l, 0, 2);
                     __builtin_prefetch(vl2 + l, 0, 2);
@@ -342,13 +347,13 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                 const int64_t ahead = end - j0 - BK;
                 const int npf = g0 > 0 || d0 > 0 || ahead <= 0 ? 0 : ahead < nk ? (int)ahead : nk;
                 for (int j = 0; j < npf; j++) {
-                    const char *row = vc + (size_t)(j0 + j) * rb;
+                    const char *row = vc + (size_t)j * rb;
                     for (size_t l = 0; l < rb; l += 64)
                         __builtin_prefetch(row + BK * rb + l);
                     pv_row(row, d0, nvd, gp, s + g0, j, acc);
                 }
                 for (int j = npf; j < nk; j++)
-                    pv_row(vc + (size_t)(j0 + j) * rb, d0, nvd, gp, s + g0, j, acc);
+                    pv_row(vc + (size_t)j * rb, d0, nvd, gp, s + g0, j, acc);
 #pragma GCC unroll 8
                 for (int g = 0; g < gp; g++)
 #pragma GCC unroll 16

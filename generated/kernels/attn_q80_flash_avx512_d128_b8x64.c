@@ -6,10 +6,17 @@
  * so each K and V block is decoded once per query block. Per KV block:
  *   decode K (transposed: kt[d][j]) and V (vb[j][d]) to floats;
  *   S = Q K^T for MR rows x NVS key vectors at a time (broadcast q[r][d], FMA with kt[d][...]);
- *   causal mask on the tiles that cross the diagonal (the tiles above it are never visited);
+ *   causal mask on the tiles that cross the diagonal (the tiles above it are never visited), and with a
+ *   sliding window the mask of the tiles that cross its lower edge (the tiles below it are never
+ *   visited either: the loop starts at the first query's first visible position);
  *   online softmax per row: new maximum, rescale of the row's sum and output by e^(old - new);
  *   O += P V for MR rows x NVO output vectors at a time.
- * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB).
+ * KV blocks lie on the grid of whole multiples of BK (the first one starts at its cell's start, the
+ * positions before kv0 or a row's window masked), so that a position takes the same place in the same
+ * block whichever query block or call it comes in (a prompt's logits do not depend on how it was cut into
+ * calls) and a ring cache's block is contiguous.
+ * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB at
+ * head dimension 128, 390 KiB at 256).
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
  * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_q80_decode_avx512_d128_k64
@@ -168,6 +175,7 @@ _Static_assert(BK % (VL * NVS) == 0, "a KV block is whole key-vector groups");
 _Static_assert(D % (VL * NVO) == 0, "the head dimension is whole output-vector groups");
 _Static_assert(BK % VL == 0 && D % VL == 0, "the transpose works on whole VL x VL tiles");
 _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds one query of the largest group");
+_Static_assert(WOOLLY_ATTN_RING_ALIGN % BK == 0, "a ring's end is a block boundary");
 
 void woolly_attn_q80_flash_avx512_d128_b8x64(const woolly_attn_args *a);
 int woolly_attn_q80_decode_avx512_d128_k64(const woolly_attn_args *a); /* 1 once it has taken a one-query call */
@@ -343,6 +351,7 @@ void woolly_attn_q80_flash_avx512_d128_b8x64(const woolly_attn_args *a)
     _Alignas(64) float s[MR][BK];          /* scores, then probabilities, of MR rows */
     float m[MAX_ROWS], l[MAX_ROWS], c[MR];
     int64_t lim[MAX_ROWS];                 /* a row sees positions < lim */
+    int64_t lo[MAX_ROWS];                  /* and >= lo (its window's first position) */
     const int64_t G = a->n_group;
     const int64_t bq = BQ * G <= MAX_ROWS ? BQ : MAX_ROWS / G;
 
@@ -355,28 +364,36 @@ void woolly_attn_q80_flash_avx512_d128_b8x64(const woolly_attn_args *a)
                 q_tile_row(&qs, r, a->q + (size_t)(t0 + t) * a->q_row_stride + (size_t)g * a->q_stride, a->scale);
                 const int64_t causal = a->pos0 + t0 + t + 1;
                 lim[r] = causal < a->kv1 ? causal : a->kv1;
+                lo[r] = a->window > 0 && causal - a->window > a->kv0 ? causal - a->window : a->kv0;
             } else { /* padding rows: zero queries that see everything, never stored */
                 q_tile_row(&qs, r, NULL, 0.0f);
                 lim[r] = a->kv1;
+                lo[r] = a->kv0;
             }
             for (int d = 0; d < D; d++)
                 acc[r][d] = 0.0f;
             m[r] = -INFINITY;
             l[r] = 0.0f;
         }
-        /* The last query's limit: the blocks past it lie above the diagonal. */
+        /* The last query's limit: the blocks past it lie above the diagonal; the first query's window: the
+         * blocks before it lie below every row's window. */
         const int64_t end = lim[rows - 1];
-        for (int64_t j0 = a->kv0; j0 < end; j0 += BK) {
-            const int nk = (int)(end - j0 < BK ? end - j0 : BK);
+        for (int64_t j0 = lo[0] - lo[0] % BK, j1; j0 < end; j0 = j1) {
+            j1 = j0 + BK < end ? j0 + BK : end;
+            const int nk = (int)(j1 - j0);
             const int nkv = (nk + VL * NVS - 1) / (VL * NVS) * (VL * NVS); /* positions computed */
-            kv_block_load(&blk, a, j0, nk, nkv);
-            /* Rows are in query order, so only the first row's limit can cut a block short. */
-            const int masked = lim[0] < j0 + nkv;
+            kv_block_load(&blk, a, a->ring ? j0 % a->ring : j0, nk, nkv);
+            /* Rows are in query order, so only the first row's limit can cut a block short, and only the
+             * last row's window start can begin inside it. */
+            const int masked = lim[0] < j0 + nkv || nk < nkv || lo[rows - 1] > j0;
             for (int r0 = 0; r0 < rows_pad; r0 += MR) {
                 scores(&qs, &blk, r0, nkv, s);
                 if (masked)
                     for (int i = 0; i < MR; i++) {
-                        const int64_t vis = lim[r0 + i] - j0; /* visible positions of this block */
+                        const int64_t vis = lim[r0 + i] - j0 < nk ? lim[r0 + i] - j0 : nk; /* visible below */
+                        const int64_t from = lo[r0 + i] - j0; /* and from */
+                        for (int64_t j = 0; j < from && j < nkv; j++)
+                            s[i][j] = -INFINITY;
                         for (int64_t j = vis < 0 ? 0 : vis; j < nkv; j++)
                             s[i][j] = -INFINITY;
                     }

@@ -4,7 +4,8 @@
  * Scalar reference attention for any head dimension, untiled: one query at a time, one pass over its
  * visible positions with an online softmax (running maximum and sum per query head), no score matrix.
  * GQA-aware: each cached key and value row is decoded once per query and used by all n_group heads
- * that share it. The tiled kernels (attn/flash.c.j2) serve head dimensions 64 and 128. */
+ * that share it; a sliding window bounds the loop, a ring cache maps position p to row p % ring. The tiled
+ * kernels (attn/flash.c.j2) serve head dimensions 64, 128 and 256. */
 #include <math.h>
 
 #include "kernels.h"
@@ -43,9 +44,12 @@ void woolly_attn_q80_flash_scalar_any(const woolly_attn_args *a)
                 acc[g][i] = 0.0f;
         }
         const int64_t end = a->kv1 < a->pos0 + t + 1 ? a->kv1 : a->pos0 + t + 1; /* causal */
-        for (int64_t p = a->kv0; p < end; p++) {
-            decode_row((const uint8_t *)a->k + (size_t)p * a->kv_row_bytes, hd, kf);
-            decode_row((const uint8_t *)a->v + (size_t)p * a->kv_row_bytes, hd, vf);
+        const int64_t start = a->window > 0 && a->pos0 + t + 1 - a->window > a->kv0 ? a->pos0 + t + 1 - a->window
+                                                                                    : a->kv0; /* its window */
+        for (int64_t p = start; p < end; p++) {
+            const size_t row = (size_t)(a->ring ? p % a->ring : p) * a->kv_row_bytes;
+            decode_row((const uint8_t *)a->k + row, hd, kf);
+            decode_row((const uint8_t *)a->v + row, hd, vf);
             for (int64_t g = 0; g < ng; g++) {
                 const float *q = a->q + (size_t)t * a->q_row_stride + (size_t)g * a->q_stride;
                 float s = 0.0f;

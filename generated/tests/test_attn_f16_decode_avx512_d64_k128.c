@@ -4,7 +4,8 @@
  * attn_f16_decode_avx512_d64_k128, the one-query path that 2 tiled kernels share (their own tests run
  * it too), on its own: against a float64 softmax attention (kc_check_attn, which also checks the KV range
  * split in two partial results) for one query of a group of 1, 2, 4 and 8 heads, with n_kv 1, below, at
- * and above a KV block and several blocks, and over a range that starts inside the cache; and any other
+ * and above a KV block and several blocks, over a range that starts inside the cache, through a sliding
+ * window and in a ring cache whose end the window crosses; and any other
  * group declined (0, nothing written), since the tiles take those. */
 #include "harness.h"
 
@@ -21,24 +22,32 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 128, .kv0 = 0, .kv1 = 129},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 388, .kv0 = 65, .kv1 = 389},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389, .window = 133},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 126, .kv0 = 0, .kv1 = 127},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 127, .kv0 = 0, .kv1 = 128},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 128, .kv0 = 0, .kv1 = 129},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 388, .kv0 = 65, .kv1 = 389},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389, .window = 133},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 126, .kv0 = 0, .kv1 = 127},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 127, .kv0 = 0, .kv1 = 128},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 128, .kv0 = 0, .kv1 = 129},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 388, .kv0 = 65, .kv1 = 389},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389, .window = 133},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 126, .kv0 = 0, .kv1 = 127},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 127, .kv0 = 0, .kv1 = 128},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 128, .kv0 = 0, .kv1 = 129},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 388, .kv0 = 65, .kv1 = 389},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 388, .kv0 = 0, .kv1 = 389, .window = 133},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
 };
 
 /* The path as an attention kernel: it must take every call of these cases. */

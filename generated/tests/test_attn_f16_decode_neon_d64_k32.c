@@ -4,7 +4,8 @@
  * attn_f16_decode_neon_d64_k32, the one-query path that 1 tiled kernels share (their own tests run
  * it too), on its own: against a float64 softmax attention (kc_check_attn, which also checks the KV range
  * split in two partial results) for one query of a group of 1, 2, 4 and 8 heads, with n_kv 1, below, at
- * and above a KV block and several blocks, and over a range that starts inside the cache; and any other
+ * and above a KV block and several blocks, over a range that starts inside the cache, through a sliding
+ * window and in a ring cache whose end the window crosses; and any other
  * group declined (0, nothing written), since the tiles take those. */
 #include "harness.h"
 
@@ -21,24 +22,32 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101, .window = 37},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 31, .kv0 = 0, .kv1 = 32},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101, .window = 37},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 31, .kv0 = 0, .kv1 = 32},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101, .window = 37},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 30, .kv0 = 0, .kv1 = 31},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 31, .kv0 = 0, .kv1 = 32},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 32, .kv0 = 0, .kv1 = 33},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 100, .kv0 = 17, .kv1 = 101},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 100, .kv0 = 0, .kv1 = 101, .window = 37},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
 };
 
 /* The path as an attention kernel: it must take every call of these cases. */

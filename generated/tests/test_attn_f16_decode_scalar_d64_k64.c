@@ -4,7 +4,8 @@
  * attn_f16_decode_scalar_d64_k64, the one-query path that 1 tiled kernels share (their own tests run
  * it too), on its own: against a float64 softmax attention (kc_check_attn, which also checks the KV range
  * split in two partial results) for one query of a group of 1, 2, 4 and 8 heads, with n_kv 1, below, at
- * and above a KV block and several blocks, and over a range that starts inside the cache; and any other
+ * and above a KV block and several blocks, over a range that starts inside the cache, through a sliding
+ * window and in a ring cache whose end the window crosses; and any other
  * group declined (0, nothing written), since the tiles take those. */
 #include "harness.h"
 
@@ -21,24 +22,32 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 63, .kv0 = 0, .kv1 = 64},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 63, .kv0 = 0, .kv1 = 64},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 63, .kv0 = 0, .kv1 = 64},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
 };
 
 /* The path as an attention kernel: it must take every call of these cases. */

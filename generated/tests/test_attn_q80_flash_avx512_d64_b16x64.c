@@ -7,7 +7,8 @@
  * exactly and over it, with the causal diagonal just before, on and after KV tile boundaries, from the
  * start of the cache and deep in it; query groups of 1, 2, 4 and 8 heads. The tiled kernels decode one
  * query of 1, 2, 4 or 8 heads on a path of their own, so decode also runs with a group of 16 (the tiles'
- * path) and over a range that starts inside the cache (a chunk of the KV split). */
+ * path) and over a range that starts inside the cache (a chunk of the KV split); with a sliding window
+ * narrower and wider than a KV block, and in a ring cache whose end the window crosses. */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -43,6 +44,14 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 1, .n_q = 17, .pos0 = 66, .kv0 = 0, .kv1 = 153},
     {.head_dim = 64, .n_group = 1, .n_q = 17, .pos0 = 66, .kv0 = 33, .kv1 = 83},
     {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    /* a sliding window: narrower than a KV block and wider; decode and prefill, deep in the cache */
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 35},
+    {.head_dim = 64, .n_group = 1, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 35},
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 1, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 69},
+    /* and in a ring cache whose end the window crosses */
+    {.head_dim = 64, .n_group = 1, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
+    {.head_dim = 64, .n_group = 1, .n_q = 19, .pos0 = 290, .kv0 = 0, .kv1 = 309, .window = 60, .ring = 128},
     /* decode: one query at the end of the cache */
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
@@ -69,6 +78,14 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 2, .n_q = 17, .pos0 = 66, .kv0 = 0, .kv1 = 153},
     {.head_dim = 64, .n_group = 2, .n_q = 17, .pos0 = 66, .kv0 = 33, .kv1 = 83},
     {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    /* a sliding window: narrower than a KV block and wider; decode and prefill, deep in the cache */
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 35},
+    {.head_dim = 64, .n_group = 2, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 35},
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 2, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 69},
+    /* and in a ring cache whose end the window crosses */
+    {.head_dim = 64, .n_group = 2, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
+    {.head_dim = 64, .n_group = 2, .n_q = 19, .pos0 = 290, .kv0 = 0, .kv1 = 309, .window = 60, .ring = 128},
     /* decode: one query at the end of the cache */
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
@@ -95,6 +112,14 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 4, .n_q = 17, .pos0 = 66, .kv0 = 0, .kv1 = 153},
     {.head_dim = 64, .n_group = 4, .n_q = 17, .pos0 = 66, .kv0 = 33, .kv1 = 83},
     {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    /* a sliding window: narrower than a KV block and wider; decode and prefill, deep in the cache */
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 35},
+    {.head_dim = 64, .n_group = 4, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 35},
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 4, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 69},
+    /* and in a ring cache whose end the window crosses */
+    {.head_dim = 64, .n_group = 4, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
+    {.head_dim = 64, .n_group = 4, .n_q = 19, .pos0 = 290, .kv0 = 0, .kv1 = 309, .window = 60, .ring = 128},
     /* decode: one query at the end of the cache */
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
@@ -121,6 +146,14 @@ static const kc_attn_case CASES[] = {
     {.head_dim = 64, .n_group = 8, .n_q = 17, .pos0 = 66, .kv0 = 0, .kv1 = 153},
     {.head_dim = 64, .n_group = 8, .n_q = 17, .pos0 = 66, .kv0 = 33, .kv1 = 83},
     {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 33, .kv1 = 197},
+    /* a sliding window: narrower than a KV block and wider; decode and prefill, deep in the cache */
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 35},
+    {.head_dim = 64, .n_group = 8, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 35},
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 196, .kv0 = 0, .kv1 = 197, .window = 69},
+    {.head_dim = 64, .n_group = 8, .n_q = 35, .pos0 = 129, .kv0 = 0, .kv1 = 164, .window = 69},
+    /* and in a ring cache whose end the window crosses */
+    {.head_dim = 64, .n_group = 8, .n_q = 1, .pos0 = 300, .kv0 = 0, .kv1 = 301, .window = 100, .ring = 128},
+    {.head_dim = 64, .n_group = 8, .n_q = 19, .pos0 = 290, .kv0 = 0, .kv1 = 309, .window = 60, .ring = 128},
     {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 0, .kv0 = 0, .kv1 = 1},
     {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 62, .kv0 = 0, .kv1 = 63},
     {.head_dim = 64, .n_group = 16, .n_q = 1, .pos0 = 64, .kv0 = 0, .kv1 = 65},

@@ -331,7 +331,10 @@ int woolly_cmd_chat(int argc, char **argv)
             int32_t keep = 0;
             while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep])
                 keep++;
-            woolly_context_rewind(c, keep);
+            if (woolly_context_rewind(c, keep)) { /* a sliding window's ring has moved past it */
+                keep = 0;
+                woolly_context_rewind(c, 0);
+            }
             if (verbose)
                 fprintf(stderr, "[turn %d: %d tokens reused from the cache, %d evaluated]\n", ++turn, keep,
                         n_ids - keep);

@@ -40,7 +40,12 @@
  *   attn    flash attention (online softmax, no score matrix) of a block of queries over one KV head:
  *           the n_group query heads that share the KV head, for n_q consecutive queries at positions
  *           pos0 .. pos0 + n_q - 1. Query t sees the cache positions p with kv0 <= p < kv1 and
- *           p <= pos0 + t (the causal mask). Softmax over scale * q.k, output the weighted sum of v.
+ *           p <= pos0 + t (the causal mask), and with a sliding window W (window > 0) p > pos0 + t - W
+ *           (a window is a bound of the KV loop: a call's cost is O(W) per query at any depth). Softmax
+ *           over scale * q.k, output the weighted sum of v. A ring cache (ring > 0, a multiple of
+ *           WOOLLY_ATTN_RING_ALIGN) holds position p in row p % ring: the kernels walk KV blocks on the
+ *           grid of whole multiples of their block size, so that no block crosses the ring's end (a tiled
+ *           kernel may read, never weigh, the positions from its first one rounded down to its block).
  *           K and V are in the cache format: F16, F32, or Q8_0 blocks of 32 along the head dimension.
  *           A kernel tiles queries x KV positions (its q and KV block sizes, `tile_m` x `tile_n` in the
  *           registry, are its variant), masks per tile and skips the tiles above the diagonal. Its
@@ -415,6 +420,9 @@ typedef void (*woolly_matmul_fn)(const woolly_matmul_args *a);
  * load time. */
 #define WOOLLY_MAX_HEAD_DIM 256
 #define WOOLLY_MAX_GROUP 16
+/* A ring cache's rows are a multiple of this: every KV block size the kernels use divides it. */
+#define WOOLLY_ATTN_RING_ALIGN 128
+
 /* Partial results woolly_attn_combine merges at most. */
 #define WOOLLY_ATTN_MAX_PARTS 64
 
@@ -427,6 +435,8 @@ typedef struct woolly_attn_args {
     int64_t n_q;      /* queries, >= 1 */
     int64_t pos0;     /* position of query 0 (the causal mask) */
     int64_t kv0, kv1; /* the cache positions this call reads */
+    int64_t window;   /* 0: none; else query t sees only positions > pos0 + t - window */
+    int64_t ring;     /* 0: position p at row p; else at row p % ring (a multiple of WOOLLY_ATTN_RING_ALIGN) */
     int64_t head_dim; /* <= WOOLLY_MAX_HEAD_DIM; a multiple of 32 for a Q8_0 cache */
     int64_t n_group;  /* <= WOOLLY_MAX_GROUP */
     float scale;      /* applied to q.k before the softmax */

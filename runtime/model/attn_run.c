@@ -28,6 +28,8 @@ static woolly_attn_args head_args(const woolly_attn_layer *a, const woolly_seq_r
         .pos0 = r->pos0 + t0,
         .kv0 = kv0,
         .kv1 = kv1,
+        .window = a->window,
+        .ring = woolly_kv_cache_ring(a->kv, a->layer),
         .head_dim = hd,
         .n_group = group,
         .scale = a->scale,
@@ -40,8 +42,9 @@ static woolly_attn_args head_args(const woolly_attn_layer *a, const woolly_seq_r
 }
 
 /* An item of a batch: KV head h of a run, its queries [t0, t0 + nq). Items go run-major, then by head,
- * then by block of q_per_call queries; an item costs the positions its last query sees (so the early
- * blocks of a causal prompt are cheap). */
+ * then by block of q_per_call queries; an item costs the positions its queries see, from the first
+ * query's first to the last query (so the early blocks of a causal prompt are cheap, and with a window
+ * every block costs about the window). */
 typedef struct attn_item {
     const woolly_seq_run *run;
     int32_t h, t0, nq;
@@ -62,15 +65,22 @@ static attn_item item_at(const woolly_attn_layer *a, int64_t i)
     return (attn_item){r, (int32_t)(i / blocks), t0, r->n - t0 < a->q_per_call ? r->n - t0 : a->q_per_call};
 }
 
-static double item_cost(const attn_item *it)
+/* The first cache position query block [t0, ..) of a run sees. */
+static int64_t item_kv0(const woolly_attn_layer *a, const attn_item *it)
 {
-    return (double)it->run->pos0 + it->t0 + it->nq;
+    const int64_t pos = (int64_t)it->run->pos0 + it->t0;
+    return pos + 1 - woolly_attn_visible(pos, a->window);
+}
+
+static double item_cost(const woolly_attn_layer *a, const attn_item *it)
+{
+    return (double)((int64_t)it->run->pos0 + it->t0 + it->nq - item_kv0(a, it));
 }
 
 static void run_item(const woolly_attn_layer *a, const attn_item *it, int ith, int nth)
 {
-    const woolly_attn_args args =
-        head_args(a, it->run, it->h, it->t0, it->nq, 0, (int64_t)it->run->pos0 + it->t0 + it->nq);
+    const woolly_attn_args args = head_args(a, it->run, it->h, it->t0, it->nq, item_kv0(a, it),
+                                            (int64_t)it->run->pos0 + it->t0 + it->nq);
     woolly_attn_call(it->run->generated ? a->kernel_decode : a->kernel, &args, ith, nth);
 }
 
@@ -97,17 +107,17 @@ static void batch_prepare(attn_batch_job *j, const woolly_attn_layer *a)
         j->n_items += run_items(a, &a->runs[r]);
     for (int64_t i = 0; i < j->n_items; i++) {
         const attn_item it = item_at(a, i);
-        total += item_cost(&it);
+        total += item_cost(a, &it);
     }
     j->shared = j->n_items;
     j->static_cost = 0.0;
     for (int64_t i = 0; i < j->n_items; i++) {
         const attn_item it = item_at(a, i);
-        if (j->static_cost + item_cost(&it) / 2 >= total - total / SHARED_PART) {
+        if (j->static_cost + item_cost(a, &it) / 2 >= total - total / SHARED_PART) {
             j->shared = i;
             break;
         }
-        j->static_cost += item_cost(&it);
+        j->static_cost += item_cost(a, &it);
     }
     atomic_init(&j->next, 0);
 }
@@ -120,7 +130,7 @@ static void batch_run(void *arg, int ith, int nth)
     double at = 0.0;
     for (int64_t i = 0; i < j->shared && at < hi; i++) {
         const attn_item it = item_at(a, i);
-        const double cost = item_cost(&it), mid = at + cost / 2;
+        const double cost = item_cost(a, &it), mid = at + cost / 2;
         at += cost;
         if (mid >= lo && mid < hi)
             run_item(a, &it, ith, nth);
@@ -131,7 +141,7 @@ static void batch_run(void *arg, int ith, int nth)
     }
 }
 
-/* One generated token: the items (KV head, chunk of its cache positions), n_head_kv * n_split of them, split
+/* One generated token: the items (KV head, chunk of its visible cache positions), n_head_kv * n_split of them, split
  * evenly across the threads; each chunk leaves a partial result in part / ml (an empty chunk, when there are
  * more chunks than positions, one that says so: m = -inf, l = 0). */
 static void split_run(void *arg, int ith, int nth)
@@ -139,12 +149,12 @@ static void split_run(void *arg, int ith, int nth)
     const woolly_attn_layer *a = arg;
     const int32_t group = a->n_head / a->n_head_kv, q_dim = a->n_head * a->head_dim, n_split = a->n_split;
     const woolly_seq_run *run = &a->runs[0];
-    const int64_t n_kv = (int64_t)run->pos0 + 1;
+    const int64_t n_kv = woolly_attn_visible(run->pos0, a->window), first = (int64_t)run->pos0 + 1 - n_kv;
     long long lo, hi;
     woolly_split_range((long long)a->n_head_kv * n_split, 1, ith, nth, &lo, &hi);
     for (long long idx = lo; idx < hi; idx++) {
         const int32_t h = (int32_t)(idx / n_split), part = (int32_t)(idx % n_split);
-        const int64_t kv0 = n_kv * part / n_split, kv1 = n_kv * (part + 1) / n_split;
+        const int64_t kv0 = first + n_kv * part / n_split, kv1 = first + n_kv * (part + 1) / n_split;
         woolly_attn_args args = head_args(a, run, h, 0, 1, kv0, kv1);
         args.out = a->part + (size_t)part * q_dim + (size_t)h * group * a->head_dim;
         args.ml = a->ml + 2 * ((size_t)part * a->n_head + (size_t)h * group);
@@ -175,8 +185,12 @@ int woolly_attn_threads(const woolly_threadpool *pool, const woolly_attn_layer *
 {
     /* Work ~ query heads x visible positions x head_dim, summed over the batch's tokens. */
     double work = 0.0;
-    for (int32_t r = 0; r < a->n_runs; r++)
-        work += (double)a->runs[r].n * (a->runs[r].pos0 + (a->runs[r].n + 1) / 2.0) * a->n_head * a->head_dim;
+    for (int32_t r = 0; r < a->n_runs; r++) {
+        double seen = a->runs[r].pos0 + (a->runs[r].n + 1) / 2.0;
+        if (a->window > 0 && seen > a->window)
+            seen = a->window;
+        work += (double)a->runs[r].n * seen * a->n_head * a->head_dim;
+    }
     return woolly_threads_for(pool, work, ATTN_MIN_WORK_PER_THREAD);
 }
 

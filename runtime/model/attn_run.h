@@ -30,7 +30,10 @@ typedef struct woolly_seq_run {
 } woolly_seq_run;
 
 /* One layer's attention of a batch: run r's token t (row runs[r].row0 + t of q and out, at position
- * runs[r].pos0 + t) sees its sequence's cache positions 0 .. pos0 + t. */
+ * runs[r].pos0 + t) sees its sequence's cache positions 0 .. pos0 + t, or with a sliding window W only
+ * pos0 + t - W + 1 .. pos0 + t: the window bounds the kernels' KV loops (and one token's KV chunks), so a
+ * sliding layer costs O(W) per token at any depth. The cache's ring for the layer, if it has one, gives
+ * the kernels where each position lies. */
 typedef struct woolly_attn_layer {
     int32_t n_head, n_head_kv, head_dim; /* n_head a multiple of n_head_kv: a group of query heads per
                                             KV head */
@@ -42,11 +45,13 @@ typedef struct woolly_attn_layer {
     const woolly_kv_cache *kv; /* keys and values: head h of run r at woolly_kv_cache_k/v(kv, layer,
                                   runs[r].seq, h) */
     int32_t layer;
+    int32_t window;                     /* 0: a global layer; else the layer's sliding window */
     const woolly_kernel *kernel;        /* for a prompt's run, of one query or several (prefill) */
     const woolly_kernel *kernel_decode; /* for a generated token (decode) */
     int32_t q_per_call;                 /* queries per kernel call of a run */
-    /* 1: no split. Else the batch is one generated token (one run) whose cache is split into n_split
-     * (<= WOOLLY_ATTN_MAX_PARTS) chunks per KV head, each leaving its partial result in part and ml. */
+    /* 1: no split. Else the batch is one generated token (one run) whose visible cache positions (its
+     * window's, with one) are split into n_split (<= WOOLLY_ATTN_MAX_PARTS) chunks per KV head, each
+     * leaving its partial result in part and ml. */
     int32_t n_split;
     float *part; /* [n_split][n_head * head_dim] unnormalized partial outputs */
     float *ml;   /* [n_split][n_head][2] their running maxima and sums */
@@ -59,6 +64,12 @@ int woolly_attn_threads(const woolly_threadpool *pool, const woolly_attn_layer *
  * `chosen` (a tuning profile's), or with 0 enough that the n_head_kv * chunks items divide evenly among
  * the threads (none when they already do); fewer while a chunk would be short; at most max_parts. */
 int32_t woolly_attn_kv_split(int32_t n_head_kv, int nth, int64_t n_kv, int32_t chosen, int32_t max_parts);
+
+/* The cache positions the token at pos sees through a window (0: all): its first is pos + 1 - that. */
+static inline int64_t woolly_attn_visible(int64_t pos, int32_t window)
+{
+    return window > 0 && pos + 1 > window ? window : pos + 1;
+}
 
 /* Runs the attention on nth threads of the pool (woolly_attn_threads), every kernel call through
  * woolly_attn_call; with a split, merges the partial results into out. */

@@ -44,8 +44,12 @@ int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv, int32_t n
     const woolly_config *p = &m->cfg;
     int32_t n = p->n_ctx_train < MAX_DEFAULT_N_CTX ? p->n_ctx_train : MAX_DEFAULT_N_CTX;
     const double budget = phys_bytes() / 4.0 / (n_seq > 0 ? n_seq : 1);
+    int32_t n_global = 0; /* a sliding layer's ring does not grow with the context */
+    for (int32_t l = 0; l < p->n_layer; l++)
+        n_global += woolly_layer_window(p, l) == 0;
     const double per_pos =
-        (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, p->n_layer, p->n_head_kv, p->head_dim);
+        (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, n_global > 0 ? n_global : 1, p->n_head_kv,
+                                      p->head_dim);
     if (budget > 0 && per_pos > 0 && per_pos * n > budget)
         n = (int32_t)(budget / per_pos);
     return n > 0 ? n : 1;
@@ -203,6 +207,18 @@ static int init_attn(woolly_context *c, woolly_error *err)
     return 0;
 }
 
+/* Each layer's sliding window (woolly_layer_window) for the KV cache: [n_layer], NULL when no layer
+ * slides (or without memory: then every layer keeps n_ctx positions, which only costs memory). */
+static int32_t *layer_windows(const woolly_config *cfg)
+{
+    if (cfg->n_swa <= 0)
+        return NULL;
+    int32_t *w = malloc(sizeof *w * (size_t)cfg->n_layer);
+    for (int32_t l = 0; w && l < cfg->n_layer; l++)
+        w[l] = woolly_layer_window(cfg, l);
+    return w;
+}
+
 woolly_context *woolly_context_create(woolly_model *m, const woolly_context_params *pp, woolly_error *err)
 {
     woolly_context_params p = pp ? *pp : woolly_context_default_params();
@@ -234,10 +250,14 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         p.n_ctx = woolly_default_n_ctx(m, p.kv_type, p.n_seq_max);
     if (p.n_batch == 0)
         p.n_batch = DEFAULT_N_BATCH;
-    /* The caches must fit in physical memory beside the weights. */
-    const double cache = (double)woolly_kv_cache_bytes(woolly_kv_wtype(p.kv_type), p.n_ctx, cfg->n_layer,
-                                                       cfg->n_head_kv, cfg->head_dim) *
-                         p.n_seq_max;
+    /* The caches must fit in physical memory beside the weights (a sliding layer's: its ring). */
+    int32_t *windows = layer_windows(cfg);
+    const double cache =
+        (double)woolly_kv_cache_bytes_swa(woolly_kv_wtype(p.kv_type), p.n_ctx,
+                                          p.n_batch, cfg->n_layer, windows,
+                                          cfg->n_head_kv, cfg->head_dim) *
+        p.n_seq_max;
+    free(windows);
     const double mem = phys_bytes(), room = mem - (double)m->n_bytes;
     if (mem > 0 && cache > room) {
         woolly_fail(err,
@@ -282,9 +302,12 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
         rc = init_plan(c, i, err);
     if (!rc)
         rc = init_attn(c, err);
-    if (!rc)
-        rc = woolly_kv_cache_open(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, p.n_seq_max, cfg->n_layer,
-                                  cfg->n_head_kv, cfg->head_dim, err);
+    if (!rc) {
+        int32_t *windows = layer_windows(cfg);
+        rc = woolly_kv_cache_open_swa(&c->kv, woolly_kv_wtype(p.kv_type), p.n_ctx, p.n_seq_max, p.n_batch,
+                                      cfg->n_layer, windows, cfg->n_head_kv, cfg->head_dim, err);
+        free(windows);
+    }
     if (!rc)
         rc = alloc_state(c, err);
     if (!rc && !(c->pool = woolly_threadpool_open(p.n_threads, err)))
@@ -546,7 +569,16 @@ int woolly_seq_rewind(woolly_context *c, int32_t seq_id, int32_t n_past)
         woolly_set_last_error(&err);
         return -1;
     }
+    if (!woolly_kv_cache_holds(&c->kv, seq_id, n_past)) {
+        woolly_fail(&err,
+                    "cannot rewind sequence %d to position %d: its sliding-window layers no longer hold the "
+                    "positions before it (rewind to 0 and evaluate again)",
+                    seq_id, n_past);
+        woolly_set_last_error(&err);
+        return -1;
+    }
     /* Positions past n_past are never read again before they are written: the region is free now. */
+    woolly_kv_cache_rewind(&c->kv, seq_id, n_past);
     c->seq_len[seq_id] = n_past;
     if (c->logits_pos[seq_id] >= n_past)
         c->logits_pos[seq_id] = -1;
@@ -570,7 +602,14 @@ int woolly_seq_copy(woolly_context *c, int32_t src, int32_t dst, int32_t n)
         woolly_set_last_error(&err);
         return -1;
     }
-    woolly_kv_cache_copy(&c->kv, src, dst, n);
+    if (woolly_kv_cache_copy(&c->kv, src, dst, n)) {
+        woolly_fail(&err,
+                    "cannot copy %d positions of sequence %d: its sliding-window layers no longer hold the "
+                    "positions before %d (evaluate them again)",
+                    n, src, n);
+        woolly_set_last_error(&err);
+        return -1;
+    }
     c->seq_len[dst] = n;
     c->logits_pos[dst] = -1; /* what follows the copy is a prompt's, not a token sampled from dst */
     return 0;

@@ -44,9 +44,7 @@
 bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
 {
     const woolly_arch_steps *s = &a->steps;
-    const char *lacks = s->moe_ffn          ? "a mixture-of-experts FFN"
-                        : s->sliding_window ? "sliding-window attention"
-                                            : NULL;
+    const char *lacks = s->moe_ffn ? "a mixture-of-experts FFN" : NULL;
     if (lacks)
         snprintf(why, n, "%s", lacks);
     return !lacks;
@@ -159,7 +157,7 @@ static int32_t attn_n_split(const woolly_context *c, int nth, int64_t n_kv)
 }
 
 /* Causal attention of the batch, each run over its own sequence's cache: the token at position pos
- * sees its sequence's positions 0 .. pos. */
+ * sees its sequence's positions 0 .. pos, or in a sliding layer its window's pos - W + 1 .. pos. */
 static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *runs, int32_t n_runs)
 {
     const woolly_config *p = &c->model->cfg;
@@ -174,6 +172,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
         .n_runs = n_runs,
         .kv = &c->kv,
         .layer = layer,
+        .window = woolly_layer_window(p, layer),
         .kernel = c->attn,
         .kernel_decode = c->attn_decode,
         .q_per_call = c->attn_q_per_call,
@@ -183,7 +182,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
     };
     const int nth = woolly_attn_threads(c->pool, &a);
     if (n_runs == 1 && runs[0].generated)
-        a.n_split = attn_n_split(c, nth, (int64_t)runs[0].pos0 + 1);
+        a.n_split = attn_n_split(c, nth, woolly_attn_visible(runs[0].pos0, a.window));
     woolly_attn_run(c->pool, &a, nth);
 }
 

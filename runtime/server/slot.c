@@ -60,8 +60,11 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     s->error[0] = 0;
     s->n_gen = 0;
     s->out.len = 0;
-    const int32_t keep = srv_slot_reusable(s, j->prompt, j->n_prompt);
-    woolly_seq_rewind(s->ctx, s->id, keep);
+    int32_t keep = srv_slot_reusable(s, j->prompt, j->n_prompt);
+    if (woolly_seq_rewind(s->ctx, s->id, keep)) { /* a sliding window's ring has moved past it */
+        keep = 0;
+        woolly_seq_rewind(s->ctx, s->id, 0);
+    }
     s->n_cache = keep;
     s->n_reused = keep;
     srv_job_progress(j, keep, 0);

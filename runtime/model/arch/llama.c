@@ -20,6 +20,11 @@ static const woolly_arch_key KEYS[] = {
     {INT_KEY("attention.value_length", head_dim_v), .def = WOOLLY_DIM(head_dim), .lo = 1, .hi = BIG},
     {INT_KEY("rope.dimension_count", n_rot), .def = WOOLLY_DIM(head_dim), .lo = 2,
      .hi_field = WOOLLY_HP(head_dim)},
+    /* Mistral's sliding window, where a file gives one: every layer slides (swa_pattern 0). llama.cpp's
+     * llama graph reads no such key (its converter writes none for llama files, and Mistral 7B v0.1, whose
+     * config has a 4096 window, runs there with full attention): a file that gives a window is run with it,
+     * as the model was trained; 0 or absent: none. */
+    {INT_KEY("attention.sliding_window", n_swa), .lo = 0, .hi = BIG},
     {FLOAT_KEY("rope.freq_base", rope_base), .def_f = 10000.0f},
     {FLOAT_KEY("attention.layer_norm_rms_epsilon", rms_eps), .required = true},
 };
