@@ -270,7 +270,7 @@ static int read_keys(const gguf_file *g, const char *label, woolly_config *c, en
         if (k->type != type)
             continue;
         if (type == WOOLLY_KEY_INT) {
-            const long long def = k->required      ? -1
+            const long long def = k->required     ? -1
                                   : k->def.mul[0] ? (long long)woolly_dim_value(&k->def, c)
                                                   : 0; /* an optional step, off when absent */
             const long long hi = k->hi_field ? field_value(c, k->hi_field) : k->hi;
