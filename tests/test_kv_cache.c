@@ -28,14 +28,14 @@ Test(kv_cache, populate_commits_the_whole_cache_and_leaves_it_zero)
     const size_t bytes = woolly_kv_cache_bytes(WOOLLY_TYPE_F16, N_CTX, N_LAYER, N_HEAD_KV, HEAD_DIM) * N_SEQ;
     woolly_kv_cache c;
     woolly_error err;
-    cr_assert_eq(woolly_kv_cache_open(&c, WOOLLY_TYPE_F16, N_CTX, N_SEQ, N_LAYER, N_HEAD_KV, HEAD_DIM, &err), 0,
-                 "%s", err.msg);
+    cr_assert_eq(woolly_kv_cache_open(&c, WOOLLY_TYPE_F16, N_CTX, N_SEQ, N_LAYER, N_HEAD_KV, HEAD_DIM, &err),
+                 0, "%s", err.msg);
     const long opened = rss_kib();
     cr_assert_eq(woolly_kv_cache_populate(&c, &err), 0, "%s", err.msg);
     const long grown = rss_kib() - opened;
     /* 64 MiB of cache: all of it resident now (a little slack for the process's own pages moving) */
-    cr_expect_geq((double)grown, 0.9 * (double)bytes / 1024.0, "RSS grew by %ld KiB for a %zu-byte cache", grown,
-                  bytes);
+    cr_expect_geq((double)grown, 0.9 * (double)bytes / 1024.0, "RSS grew by %ld KiB for a %zu-byte cache",
+                  grown, bytes);
     const unsigned char *k = c.k, *v = c.v;
     for (size_t i = 0; i < bytes / 2; i += 4093)
         cr_assert(k[i] == 0 && v[i] == 0, "byte %zu of the populated cache is not zero", i);
@@ -49,8 +49,9 @@ static void open_ring(woolly_kv_cache *c)
 {
     woolly_error err;
     const int32_t windows[] = {0, R_WINDOW};
-    cr_assert_eq(woolly_kv_cache_open_swa(c, WOOLLY_TYPE_F32, R_CTX, 2, R_BATCH, 2, windows, R_HEADS, R_DIM, &err),
-                 0, "%s", err.msg);
+    cr_assert_eq(
+        woolly_kv_cache_open_swa(c, WOOLLY_TYPE_F32, R_CTX, 2, R_BATCH, 2, windows, R_HEADS, R_DIM, &err), 0,
+        "%s", err.msg);
 }
 
 /* Stores positions [0, n) of a sequence: every value of position p of head h is p + h / 4. */
@@ -85,7 +86,8 @@ Test(kv_cache, a_sliding_layer_keeps_a_ring_of_its_size)
     cr_expect_eq(woolly_kv_cache_ring(&c, 1), R_RING);
     cr_expect_eq(woolly_kv_cache_window(&c, 1), R_WINDOW);
     const size_t row = R_DIM * sizeof(float), per_seq = 2 * R_HEADS * row * (R_CTX + R_RING);
-    cr_expect_eq(woolly_kv_cache_total_bytes(&c), 2 * per_seq, "the global layer's n_ctx and the ring's rows");
+    cr_expect_eq(woolly_kv_cache_total_bytes(&c), 2 * per_seq,
+                 "the global layer's n_ctx and the ring's rows");
     cr_expect_eq(woolly_kv_cache_bytes_swa(WOOLLY_TYPE_F32, R_CTX, R_BATCH, 2, (const int32_t[]){0, R_WINDOW},
                                            R_HEADS, R_DIM),
                  per_seq);
@@ -122,7 +124,8 @@ Test(kv_cache, a_ring_gives_back_only_what_it_holds)
     cr_expect(woolly_kv_cache_holds(&c, 1, 0));
     cr_assert_eq(woolly_kv_cache_copy(&c, 0, 1, 200), 0);
     for (int64_t p = 185; p < 200; p++)
-        cr_expect_eq(held(&c, 1, 1, 1, p % R_RING), (float)p, "copied ring row of position %lld", (long long)p);
+        cr_expect_eq(held(&c, 1, 1, 1, p % R_RING), (float)p, "copied ring row of position %lld",
+                     (long long)p);
     cr_expect(woolly_kv_cache_holds(&c, 1, 200));
     cr_expect_not(woolly_kv_cache_holds(&c, 1, 186), "the copy holds no more than its source");
     /* going on from 250: the rows past it are written again before they are read */

@@ -63,7 +63,8 @@ static const char *window_model(int32_t window)
     }
     cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
     for (uint64_t i = 0; i < g->n_tensors; i++)
-        cr_assert_eq(gguf_writer_write_data(w, g->tensors[i].data, g->tensors[i].nbytes, &err), 0, "%s", err.msg);
+        cr_assert_eq(gguf_writer_write_data(w, g->tensors[i].data, g->tensors[i].nbytes, &err), 0, "%s",
+                     err.msg);
     cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
     gguf_close(g);
     return windowed;
@@ -110,7 +111,9 @@ static void alone(woolly_context *c, const woolly_token *ids, int p, float *out)
 
 static double max_nmse_of(woolly_kv_type kv)
 {
-    return kv == WOOLLY_KV_F32 ? WINDOW_F32_MAX_NMSE : kv == WOOLLY_KV_F16 ? WINDOW_F16_MAX_NMSE : WINDOW_Q8_0_MAX_NMSE;
+    return kv == WOOLLY_KV_F32   ? WINDOW_F32_MAX_NMSE
+           : kv == WOOLLY_KV_F16 ? WINDOW_F16_MAX_NMSE
+                                 : WINDOW_Q8_0_MAX_NMSE;
 }
 
 /* A prompt of N_TOKENS in batches of N_BATCH, then generated tokens one at a time (split into KV chunks
@@ -143,8 +146,9 @@ static void check_window(woolly_kv_type kv, int split)
             continue;
         alone(ref, ids, p, want);
         const double e = tu_nmse(woolly_get_logits(c, -1), want, N_VOCAB);
-        cr_expect_leq(e, max_nmse_of(kv), "kv %d split %d: generated position %d: NMSE %.3g against its window",
-                      (int)kv, split, p, e);
+        cr_expect_leq(e, max_nmse_of(kv),
+                      "kv %d split %d: generated position %d: NMSE %.3g against its window", (int)kv, split,
+                      p, e);
     }
     free(want);
     woolly_context_close(ref);
@@ -187,8 +191,8 @@ Test(model_window, the_window_changes_the_logits, .timeout = 120)
     for (int p = W + 8; p < N_BATCH; p += 13) {
         alone(ref, ids, p, want);
         const double e = tu_nmse(woolly_get_logits(c, p), want, N_VOCAB);
-        cr_expect_geq(e, WINDOW_MATTERS_MIN_NMSE, "position %d: full attention within NMSE %.3g of the window's", p,
-                      e);
+        cr_expect_geq(e, WINDOW_MATTERS_MIN_NMSE,
+                      "position %d: full attention within NMSE %.3g of the window's", p, e);
     }
     woolly_context_close(ref);
     woolly_context_close(c);

@@ -436,7 +436,7 @@ typedef struct woolly_attn_args {
     int64_t pos0;     /* position of query 0 (the causal mask) */
     int64_t kv0, kv1; /* the cache positions this call reads */
     int64_t window;   /* 0: none; else query t sees only positions > pos0 + t - window */
-    int64_t ring;     /* 0: position p at row p; else at row p % ring (a multiple of WOOLLY_ATTN_RING_ALIGN) */
+    int64_t ring;     /* 0: position p at row p; else row p % ring (a multiple of WOOLLY_ATTN_RING_ALIGN) */
     int64_t head_dim; /* <= WOOLLY_MAX_HEAD_DIM; a multiple of 32 for a Q8_0 cache */
     int64_t n_group;  /* <= WOOLLY_MAX_GROUP */
     float scale;      /* applied to q.k before the softmax */

@@ -141,9 +141,9 @@ static void batch_run(void *arg, int ith, int nth)
     }
 }
 
-/* One generated token: the items (KV head, chunk of its visible cache positions), n_head_kv * n_split of them, split
- * evenly across the threads; each chunk leaves a partial result in part / ml (an empty chunk, when there are
- * more chunks than positions, one that says so: m = -inf, l = 0). */
+/* One generated token: the items (KV head, chunk of its visible cache positions), n_head_kv * n_split of
+ * them, split evenly across the threads; each chunk leaves a partial result in part / ml (an empty chunk,
+ * when there are more chunks than positions, one that says so: m = -inf, l = 0). */
 static void split_run(void *arg, int ith, int nth)
 {
     const woolly_attn_layer *a = arg;

@@ -47,9 +47,8 @@ int32_t woolly_default_n_ctx(const woolly_model *m, woolly_kv_type kv, int32_t n
     int32_t n_global = 0; /* a sliding layer's ring does not grow with the context */
     for (int32_t l = 0; l < p->n_layer; l++)
         n_global += woolly_layer_window(p, l) == 0;
-    const double per_pos =
-        (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, n_global > 0 ? n_global : 1, p->n_head_kv,
-                                      p->head_dim);
+    const double per_pos = (double)woolly_kv_cache_bytes(woolly_kv_wtype(kv), 1, n_global > 0 ? n_global : 1,
+                                                         p->n_head_kv, p->head_dim);
     if (budget > 0 && per_pos > 0 && per_pos * n > budget)
         n = (int32_t)(budget / per_pos);
     return n > 0 ? n : 1;
@@ -253,9 +252,8 @@ woolly_context *woolly_context_create(woolly_model *m, const woolly_context_para
     /* The caches must fit in physical memory beside the weights (a sliding layer's: its ring). */
     int32_t *windows = layer_windows(cfg);
     const double cache =
-        (double)woolly_kv_cache_bytes_swa(woolly_kv_wtype(p.kv_type), p.n_ctx,
-                                          p.n_batch, cfg->n_layer, windows,
-                                          cfg->n_head_kv, cfg->head_dim) *
+        (double)woolly_kv_cache_bytes_swa(woolly_kv_wtype(p.kv_type), p.n_ctx, p.n_batch, cfg->n_layer,
+                                          windows, cfg->n_head_kv, cfg->head_dim) *
         p.n_seq_max;
     free(windows);
     const double mem = phys_bytes(), room = mem - (double)m->n_bytes;

@@ -21,7 +21,8 @@ int64_t woolly_kv_ring_rows(int64_t window, int64_t n_ctx, int64_t n_batch)
     if (window <= 0)
         return 0;
     const int64_t need = window - 1 + (n_batch > 1 ? n_batch : 1);
-    const int64_t rows = (need + WOOLLY_ATTN_RING_ALIGN - 1) / WOOLLY_ATTN_RING_ALIGN * WOOLLY_ATTN_RING_ALIGN;
+    const int64_t rows =
+        (need + WOOLLY_ATTN_RING_ALIGN - 1) / WOOLLY_ATTN_RING_ALIGN * WOOLLY_ATTN_RING_ALIGN;
     return rows < n_ctx ? rows : 0;
 }
 
@@ -154,10 +155,11 @@ int woolly_kv_cache_populate(woolly_kv_cache *c, woolly_error *err)
     if (threaded)
         pthread_join(t, NULL);
     if (k.rc || rc_v)
-        return woolly_fail(err,
-                           "KV cache: the system cannot provide %.1f MiB for %lld sequences of %lld positions; "
-                           "try a smaller --ctx-size or fewer --parallel slots",
-                           2.0 * (double)half / (1024.0 * 1024.0), (long long)c->n_seq, (long long)c->n_ctx);
+        return woolly_fail(
+            err,
+            "KV cache: the system cannot provide %.1f MiB for %lld sequences of %lld positions; "
+            "try a smaller --ctx-size or fewer --parallel slots",
+            2.0 * (double)half / (1024.0 * 1024.0), (long long)c->n_seq, (long long)c->n_ctx);
     return 0;
 }
 
@@ -216,7 +218,8 @@ bool woolly_kv_cache_holds(const woolly_kv_cache *c, int64_t seq, int64_t n)
 {
     for (int64_t l = 0; l < c->n_layer; l++)
         if (c->ring[l] && n > 0) {
-            const int64_t first = n - c->window[l] + 1 > 0 ? n - c->window[l] + 1 : 0; /* the token at n sees */
+            const int64_t first =
+                n - c->window[l] + 1 > 0 ? n - c->window[l] + 1 : 0; /* the token at n sees */
             if (first < c->kept_from[seq * c->n_layer + l])
                 return false;
         }
