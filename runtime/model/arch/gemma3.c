@@ -10,7 +10,7 @@
 
 #include "arch.h"
 
-extern const woolly_arch woolly_arch_llama;
+extern const woolly_arch woolly_arch_llama_layer;
 
 #define BLOCK_VECTOR(name, f, n)                                                                             \
     {                                                                                                        \
@@ -45,7 +45,7 @@ static void derive(woolly_config *c)
 
 const woolly_arch woolly_arch_gemma3 = {
     .name = "gemma3",
-    .base = &woolly_arch_llama,
+    .base = &woolly_arch_llama_layer,
     .keys = KEYS,
     .n_keys = sizeof KEYS / sizeof KEYS[0],
     .tensors = TENSORS,

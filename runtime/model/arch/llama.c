@@ -20,13 +20,17 @@ static const woolly_arch_key KEYS[] = {
     {INT_KEY("attention.value_length", head_dim_v), .def = WOOLLY_DIM(head_dim), .lo = 1, .hi = BIG},
     {INT_KEY("rope.dimension_count", n_rot), .def = WOOLLY_DIM(head_dim), .lo = 2,
      .hi_field = WOOLLY_HP(head_dim)},
+    {FLOAT_KEY("rope.freq_base", rope_base), .def_f = 10000.0f},
+    {FLOAT_KEY("attention.layer_norm_rms_epsilon", rms_eps), .required = true},
+};
+
+/* llama's own, beside every decoder's. */
+static const woolly_arch_key LLAMA_KEYS[] = {
     /* Mistral's sliding window, where a file gives one: every layer slides (swa_pattern 0). llama.cpp's
      * llama graph reads no such key (its converter writes none for llama files, and Mistral 7B v0.1, whose
      * config has a 4096 window, runs there with full attention): a file that gives a window is run with it,
      * as the model was trained; 0 or absent: none. */
     {INT_KEY("attention.sliding_window", n_swa), .lo = 0, .hi = BIG},
-    {FLOAT_KEY("rope.freq_base", rope_base), .def_f = 10000.0f},
-    {FLOAT_KEY("attention.layer_norm_rms_epsilon", rms_eps), .required = true},
 };
 
 #define GLOBAL(f) .slot = (uint16_t)offsetof(woolly_weights, f)
@@ -71,10 +75,20 @@ const woolly_arch woolly_arch_decoder = {
     .n_keys = sizeof KEYS / sizeof KEYS[0],
 };
 
-const woolly_arch woolly_arch_llama = {
+/* The llama layer's tensors, which qwen2, qwen3 and gemma3 build on: not an architecture of the
+ * registry, and without llama's own window key (those families' files do not slide by it). */
+const woolly_arch woolly_arch_llama_layer = {
     .name = "llama",
     .base = &woolly_arch_decoder,
     .tensors = TENSORS,
     .n_tensors = sizeof TENSORS / sizeof TENSORS[0],
+    .rope = WOOLLY_ROPE_ADJACENT,
+};
+
+const woolly_arch woolly_arch_llama = {
+    .name = "llama",
+    .base = &woolly_arch_llama_layer,
+    .keys = LLAMA_KEYS,
+    .n_keys = sizeof LLAMA_KEYS / sizeof LLAMA_KEYS[0],
     .rope = WOOLLY_ROPE_ADJACENT,
 };

@@ -2,7 +2,7 @@
  * halves of each head (NEOX). The files tie the output to the token embedding in the small sizes. */
 #include "arch.h"
 
-extern const woolly_arch woolly_arch_llama;
+extern const woolly_arch woolly_arch_llama_layer;
 
 #define BIAS(name, f, rows)                                                                                  \
     {                                                                                                        \
@@ -20,7 +20,7 @@ static const woolly_arch_tensor TENSORS[] = {
 
 const woolly_arch woolly_arch_qwen2 = {
     .name = "qwen2",
-    .base = &woolly_arch_llama,
+    .base = &woolly_arch_llama_layer,
     .tensors = TENSORS,
     .n_tensors = sizeof TENSORS / sizeof TENSORS[0],
     .rope = WOOLLY_ROPE_NEOX,

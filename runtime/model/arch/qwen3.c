@@ -3,7 +3,7 @@
  * (attention.key_length, 128) is not n_embd / n_head. */
 #include "arch.h"
 
-extern const woolly_arch woolly_arch_llama;
+extern const woolly_arch woolly_arch_llama_layer;
 
 #define HEAD_NORM(name, f)                                                                                   \
     {                                                                                                        \
@@ -20,7 +20,7 @@ static const woolly_arch_tensor TENSORS[] = {
 
 const woolly_arch woolly_arch_qwen3 = {
     .name = "qwen3",
-    .base = &woolly_arch_llama,
+    .base = &woolly_arch_llama_layer,
     .tensors = TENSORS,
     .n_tensors = sizeof TENSORS / sizeof TENSORS[0],
     .rope = WOOLLY_ROPE_NEOX,
