@@ -599,7 +599,8 @@ Test(arch, a_fused_matrix_is_bound_as_views_of_its_rows)
  * the table's (every tensor known and of the table's shape, every required one present). */
 Test(arch, synth_presets_write_the_tables_tensors)
 {
-    const char *presets[] = {"tiny", "tiny-granite", "llama-1b", "granite-8b", "mistral-7b"};
+    const char *presets[] = {"tiny",     "tiny-granite", "llama-1b",  "granite-8b", "qwen2.5-1.5b",
+                             "qwen3-4b", "gemma3-1b",    "phi3-mini", "mistral-7b"};
     for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         woolly_synth_config s;
         woolly_error err = {{0}};
