@@ -50,7 +50,7 @@ static void check_rows(char *out, const long *sizes, int n_sizes, int n_q, doubl
     cr_expect_eq(rows, n_sizes, "rows: %d", rows);
 }
 
-Test(bench_attn_pair, same_tree_decode, .timeout = 120)
+Test(bench_attn_pair, same_tree_decode)
 {
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "%s %s 17 70", WOOLLY_SOURCE_DIR, KERNEL);
@@ -64,7 +64,7 @@ Test(bench_attn_pair, same_tree_decode, .timeout = 120)
     free(err);
 }
 
-Test(bench_attn_pair, same_tree_prefill, .timeout = 120)
+Test(bench_attn_pair, same_tree_prefill)
 {
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "%s %s 40", WOOLLY_SOURCE_DIR, KERNEL);
@@ -79,7 +79,7 @@ Test(bench_attn_pair, same_tree_prefill, .timeout = 120)
 
 /* A Q8_0 cache's kernel against the F16 one, each reading its own cache of the same values: the outputs
  * differ by the 8-bit rounding of the Q8_0 rows, values of about 1 rounded to 1/127 of a block's largest. */
-Test(bench_attn_pair, another_kernel_on_another_cache, .timeout = 120)
+Test(bench_attn_pair, another_kernel_on_another_cache)
 {
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "%s %s 70", WOOLLY_SOURCE_DIR, KERNEL);
@@ -92,7 +92,7 @@ Test(bench_attn_pair, another_kernel_on_another_cache, .timeout = 120)
     free(err);
 }
 
-Test(bench_attn_pair, bad_input_fails_with_a_message, .timeout = 120)
+Test(bench_attn_pair, bad_input_fails_with_a_message)
 {
     char args[8192], *out, *err;
     cr_expect_eq(attn_pair("", "/nonexistent-tree", &out, &err), 2);

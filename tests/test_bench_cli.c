@@ -232,7 +232,7 @@ Test(bench_cli, markdown_thread_list_gives_one_row_per_count_and_the_run_facts)
     free(out);
 }
 
-Test(bench_cli, roofline_gives_percentages_of_measured_limits, .timeout = 120)
+Test(bench_cli, roofline_gives_percentages_of_measured_limits)
 {
     char *out = bench("-p 16 -n 4 -r 1 -t 1 --roofline --format json");
     json_t *a = parse_tests(out, 2);
@@ -280,7 +280,7 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits, .timeout = 120)
 /* Decode at a depth reads the cache too: tiny's K and V are 128 values per layer and position each (its
  * attn_k is 128x256), over 2 layers: 1024 bytes per position in F16, 4 Q8_0 blocks of 34 bytes per K or
  * V and layer in Q8_0. A token of tg4 at depth 8 reads 8 + 2.5 positions on average. */
-Test(bench_cli, roofline_counts_the_kv_cache_a_decode_reads, .timeout = 120)
+Test(bench_cli, roofline_counts_the_kv_cache_a_decode_reads)
 {
     static const struct {
         const char *kv;

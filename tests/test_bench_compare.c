@@ -32,7 +32,7 @@ static void cell(const char *s, double *mean, double *sd)
     cr_assert_eq(sscanf(s, " %lf ± %lf", mean, sd), 2, "not 'mean ± std': %s", s);
 }
 
-Test(bench_compare, table_has_both_engines_and_their_ratio, .timeout = 120)
+Test(bench_compare, table_has_both_engines_and_their_ratio)
 {
     char args[16384], *out, *err;
     snprintf(args, sizeof args, "%s -p 16 -n 4 -t 1,2 -r 2", standin_and_model());

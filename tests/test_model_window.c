@@ -156,28 +156,28 @@ static void check_window(woolly_kv_type kv, int split)
     woolly_model_close(m);
 }
 
-Test(model_window, f32_cache_prompt_and_decode, .timeout = 120)
+Test(model_window, f32_cache_prompt_and_decode)
 {
     check_window(WOOLLY_KV_F32, 0);
 }
 
-Test(model_window, f32_cache_decode_split_in_chunks, .timeout = 120)
+Test(model_window, f32_cache_decode_split_in_chunks)
 {
     check_window(WOOLLY_KV_F32, 3);
 }
 
-Test(model_window, f16_cache, .timeout = 120)
+Test(model_window, f16_cache)
 {
     check_window(WOOLLY_KV_F16, 0);
 }
 
-Test(model_window, q8_0_cache, .timeout = 120)
+Test(model_window, q8_0_cache)
 {
     check_window(WOOLLY_KV_Q8_0, 0);
 }
 
 /* Without the key, the same weights attend to everything before: far from the window's logits. */
-Test(model_window, the_window_changes_the_logits, .timeout = 120)
+Test(model_window, the_window_changes_the_logits)
 {
     woolly_model *full = load(0), *win = load(W);
     cr_expect_eq(full->cfg.n_swa, 0);
@@ -220,7 +220,7 @@ Test(model_window, the_cache_holds_the_ring_only)
 
 /* A rewind or a copy the ring can serve goes on with the right logits; one that needs positions it no
  * longer holds is refused, and says why. */
-Test(model_window, rewind_and_copy_within_the_ring_only, .timeout = 60)
+Test(model_window, rewind_and_copy_within_the_ring_only)
 {
     woolly_model *m = load(W);
     woolly_context *c = open_ctx(m, WOOLLY_KV_F32, 2), *ref = open_ctx(m, WOOLLY_KV_F32, 1);

@@ -117,22 +117,22 @@ static void check_against_reference(const char *type, const char *reference, uin
     free(out);
 }
 
-Test(quantize, q4_k_m_matches_llama_cpp_types_and_quality, .timeout = 60)
+Test(quantize, q4_k_m_matches_llama_cpp_types_and_quality)
 {
     check_against_reference("Q4_K_M", "tiny-llama-q4_k_m", 15);
 }
 
-Test(quantize, q6_k_matches_llama_cpp, .timeout = 60)
+Test(quantize, q6_k_matches_llama_cpp)
 {
     check_against_reference("Q6_K", "tiny-llama-q6_k", 18);
 }
 
-Test(quantize, q8_0_matches_llama_cpp, .timeout = 60)
+Test(quantize, q8_0_matches_llama_cpp)
 {
     check_against_reference("Q8_0", "tiny-llama-q8_0", 7);
 }
 
-Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
+Test(quantize, f16_of_f16_copies_the_tensors)
 {
     char *out = quantize("tiny-llama-f16", "F16", "");
     gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-f16");
@@ -148,7 +148,7 @@ Test(quantize, f16_of_f16_copies_the_tensors, .timeout = 60)
     free(out);
 }
 
-Test(quantize, f16_of_q8_0_rounds_each_value_once, .timeout = 60)
+Test(quantize, f16_of_q8_0_rounds_each_value_once)
 {
     char *out = quantize("tiny-llama-q8_0", "F16", "");
     gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-q8_0");
@@ -167,7 +167,7 @@ Test(quantize, f16_of_q8_0_rounds_each_value_once, .timeout = 60)
     free(out);
 }
 
-Test(quantize, output_does_not_depend_on_threads, .timeout = 60)
+Test(quantize, output_does_not_depend_on_threads)
 {
     char *one = quantize("tiny-llama-f16", "Q4_K_M", "-q -t 1");
     size_t n1, n3;
@@ -180,7 +180,7 @@ Test(quantize, output_does_not_depend_on_threads, .timeout = 60)
     free(a), free(b), free(one), free(three);
 }
 
-Test(quantize, rows_that_are_not_whole_k_blocks_fall_back, .timeout = 60)
+Test(quantize, rows_that_are_not_whole_k_blocks_fall_back)
 {
     /* stories260K: rows of 64 (fit Q8_0) and 172 (fit neither: F16) */
     char args[8192], *so, *se;

@@ -71,7 +71,7 @@ static void assert_layout_like(const gguf_file *got, const gguf_file *ref, bool 
     }
 }
 
-Test(synth, tiny_with_llama_vocab_is_laid_out_like_the_reference, .timeout = 60)
+Test(synth, tiny_with_llama_vocab_is_laid_out_like_the_reference)
 {
     char *out = synth("tiny-spm.gguf", vocab_arg("ggml-vocab-llama-spm"));
     gguf_file *got = tu_gguf_open(out), *ref = tu_gguf_open_data("models/tiny-llama-q4_k_m.gguf");
@@ -80,7 +80,7 @@ Test(synth, tiny_with_llama_vocab_is_laid_out_like_the_reference, .timeout = 60)
     remove(out), free(out);
 }
 
-Test(synth, tiny_granite_with_starcoder_vocab_is_laid_out_like_the_reference, .timeout = 60)
+Test(synth, tiny_granite_with_starcoder_vocab_is_laid_out_like_the_reference)
 {
     char args[8192];
     snprintf(args, sizeof args, "--preset tiny-granite %s", vocab_arg("ggml-vocab-starcoder"));
@@ -134,7 +134,7 @@ static void assert_family_like(const char *model, const char *shape)
     remove(out), free(out);
 }
 
-Test(synth, new_families_are_laid_out_like_the_references, .timeout = 60)
+Test(synth, new_families_are_laid_out_like_the_references)
 {
     assert_family_like("tiny-qwen2-f16", "--arch qwen2 --n-embd 128 --n-ff 384 --n-layer 2 --n-head 4 "
                                          "--n-head-kv 2 --n-ctx 4096 --rope-base 1e6 --norm-eps 1e-6 --tied");
@@ -148,7 +148,7 @@ Test(synth, new_families_are_laid_out_like_the_references, .timeout = 60)
                                         "--n-head-kv 2 --n-ctx 4096 --rope-base 10000 --norm-eps 1e-5 --untied");
 }
 
-Test(synth, shape_flags_override_a_preset, .timeout = 60)
+Test(synth, shape_flags_override_a_preset)
 {
     /* the tiny-granite preset is the tiny preset with granite's flags: the same bytes */
     char *a = synth("tiny-granite-preset.gguf", "--preset tiny-granite");
@@ -163,7 +163,7 @@ Test(synth, shape_flags_override_a_preset, .timeout = 60)
     remove(a), remove(b), free(a), free(b);
 }
 
-Test(synth, same_seed_same_bytes_whatever_the_threads, .timeout = 60)
+Test(synth, same_seed_same_bytes_whatever_the_threads)
 {
     char *a = synth("seed7-t1.gguf", "--seed 7 -t 1"), *b = synth("seed7-t3.gguf", "--seed 7 -t 3");
     size_t na, nb;
@@ -173,7 +173,7 @@ Test(synth, same_seed_same_bytes_whatever_the_threads, .timeout = 60)
     remove(a), remove(b), free(a), free(b);
 }
 
-Test(synth, another_seed_gives_other_weights, .timeout = 60)
+Test(synth, another_seed_gives_other_weights)
 {
     char *a = synth("seed1.gguf", "--seed 1"), *b = synth("seed2.gguf", "--seed 2");
     gguf_file *ga = tu_gguf_open(a), *gb = tu_gguf_open(b);
@@ -205,7 +205,7 @@ static void stats(const gguf_tensor *t, double *mean, double *std)
     free(y);
 }
 
-Test(synth, weights_and_norms_have_the_requested_distribution, .timeout = 60)
+Test(synth, weights_and_norms_have_the_requested_distribution)
 {
     char *out = synth("f32.gguf", "--type F32 --seed 3");
     gguf_file *g = tu_gguf_open(out);
@@ -244,14 +244,14 @@ static void check_uniform_type(const char *type, enum woolly_type want, uint32_t
     remove(out), free(out);
 }
 
-Test(synth, uniform_types, .timeout = 60)
+Test(synth, uniform_types)
 {
     check_uniform_type("Q6_K", WOOLLY_TYPE_Q6_K, 18);
     check_uniform_type("Q8_0", WOOLLY_TYPE_Q8_0, 7);
     check_uniform_type("F16", WOOLLY_TYPE_F16, 1);
 }
 
-Test(synth, rows_that_are_not_whole_k_blocks_fall_back, .timeout = 60)
+Test(synth, rows_that_are_not_whole_k_blocks_fall_back)
 {
     char *out = strdup(tu_tmp_path("n96.gguf")), cmd[8192], *so, *se;
     snprintf(cmd, sizeof cmd, "synth --n-embd 96 --n-ff 200 --n-head 2 --n-head-kv 1 -o %s", out);
@@ -383,7 +383,7 @@ static void assert_valid_bpe(const gguf_file *g, uint64_t n)
     free(reached);
 }
 
-Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe, .timeout = 60)
+Test(synth, builtin_tokenizer_is_a_valid_byte_level_bpe)
 {
     char *out = synth("builtin.gguf", "");
     gguf_file *g = tu_gguf_open(out), *ref = tu_gguf_open_data("models/tiny-llama-q4_k_m.gguf");
@@ -459,7 +459,7 @@ static void check_template(const char *family, const char *const *markers, const
     remove(out), free(out);
 }
 
-Test(synth, chat_templates_come_with_their_special_tokens, .timeout = 60)
+Test(synth, chat_templates_come_with_their_special_tokens)
 {
     static const char *const granite[] = {"<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", NULL};
     static const char *const llama3[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", NULL};
@@ -471,7 +471,7 @@ Test(synth, chat_templates_come_with_their_special_tokens, .timeout = 60)
     check_template("llama2", llama2, "<s>", "</s>");
 }
 
-Test(synth, vocab_file_with_a_chat_template, .timeout = 60)
+Test(synth, vocab_file_with_a_chat_template)
 {
     char args[8192];
     snprintf(args, sizeof args, "--type Q8_0 --chat-template granite %s", vocab_arg("ggml-vocab-starcoder"));

