@@ -158,7 +158,7 @@ Test(server_parts, request_defaults_and_overrides)
     const woolly_sampler_params d = woolly_sampler_default_params();
     cr_expect_eq(r.sp.temp, d.temp);
     cr_expect_eq(r.sp.top_k, d.top_k);
-    cr_expect_eq(r.max_tokens, 0);
+    cr_expect_eq(r.max_tokens, 64, "without max_tokens, the server's limit is the request's");
     cr_expect(!r.stream && !r.seed_given);
     cr_expect_str_eq(r.prompt, "hi");
     srv_gen_request_free(&r);

@@ -451,7 +451,9 @@ gguf_file *gguf_parse(const void *buf, size_t size, woolly_error *err)
 
 gguf_file *gguf_open(const char *path, woolly_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; this way it opens at once
+     * and the file-type check below refuses it (a regular file ignores the flag, and is only mapped). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         woolly_fail(err, "gguf: cannot open '%s': %s", path, strerror(errno));
         return NULL;

@@ -10,8 +10,9 @@
 #include "oai.h"
 #include "routes.h"
 
-/* How often a waiting connection thread checks that its client is still there. */
-enum { POLL_MS = 50 };
+/* How often a waiting connection thread checks that its client is still there. A session id longer
+ * than SESSION_MAX is not echoed (it is still passed on by the balancer). */
+enum { POLL_MS = 50, SESSION_MAX = 256 };
 
 /* A seed for a request that gives none: different for every request. */
 static uint64_t fresh_seed(void)
@@ -99,6 +100,17 @@ static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_g
     return j;
 }
 
+/* A finished request that named its session: was its beginning found in this replica's cache? */
+static void count_session(srv_app *app, srv_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    const bool done = j->finish == SRV_FINISH_STOP || j->finish == SRV_FINISH_LENGTH;
+    const int32_t cached = j->n_cached;
+    pthread_mutex_unlock(&j->lock);
+    if (done)
+        srv_metrics_session(app->metrics, cached > 0);
+}
+
 static void send_error(srv_req *r, int status, const char *code, const char *msg)
 {
     srv_error e;
@@ -121,6 +133,10 @@ static void respond_whole(srv_app *app, srv_req *r, srv_job *j, enum srv_gen_kin
     }
     pthread_mutex_unlock(&j->lock);
     /* Done: the engine no longer writes to the job. */
+    if (j->shutdown) { /* nothing was sent yet: a balancer may retry it on another replica */
+        send_error(r, 503, "server_shutting_down", j->error);
+        return;
+    }
     if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
         send_error(r, 500, NULL, j->finish == SRV_FINISH_ERROR ? j->error : "the generation was cancelled");
         return;
@@ -137,6 +153,7 @@ typedef struct gen_stream {
     srv_job *job;
     srv_oai_head head;
     bool include_usage;
+    bool session; /* the request named its session: counted when done */
     bool opened;  /* the opening chunk (a chat's role) is sent */
     int32_t sent; /* pieces sent */
 } gen_stream;
@@ -182,7 +199,7 @@ static int stream_next(void *ud, srv_stream *s, srv_buf *out)
         return -1;
     if (finish == SRV_FINISH_ERROR) { /* the status line is long gone: the error is an event */
         srv_error e;
-        srv_fail(&e, 500, NULL, NULL, "%s", j->error);
+        srv_fail(&e, j->shutdown ? 503 : 500, j->shutdown ? "server_shutting_down" : NULL, NULL, "%s", j->error);
         return add_event(out, srv_oai_error(&e)) ? -1 : 1;
     }
     const char *empty = g->head.kind == SRV_GEN_CHAT ? NULL : "";
@@ -203,12 +220,19 @@ static void stream_done(void *ud)
     pthread_mutex_unlock(&g->job->lock);
     if (running) /* the connection closed before the end: nobody will read the rest */
         srv_scheduler_cancel(g->app->sched, g->job);
+    else if (g->session)
+        count_session(g->app, g->job);
     srv_job_release(g->job);
     free(g);
 }
 
 void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
 {
+    /* The session a balancer hashed on: echoed, so that a client (or a test) sees it came through. */
+    const char *sid = app->affinity_header ? srv_req_header(r, app->affinity_header) : NULL;
+    const bool session = sid && *sid;
+    if (session && strlen(sid) <= SESSION_MAX)
+        srv_req_reply_header(r, app->affinity_header, sid);
     size_t len;
     const char *body = srv_req_body(r, &len);
     srv_gen_request g;
@@ -239,6 +263,8 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
     }
     if (!stream) {
         respond_whole(app, r, j, kind);
+        if (session)
+            count_session(app, j);
         srv_job_release(j);
         return;
     }
@@ -249,7 +275,7 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
         send_error(r, 500, NULL, "out of memory");
         return;
     }
-    *gs = (gen_stream){.app = app, .job = j, .include_usage = include_usage};
+    *gs = (gen_stream){.app = app, .job = j, .include_usage = include_usage, .session = session};
     srv_oai_head_init(&gs->head, kind, app->model_id);
     srv_respond_stream(r, stream_next, stream_done, gs); /* stream_done releases the job */
 }

@@ -4,11 +4,14 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "conn_guard.h"
 #include "oai.h"
 
 /* A body this many times the limit is refused before it is read: the connection closes after the
@@ -18,10 +21,14 @@ enum { EARLY_REFUSAL_FACTOR = 64, STREAM_BLOCK = 4096 };
 
 struct srv_http {
     struct MHD_Daemon *daemon;
+    srv_conn_guard *guard; /* NULL: no head deadline */
     srv_http_config cfg;
     srv_handler handler;
     void *ud;
     int port;
+    atomic_int in_flight;
+    atomic_bool draining;
+    bool quiesced; /* set by the one thread that stops the server */
 };
 
 struct srv_req {
@@ -30,8 +37,9 @@ struct srv_req {
     const char *method, *path; /* owned by the daemon, valid for the request's life */
     int fd;
     srv_buf body;
-    bool too_large, handled, aborted;
+    bool too_large, handled, aborted, close;
     int status;
+    const char *reply_name, *reply_value; /* srv_req_reply_header */
 };
 
 struct srv_stream {
@@ -66,6 +74,65 @@ static void handle(srv_http *h, srv_req *r)
     }
 }
 
+static srv_conn_entry *guard_entry(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    srv_http *h = cls;
+    if (!h->guard)
+        return;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? srv_conn_guard_open(h->guard, ci->connect_fd) : NULL;
+    } else {
+        srv_conn_guard_close(h->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+typedef struct length_headers {
+    int content_length, transfer_encoding;
+    const char *first_length;
+    bool lengths_differ;
+} length_headers;
+
+static enum MHD_Result count_length_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                           const char *value)
+{
+    (void)kind;
+    length_headers *c = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (c->content_length++ == 0)
+            c->first_length = value;
+        else if (strcmp(value ? value : "", c->first_length ? c->first_length : ""))
+            c->lengths_differ = true;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        c->transfer_encoding++;
+    }
+    return MHD_YES;
+}
+
+/* A body whose length two readers could take differently: a proxy in front and this server would then
+ * disagree on where the next request starts. NULL if the length is unambiguous, else why not. */
+static const char *ambiguous_length(struct MHD_Connection *conn)
+{
+    length_headers c = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_length_header, &c);
+    if (c.content_length && c.transfer_encoding)
+        return "the request has both Content-Length and Transfer-Encoding";
+    if (c.content_length > 1)
+        return c.lengths_differ ? "the request has two different Content-Length headers"
+                                : "the request has more than one Content-Length header";
+    if (c.transfer_encoding > 1)
+        return "the request has more than one Transfer-Encoding header";
+    return NULL;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -80,6 +147,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (ci)
             r->fd = ci->connect_fd;
         *con_cls = r;
+        atomic_fetch_add(&h->in_flight, 1);
+        if (h->guard)
+            srv_conn_guard_head_done(h->guard, guard_entry(conn));
+        const char *why = ambiguous_length(conn);
+        if (why) {
+            r->handled = true;
+            r->close = true;
+            srv_error e;
+            srv_fail(&e, 400, "ambiguous_length", NULL, "%s: its length is ambiguous", why);
+            srv_respond_error(r, &e);
+            return r->status ? MHD_YES : MHD_NO;
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end;
@@ -111,10 +190,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)conn, (void)why;
+    (void)why;
+    srv_http *h = cls;
     srv_req *r = *con_cls;
     if (!r)
         return;
+    atomic_fetch_sub(&h->in_flight, 1);
+    if (h->guard)
+        srv_conn_guard_request_done(h->guard, guard_entry(conn));
     srv_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -147,6 +230,13 @@ srv_http *srv_http_start(const srv_http_config *cfg, srv_handler handler, void *
         return NULL;
     }
     *h = (srv_http){.cfg = *cfg, .handler = handler, .ud = ud};
+    atomic_init(&h->in_flight, 0);
+    atomic_init(&h->draining, false);
+    if (cfg->head_timeout_s > 0 &&
+        !(h->guard = srv_conn_guard_start(cfg->head_timeout_s * 1000, cfg->timeout_s * 1000, err))) {
+        free(h);
+        return NULL;
+    }
     unsigned flags =
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
     if (sa.ss_family == AF_INET6)
@@ -155,10 +245,13 @@ srv_http *srv_http_start(const srv_http_config *cfg, srv_handler handler, void *
                                  (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->max_header,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_address,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
     if (!h->daemon) {
         woolly_fail(err, "cannot listen on %s port %d (in use, or not an address of this machine?)",
                     cfg->host, cfg->port);
+        srv_conn_guard_stop(h->guard);
         free(h);
         return NULL;
     }
@@ -178,16 +271,36 @@ int srv_http_port(const srv_http *h)
 
 void srv_http_quiesce(srv_http *h)
 {
+    if (h->quiesced)
+        return;
+    h->quiesced = true;
     const MHD_socket fd = MHD_quiesce_daemon(h->daemon);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
+}
+
+void srv_http_drain(srv_http *h)
+{
+    atomic_store(&h->draining, true);
+    srv_http_quiesce(h);
+}
+
+int srv_http_in_flight(const srv_http *h)
+{
+    return atomic_load(&h->in_flight);
+}
+
+unsigned long srv_http_heads_cut(const srv_http *h)
+{
+    return h->guard ? srv_conn_guard_cut(h->guard) : 0;
 }
 
 void srv_http_stop(srv_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->daemon);
+    MHD_stop_daemon(h->daemon); /* every connection closed, so every guard entry too */
+    srv_conn_guard_stop(h->guard);
     free(h);
 }
 
@@ -233,6 +346,10 @@ static void queue(srv_req *r, int status, struct MHD_Response *resp, const char 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (header)
         MHD_add_response_header(resp, header, value);
+    if (r->reply_name)
+        MHD_add_response_header(resp, r->reply_name, r->reply_value);
+    if (r->close || atomic_load(&r->http->draining))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES)
         r->status = status;
     MHD_destroy_response(resp);
@@ -252,6 +369,17 @@ void srv_respond_error(srv_req *r, const srv_error *e)
 {
     srv_respond_json(r, e->status, srv_oai_error(e), e->status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
                      "1");
+}
+
+void srv_req_reply_header(srv_req *r, const char *name, const char *value)
+{
+    r->reply_name = name;
+    r->reply_value = value;
+}
+
+void srv_req_close_after(srv_req *r)
+{
+    r->close = true;
 }
 
 void srv_req_abort(srv_req *r)

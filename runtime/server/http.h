@@ -3,7 +3,10 @@
  * the request is marked too large), then the handler is called once, in the connection's thread, and
  * answers with exactly one srv_respond_* call. A handler may block (a generation request waits for its
  * tokens): only its own connection waits. Headers larger than the limit, idle connections past the
- * timeout and connections past the limit are refused by the daemon itself. */
+ * timeout and connections past the limits (in all, and from one address) are refused by the daemon
+ * itself; a request head not complete within its deadline is cut (conn_guard.h); a request whose length
+ * is ambiguous (two Content-Length values, or Content-Length beside Transfer-Encoding: what a proxy in
+ * front may read differently, smuggling a second request) gets 400 and its connection is closed. */
 #ifndef WOOLLY_SRV_HTTP_H
 #define WOOLLY_SRV_HTTP_H
 
@@ -24,7 +27,9 @@ typedef struct srv_http_config {
     size_t max_body;   /* bytes */
     size_t max_header; /* bytes of request line and headers */
     int timeout_s;     /* idle connections are closed after it */
+    int head_timeout_s; /* a request head must be complete within it (0: no deadline) */
     int max_connections;
+    int max_per_address; /* connections from one client address; 0: no limit of its own */
 } srv_http_config;
 
 typedef void (*srv_handler)(void *ud, srv_req *r);
@@ -33,6 +38,12 @@ srv_http *srv_http_start(const srv_http_config *cfg, srv_handler h, void *ud, wo
 int srv_http_port(const srv_http *h);
 /* Stops accepting connections (the ones open go on). */
 void srv_http_quiesce(srv_http *h);
+/* Stops accepting connections, and every response from now on closes its connection. */
+void srv_http_drain(srv_http *h);
+/* Requests between their head and the end of their response (streams included). */
+int srv_http_in_flight(const srv_http *h);
+/* Connections cut because their request head was late. */
+unsigned long srv_http_heads_cut(const srv_http *h);
 /* Closes every connection and waits for their threads. */
 void srv_http_stop(srv_http *h);
 
@@ -52,6 +63,13 @@ bool srv_req_client_gone(const srv_req *r);
 
 /* Closes the connection without a response (its client is gone). */
 void srv_req_abort(srv_req *r);
+
+/* A header every response to this request carries (name and value must outlive the response's
+ * queuing: a header of the request itself, a constant). */
+void srv_req_reply_header(srv_req *r, const char *name, const char *value);
+
+/* Closes the connection after this request's response (no keep-alive). */
+void srv_req_close_after(srv_req *r);
 
 /* Responses; each takes ownership of its body. header/value: one extra header, or NULL. */
 void srv_respond_json(srv_req *r, int status, json_t *body, const char *header, const char *value);

@@ -94,6 +94,15 @@ void srv_job_finish(srv_job *j, srv_finish why, const char *error)
     pthread_mutex_unlock(&j->lock);
 }
 
+void srv_job_finish_shutdown(srv_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    if (j->finish == SRV_FINISH_NONE)
+        j->shutdown = true;
+    pthread_mutex_unlock(&j->lock);
+    srv_job_finish(j, SRV_FINISH_ERROR, "the server is shutting down: the request was not completed");
+}
+
 bool srv_job_wait_locked(srv_job *j, int32_t seen, int timeout_ms)
 {
     struct timespec until;

@@ -46,6 +46,7 @@ typedef struct srv_job {
     int32_t n_pieces, cap_pieces;
     srv_finish finish;   /* != NONE: done, nothing more will come */
     char error[256];     /* with SRV_FINISH_ERROR */
+    bool shutdown;       /* with SRV_FINISH_ERROR: the server stopped it (another replica may take it) */
     int32_t n_cached;    /* prompt tokens reused from the slot's cache */
     int32_t n_generated; /* completion tokens */
     int refs;
@@ -61,6 +62,8 @@ int srv_job_emit(srv_job *j, const char *text, size_t n);
 /* Records the counts; with the finish reason set, wakes the reader for good. */
 void srv_job_progress(srv_job *j, int32_t n_cached, int32_t n_generated);
 void srv_job_finish(srv_job *j, srv_finish why, const char *error);
+/* Ends it with an error because the server is shutting down. */
+void srv_job_finish_shutdown(srv_job *j);
 
 /* Connection side: waits until there are pieces past `seen` or the job is done, at most timeout_ms.
  * Returns true if either holds. Call with j->lock held (it is held again on return). */

@@ -1,12 +1,60 @@
 #include "json_fields.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
-json_t *srv_json_parse_object(const char *body, size_t len, srv_error *err)
+/* What a parse may still allocate: jansson allocates through these functions (installed once for the
+ * process); the budget is on only while this thread parses a request body. Each allocation is
+ * counted with the allocator's own overhead, and what is freed during the parse is not given back:
+ * the sum bounds the parse's peak memory from above. */
+enum { MALLOC_OVERHEAD = 16 };
+static _Thread_local struct {
+    bool on, exceeded;
+    size_t left;
+} budget;
+
+static void *budget_malloc(size_t n)
 {
+    if (budget.on) {
+        if (n > budget.left || n + MALLOC_OVERHEAD > budget.left) {
+            budget.exceeded = true;
+            return NULL;
+        }
+        budget.left -= n + MALLOC_OVERHEAD;
+    }
+    return malloc(n);
+}
+
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+static void budget_install(void)
+{
+    json_set_alloc_funcs(budget_malloc, free);
+}
+
+json_t *srv_json_parse_object(const char *body, size_t len, size_t room, srv_error *err)
+{
+    if (len == 0) {
+        srv_fail(err, 400, "invalid_json", NULL, "the request body is empty: a JSON object is required");
+        return NULL;
+    }
+    pthread_once(&budget_once, budget_install);
+    const size_t limit = SRV_JSON_COST_FACTOR * len + room + SRV_JSON_COST_SLACK;
+    budget.left = limit;
+    budget.exceeded = false;
+    budget.on = true;
     json_error_t je;
     json_t *v = json_loadb(body, len, 0, &je);
+    budget.on = false;
+    if (budget.exceeded) {
+        json_decref(v);
+        srv_fail(err, 413, "request_too_complex", NULL,
+                 "the request body holds too many JSON values: parsing its %zu bytes would take more than "
+                 "this server's limit of %zu bytes",
+                 len, limit);
+        return NULL;
+    }
     if (!v) {
         srv_fail(err, 400, "invalid_json", NULL,
                  "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
@@ -83,7 +131,9 @@ int srv_json_integer(const json_t *obj, const char *key, long long lo, long long
         const double d = json_real_value(v);
         if (d != floor(d))
             return wrong_type(key, "an integer", v, err);
-        if (!(d >= (double)lo && d <= (double)hi))
+        /* (double)hi rounds INT64_MAX up to 2^63, which no long long holds: converting it would be
+         * undefined. Only [-2^63, 2^63) converts; the range is checked on the integer after. */
+        if (!(d >= -0x1p63 && d < 0x1p63))
             return srv_fail(err, 400, "invalid_value", key, "invalid '%s': %g is outside [%lld, %lld]", key,
                             d, lo, hi);
         x = (long long)d;

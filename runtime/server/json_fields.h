@@ -13,9 +13,15 @@
 #include "errors.h"
 #include "woolly.h"
 
-/* The body as a JSON object; NULL with a 400 saying where the text stops being JSON (invalid UTF-8
- * included) or that it is not an object. */
-json_t *srv_json_parse_object(const char *body, size_t len, srv_error *err);
+/* The body as a JSON object; NULL with a 400 saying that the body is empty, where the text stops being
+ * JSON (invalid UTF-8 included) or that it is not an object. The parse may allocate at most
+ * SRV_JSON_COST_FACTOR times len, plus room bytes, plus SRV_JSON_COST_SLACK: a body of many small values
+ * (each a few bytes of text but tens of bytes of tree) past that is refused with a 413 instead of being
+ * built. room is for what a valid request may hold in many small values (a prompt of token ids: about
+ * 64 bytes per token of the context). */
+#define SRV_JSON_COST_FACTOR 4
+#define SRV_JSON_COST_SLACK (64 << 10)
+json_t *srv_json_parse_object(const char *body, size_t len, size_t room, srv_error *err);
 
 /* The JSON type of v, in words ("a string", "an array", ...), for messages. */
 const char *srv_json_type_name(const json_t *v);

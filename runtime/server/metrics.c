@@ -1,6 +1,7 @@
 #include "metrics.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const ENDPOINT_NAMES[SRV_EP_COUNT] = {
     "chat_completions", "completions", "models", "health", "tokenize", "detokenize", "metrics", "other",
@@ -17,6 +18,32 @@ void srv_metrics_init(srv_metrics *m)
 {
     *m = (srv_metrics){0};
     pthread_mutex_init(&m->lock, NULL);
+}
+
+/* A label value as the text format wants it: backslash, double quote and newline escaped. */
+static void label_value(char *out, size_t cap, const char *v)
+{
+    size_t n = 0;
+    for (; v && *v && n + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n')
+            out[n++] = '\\';
+        out[n++] = *v == '\n' ? 'n' : *v;
+    }
+    out[n] = 0;
+}
+
+void srv_metrics_identity(srv_metrics *m, const char *model, const char *replica)
+{
+    label_value(m->model, sizeof m->model, model);
+    label_value(m->replica, sizeof m->replica, replica);
+}
+
+void srv_metrics_session(srv_metrics *m, int cached)
+{
+    pthread_mutex_lock(&m->lock);
+    m->session_requests++;
+    m->session_cached += cached ? 1 : 0;
+    pthread_mutex_unlock(&m->lock);
 }
 
 void srv_metrics_destroy(srv_metrics *m)
@@ -66,12 +93,24 @@ void srv_metrics_step(srv_metrics *m, int32_t n_gen)
     pthread_mutex_unlock(&m->lock);
 }
 
-int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queued, srv_buf *o)
+int srv_metrics_render(srv_metrics *m, const srv_metrics_gauges *g, srv_buf *o)
 {
     pthread_mutex_lock(&m->lock);
     const srv_metrics c = *m; /* a consistent copy; the lock member is not used */
     pthread_mutex_unlock(&m->lock);
-    int rc = srv_buf_printf(o, "# HELP woolly_requests_total HTTP requests by endpoint and response status.\n"
+    static const char *const STATES[] = {"loading", "ready", "draining"};
+    int rc = srv_buf_printf(o,
+                            "# HELP woolly_server_info The replica: its model and name (host:port by default); "
+                            "join on it by instance.\n"
+                            "# TYPE woolly_server_info gauge\n"
+                            "woolly_server_info{model=\"%s\",replica=\"%s\"} 1\n"
+                            "# HELP woolly_server_state The replica's state (as /health says it): 1 for the "
+                            "current one.\n"
+                            "# TYPE woolly_server_state gauge\n",
+                            c.model, c.replica);
+    for (int i = 0; i < 3; i++)
+        rc |= srv_buf_printf(o, "woolly_server_state{state=\"%s\"} %d\n", STATES[i], g->state == i);
+    rc |= srv_buf_printf(o, "# HELP woolly_requests_total HTTP requests by endpoint and response status.\n"
                                "# TYPE woolly_requests_total counter\n");
     for (int e = 0; e < SRV_EP_COUNT; e++)
         for (int s = 0; s < SRV_STATUS_COUNT; s++)
@@ -108,9 +147,17 @@ int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queu
          "Forward passes with generated tokens: woolly_completion_tokens_total over this is the mean number "
          "of requests decoding together.",
          (double)c.generation_steps},
-        {"woolly_queue_depth", "gauge", "Requests waiting for a free slot.", (double)queued},
-        {"woolly_slots_busy", "gauge", "Slots running a request.", (double)slots_busy},
-        {"woolly_slots_total", "gauge", "Slots (parallel requests).", (double)slots_total},
+        {"woolly_session_requests_total", "counter",
+         "Generation requests that named their session in the affinity header.", (double)c.session_requests},
+        {"woolly_session_cache_hits_total", "counter",
+         "Of those, the ones whose prompt began with tokens found in a slot's cache (the balancer sent the "
+         "session back to this replica).",
+         (double)c.session_cached},
+        {"woolly_connections_cut_total", "counter",
+         "Connections closed because their request head was not complete in time.", (double)g->heads_cut},
+        {"woolly_queue_depth", "gauge", "Requests waiting for a free slot.", (double)g->queued},
+        {"woolly_slots_busy", "gauge", "Slots running a request.", (double)g->slots_busy},
+        {"woolly_slots_total", "gauge", "Slots (parallel requests).", (double)g->slots_total},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         rc |= srv_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", rows[i].name, rows[i].help,

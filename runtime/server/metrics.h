@@ -44,9 +44,24 @@ typedef struct srv_metrics {
     double generation_seconds; /* engine time evaluating generated tokens */
     uint64_t steps;            /* forward passes: one batch each */
     uint64_t generation_steps; /* of those, the ones with generated tokens */
+    uint64_t session_requests; /* generation requests that named their session (the affinity header) */
+    uint64_t session_cached;   /* of those, the ones whose prompt was partly found in a slot's cache */
+    char model[128], replica[192]; /* the identity labels of woolly_server_info */
 } srv_metrics;
 
+/* What /metrics shows beside the counters, from the caller. */
+typedef struct srv_metrics_gauges {
+    int slots_total, slots_busy, queued;
+    int state; /* enum srv_state (routes.h) */
+    unsigned long heads_cut;
+} srv_metrics_gauges;
+
 void srv_metrics_init(srv_metrics *m);
+/* The labels a scrape of several replicas tells them apart and groups them by: the model's name and
+ * the replica's (by default host:port). */
+void srv_metrics_identity(srv_metrics *m, const char *model, const char *replica);
+/* A finished generation request that named its session: whether its prompt was found cached. */
+void srv_metrics_session(srv_metrics *m, int cached);
 void srv_metrics_destroy(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, enum srv_endpoint ep, int status);
 void srv_metrics_job(srv_metrics *m, int32_t prompt, int32_t cached, int32_t completion, int cancelled);
@@ -54,6 +69,6 @@ void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int pr
 /* One forward pass of the engine, with n_gen generated tokens (and prompt tokens besides). */
 void srv_metrics_step(srv_metrics *m, int32_t n_gen);
 /* Appends the Prometheus text; the gauges come from the caller (the scheduler's state). */
-int srv_metrics_render(srv_metrics *m, int slots_total, int slots_busy, int queued, srv_buf *out);
+int srv_metrics_render(srv_metrics *m, const srv_metrics_gauges *g, srv_buf *out);
 
 #endif

@@ -109,8 +109,10 @@ static int parse_sampling(const json_t *body, const srv_gen_rules *rules, srv_ge
 static int parse_max_tokens(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r,
                             srv_error *err)
 {
-    /* max_completion_tokens is the API's newer name; it wins when both are given. */
+    /* max_completion_tokens is the API's newer name; it wins when both are given. Without either (or
+     * with null) the server's limit is the request's: --max-tokens caps every request. */
     static const char *const KEYS[] = {"max_tokens", "max_completion_tokens"};
+    r->max_tokens = rules->max_tokens_limit;
     for (int k = 0; k < 2; k++) {
         long long n;
         const int rc = srv_json_integer(body, KEYS[k], 1, INT64_MAX, &n, err);
@@ -205,7 +207,7 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
                           srv_gen_request *r, srv_error *err)
 {
     *r = (srv_gen_request){.kind = kind};
-    json_t *root = srv_json_parse_object(body, len, err);
+    json_t *root = srv_json_parse_object(body, len, rules->json_room, err);
     if (!root)
         return -1;
     int rc = -1;

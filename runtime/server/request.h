@@ -21,7 +21,9 @@ typedef struct srv_gen_rules {
     const char *model_id;           /* the one model name requests may give */
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
     int32_t n_vocab;                /* token ids of a prompt must be below it */
-    int32_t max_tokens_limit;       /* the most tokens one request may ask for */
+    int32_t max_tokens_limit;       /* the most tokens one request may ask for, and what it gets without
+                                       asking */
+    size_t json_room;               /* see srv_json_parse_object */
     enum woolly_chat_family chat;   /* renders the messages of a chat request */
 } srv_gen_rules;
 
@@ -32,7 +34,7 @@ typedef struct srv_gen_request {
     bool ignore_eos;    /* an extension: generate past end-of-generation tokens */
     woolly_sampler_params sp;
     bool seed_given;
-    int32_t max_tokens; /* 0: until the context is full */
+    int32_t max_tokens; /* the request's, else the server's limit; 0 only with a limit of 0 */
     int n_stop;
     char *stop[SRV_MAX_STOP];
     char *prompt;      /* the text to tokenize (the rendered chat, or the completion's prompt) or NULL */

@@ -20,20 +20,40 @@ bool srv_key_matches(const char *authorization, const char *key)
     return diff == 0;
 }
 
+static enum srv_state state_of(srv_app *app)
+{
+    return (enum srv_state)atomic_load_explicit(&app->state, memory_order_acquire);
+}
+
+/* Open to all (no key): load balancers and orchestrators probe it. 200 only when requests are taken. */
 static void health(srv_app *app, srv_req *r)
 {
+    const enum srv_state state = state_of(app);
+    if (state == SRV_LOADING) {
+        srv_respond_json(r, 503, json_pack("{s:s}", "status", "loading"), NULL, NULL);
+        return;
+    }
     const srv_scheduler_status st = srv_scheduler_state(app->sched);
-    srv_respond_json(r, 200,
-                     json_pack("{s:s, s:i, s:i, s:i, s:i}", "status", "ok", "slots_total", st.slots,
-                               "slots_busy", st.busy, "slots_idle", st.slots - st.busy, "queue", st.queued),
+    const bool ready = state == SRV_READY;
+    srv_respond_json(r, ready ? 200 : 503,
+                     json_pack("{s:s, s:i, s:i, s:i, s:i}", "status", ready ? "ok" : "draining", "slots_total",
+                               st.slots, "slots_busy", st.busy, "slots_idle", st.slots - st.busy, "queue",
+                               st.queued),
                      NULL, NULL);
 }
 
 static void metrics(srv_app *app, srv_req *r)
 {
-    const srv_scheduler_status st = srv_scheduler_state(app->sched);
+    const enum srv_state state = state_of(app);
+    srv_metrics_gauges g = {.state = state, .heads_cut = srv_http_heads_cut(app->http)};
+    if (state != SRV_LOADING) {
+        const srv_scheduler_status st = srv_scheduler_state(app->sched);
+        g.slots_total = st.slots;
+        g.slots_busy = st.busy;
+        g.queued = st.queued;
+    }
     srv_buf text = {0};
-    if (srv_metrics_render(app->metrics, st.slots, st.busy, st.queued, &text)) {
+    if (srv_metrics_render(app->metrics, &g, &text)) {
         srv_buf_free(&text);
         return;
     }
@@ -62,7 +82,7 @@ static void tokenize(srv_app *app, srv_req *r)
     size_t len;
     const char *body = srv_req_body(r, &len);
     srv_error e;
-    json_t *o = srv_json_parse_object(body, len, &e);
+    json_t *o = srv_json_parse_object(body, len, app->rules.json_room, &e);
     const char *text = NULL;
     size_t n_text = 0;
     bool add_special = false, parse_special = true;
@@ -114,7 +134,7 @@ static void detokenize(srv_app *app, srv_req *r)
     size_t len;
     const char *body = srv_req_body(r, &len);
     srv_error e;
-    json_t *o = srv_json_parse_object(body, len, &e);
+    json_t *o = srv_json_parse_object(body, len, app->rules.json_room, &e);
     woolly_token *ids = NULL;
     int32_t n = 0;
     char *text = NULL;
@@ -185,7 +205,7 @@ static void dispatch(srv_app *app, srv_req *r, const route *rt)
 {
     srv_error e;
     const char *path = srv_req_path(r), *method = srv_req_method(r);
-    if (rt && rt->ep == SRV_EP_HEALTH && !strcmp(method, "GET")) { /* open to all: load balancers probe it */
+    if (rt && rt->ep == SRV_EP_HEALTH && !strcmp(method, "GET")) {
         health(app, r);
         return;
     }
@@ -210,6 +230,19 @@ static void dispatch(srv_app *app, srv_req *r, const route *rt)
                  "the request body is larger than this server's limit of "
                  "%zu bytes",
                  srv_req_max_body(r));
+        srv_respond_error(r, &e);
+        return;
+    }
+    const enum srv_state state = state_of(app);
+    if (state == SRV_LOADING && rt->ep != SRV_EP_METRICS) {
+        srv_fail(&e, 503, "model_loading", NULL, "the model is loading: retry in a moment");
+        srv_respond_error(r, &e);
+        return;
+    }
+    const bool generation = rt->ep == SRV_EP_CHAT || rt->ep == SRV_EP_COMPLETIONS;
+    if (state == SRV_DRAINING && generation) { /* the balancer sends it to another replica */
+        srv_fail(&e, 503, "server_draining", NULL,
+                 "this server is shutting down and takes no new requests: retry on another");
         srv_respond_error(r, &e);
         return;
     }

@@ -3,6 +3,7 @@
 #ifndef WOOLLY_SRV_ROUTES_H
 #define WOOLLY_SRV_ROUTES_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "http.h"
@@ -11,17 +12,26 @@
 #include "scheduler.h"
 #include "woolly.h"
 
-/* What the endpoints share; fixed while the server runs. */
+/* A replica's state, as /health tells a load balancer: loading (503) until the model is loaded and its
+ * caches committed, ready (200), draining (503) from the stop signal on. */
+enum srv_state { SRV_LOADING, SRV_READY, SRV_DRAINING };
+
+/* What the endpoints share. The fields past the state are set before the state leaves SRV_LOADING
+ * (stored with release, read with acquire) and fixed afterwards; the others are fixed from the start. */
 typedef struct srv_app {
-    woolly_model *model;
     const char *model_id;
+    const char *api_key;         /* NULL: no key required */
+    const char *affinity_header; /* the session header a balancer hashes on (echoed, counted) */
+    srv_metrics *metrics;
+    srv_http *http;
+    atomic_int state; /* enum srv_state */
+
+    woolly_model *model;
     long long created; /* when the model was loaded (the models list's "created") */
     srv_gen_rules rules;
     bool chat_bos;   /* prepend BOS to a rendered chat (the template does not write it) */
     bool fixed_seed; /* a request without a seed takes rules.defaults.seed, else a fresh one */
     srv_scheduler *sched;
-    srv_metrics *metrics;
-    const char *api_key; /* NULL: no key required */
 } srv_app;
 
 /* The srv_handler of the HTTP layer (ud: the srv_app). */

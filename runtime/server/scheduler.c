@@ -312,13 +312,17 @@ void srv_scheduler_shutdown(srv_scheduler *s)
     s->engine_started = false;
     /* The engine is gone: what it held is ours. Submissions are refused from now on (stop). */
     pthread_mutex_lock(&s->lock);
-    while (s->n_queued > 0)
-        finish_unstarted(s, queue_pop(s), SRV_FINISH_ERROR, "the server is shutting down");
+    while (s->n_queued > 0) {
+        srv_job *j = queue_pop(s);
+        srv_job_finish_shutdown(j);
+        srv_job_release(j);
+    }
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < s->n_slots; i++) {
         srv_slot *slot = &s->slots[i];
         if (!slot->job)
             continue;
+        srv_job_finish_shutdown(slot->job); /* first: the detach below keeps the finish it finds */
         slot->finish = SRV_FINISH_ERROR;
         snprintf(slot->error, sizeof slot->error, "the server is shutting down");
         retire(s, slot);

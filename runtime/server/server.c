@@ -1,5 +1,7 @@
 #include "server.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,7 +13,8 @@
 #include "model.h"
 #include "routes.h"
 
-enum { MAX_DEFAULT_PARALLEL = 4 };
+/* How long closing waits for the connection threads to send the error that ends their requests. */
+enum { MAX_DEFAULT_PARALLEL = 4, FLUSH_MS = 3000 };
 
 struct woolly_server {
     woolly_server_config cfg;
@@ -34,7 +37,10 @@ woolly_server_config woolly_server_default_config(void)
         .max_header = 64 << 10,
         .max_tokens = 0,
         .timeout_s = 60,
+        .head_timeout_s = 10,
         .max_connections = 128,
+        .max_per_address = 32,
+        .affinity_header = "X-Session-Id",
         .defaults = woolly_sampler_default_params(),
         .chat_family = -1,
     };
@@ -60,14 +66,8 @@ int woolly_server_default_parallel(const woolly_model *m, const woolly_context_p
     return n > 0 ? n : 1;
 }
 
-woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *err)
+woolly_server *woolly_server_listen(const woolly_server_config *c, woolly_error *err)
 {
-    woolly_model *m = c->model;
-    if (!m || !m->tok) {
-        woolly_fail(err, "the server needs a model with a usable tokenizer%s%s", m ? ": " : "",
-                    m ? m->tok_err.msg : "");
-        return NULL;
-    }
     woolly_server *s = calloc(1, sizeof *s);
     if (!s) {
         woolly_fail(err, "out of memory");
@@ -75,12 +75,48 @@ woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *e
     }
     s->cfg = *c;
     srv_metrics_init(&s->metrics);
-    s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
-    const srv_scheduler_config sc = {.n_slots = s->parallel, .queue_cap = c->queue, .ctx = c->ctx};
-    if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err))) {
+    s->app = (srv_app){
+        .model_id = c->model_id,
+        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
+        .affinity_header = c->affinity_header && *c->affinity_header ? c->affinity_header : NULL,
+        .metrics = &s->metrics,
+    };
+    atomic_init(&s->app.state, SRV_LOADING);
+    const srv_http_config hc = {.host = c->host,
+                                .port = c->port,
+                                .max_body = c->max_body,
+                                .max_header = c->max_header,
+                                .timeout_s = c->timeout_s,
+                                .head_timeout_s = c->head_timeout_s,
+                                .max_connections = c->max_connections,
+                                .max_per_address = c->max_per_address};
+    if (!(s->http = srv_http_start(&hc, srv_app_handle, &s->app, err))) {
         woolly_server_close(s);
         return NULL;
     }
+    s->app.http = s->http;
+    char replica[192];
+    if (c->replica && *c->replica) {
+        snprintf(replica, sizeof replica, "%s", c->replica);
+    } else {
+        char host[128] = "localhost";
+        gethostname(host, sizeof host - 1);
+        snprintf(replica, sizeof replica, "%s:%d", host, srv_http_port(s->http));
+    }
+    srv_metrics_identity(&s->metrics, c->model_id, replica);
+    return s;
+}
+
+int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_error *err)
+{
+    woolly_model *m = c->model;
+    if (!m || !m->tok)
+        return woolly_fail(err, "the server needs a model with a usable tokenizer%s%s", m ? ": " : "",
+                           m ? m->tok_err.msg : "");
+    s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
+    const srv_scheduler_config sc = {.n_slots = s->parallel, .queue_cap = c->queue, .ctx = c->ctx};
+    if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err)))
+        return -1;
     const int32_t n_ctx = srv_scheduler_n_ctx(s->sched);
     const enum woolly_chat_family fam =
         c->chat_family >= 0
@@ -91,32 +127,45 @@ woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *e
                 "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
                 "get a 400 naming --chat-template (%s); completions work\n",
                 woolly_chat_family_choices());
-    s->app = (srv_app){
-        .model = m,
-        .model_id = c->model_id,
-        .created = (long long)time(NULL),
-        .rules = {.model_id = c->model_id,
-                  .defaults = c->defaults,
-                  .n_vocab = woolly_model_n_vocab(m),
-                  .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
-                  .chat = fam},
-        .chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m),
-        .fixed_seed = c->fixed_seed,
-        .sched = s->sched,
-        .metrics = &s->metrics,
-        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
-    };
-    const srv_http_config hc = {.host = c->host,
-                                .port = c->port,
-                                .max_body = c->max_body,
-                                .max_header = c->max_header,
-                                .timeout_s = c->timeout_s,
-                                .max_connections = c->max_connections};
-    if (!(s->http = srv_http_start(&hc, srv_app_handle, &s->app, err))) {
+    srv_app *a = &s->app;
+    a->model = m;
+    a->created = (long long)time(NULL);
+    /* A prompt of token ids costs about 48 bytes a token in the JSON tree: a full context's worth is
+     * allowed beside the cost bound of the body's size. */
+    a->rules = (srv_gen_rules){.model_id = s->cfg.model_id,
+                               .defaults = c->defaults,
+                               .n_vocab = woolly_model_n_vocab(m),
+                               .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
+                               .json_room = (size_t)64 * (size_t)n_ctx,
+                               .chat = fam};
+    a->chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
+    a->fixed_seed = c->fixed_seed;
+    a->sched = s->sched;
+    atomic_store_explicit(&a->state, SRV_READY, memory_order_release);
+    return 0;
+}
+
+woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *err)
+{
+    woolly_server *s = woolly_server_listen(c, err);
+    if (s && woolly_server_start(s, c, err)) {
         woolly_server_close(s);
         return NULL;
     }
     return s;
+}
+
+void woolly_server_drain(woolly_server *s)
+{
+    int loading = SRV_LOADING, ready = SRV_READY;
+    if (!atomic_compare_exchange_strong(&s->app.state, &ready, SRV_DRAINING))
+        atomic_compare_exchange_strong(&s->app.state, &loading, SRV_DRAINING);
+    srv_http_drain(s->http);
+}
+
+int woolly_server_in_flight(const woolly_server *s)
+{
+    return srv_http_in_flight(s->http);
 }
 
 int woolly_server_port(const woolly_server *s)
@@ -141,9 +190,14 @@ void woolly_server_close(woolly_server *s)
     /* No new connections; the running requests end (their waiting threads wake with an error); then the
      * connections close and their threads are joined; only then can the jobs' memory go. */
     if (s->http)
-        srv_http_quiesce(s->http);
+        srv_http_drain(s->http);
     if (s->sched)
         srv_scheduler_shutdown(s->sched);
+    /* The waiting connection threads now write their error (a 503, or an error event ending a stream):
+     * stopping the daemon at once would cut them mid-write, and their clients would see a broken
+     * response instead of an error. A client that does not read is not waited for long. */
+    for (int waited = 0; s->http && srv_http_in_flight(s->http) > 0 && waited < FLUSH_MS; waited += 10)
+        usleep(10000);
     srv_http_stop(s->http);
     srv_scheduler_close(s->sched);
     srv_metrics_destroy(&s->metrics);

@@ -26,7 +26,11 @@ typedef struct woolly_server_config {
     size_t max_header;         /* bytes of a request's line and headers */
     int32_t max_tokens;        /* per request; 0: the context size */
     int timeout_s;             /* idle connections are closed after it */
+    int head_timeout_s;        /* a request head must be complete within it (0: no deadline) */
     int max_connections;
+    int max_per_address;       /* connections from one client address (0: no limit of its own) */
+    const char *affinity_header; /* the session header a balancer hashes on; NULL: none */
+    const char *replica;       /* the replica's name in /metrics; NULL: host:port */
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
     bool fixed_seed;                /* requests without a seed use defaults.seed, not a fresh one each */
     int chat_family;                /* enum woolly_chat_family, or -1: recognized from the model */
@@ -38,12 +42,28 @@ woolly_server_config woolly_server_default_config(void);
  * engine runs them in turn: more slots serve more clients at once, each more slowly). At least 1. */
 int woolly_server_default_parallel(const woolly_model *m, const woolly_context_params *cp);
 
-/* Opens the slots, starts the engine and the HTTP daemon. NULL with a message. */
+/* Starts the HTTP daemon before the model is there: /health answers "loading" (503), the other
+ * endpoints 503, until woolly_server_start. Uses the HTTP fields of c, the model's name and the key.
+ * NULL with a message. */
+woolly_server *woolly_server_listen(const woolly_server_config *c, woolly_error *err);
+/* Opens the slots on c->model (committing their caches) and starts the engine: from now on requests are
+ * taken and /health says "ok". c's HTTP fields are ignored. -1 with a message. */
+int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_error *err);
+/* Both at once. */
 woolly_server *woolly_server_open(const woolly_server_config *c, woolly_error *err);
+
+/* Begins a drain: stops accepting connections; /health says "draining" (503), and a generation
+ * request that still arrives on an open connection gets 503 and the connection closes. The requests
+ * in flight go on. */
+void woolly_server_drain(woolly_server *s);
+/* Requests between their head and the end of their response, streams included (0: drained). */
+int woolly_server_in_flight(const woolly_server *s);
 int woolly_server_port(const woolly_server *s);
 int woolly_server_parallel(const woolly_server *s);
 int32_t woolly_server_n_ctx(const woolly_server *s);
-/* Stops accepting, ends the running requests, closes every connection and frees everything. */
+/* Stops accepting, ends the running requests (each client gets an error: a 503, or an error event in
+ * its stream), lets the connection threads write that error (a few seconds at most), closes every
+ * connection and frees everything. */
 void woolly_server_close(woolly_server *s);
 
 #endif
