@@ -174,7 +174,7 @@ Test(server_replica, metrics_name_the_replica_by_host_and_port)
 /* 64 connections from another client address trickle a header byte every 100 ms: past the per-address
  * limit they are refused, the rest are cut at the head deadline, and /health from this address is
  * answered within a second all along. */
-Test(server_replica, trickling_heads_do_not_lock_out_health, .timeout = 60)
+Test(server_replica, trickling_heads_do_not_lock_out_health)
 {
     th_server s;
     th_start(&s, NULL, "-m %s -np 1 --max-connections 64 --max-connections-per-address 16 --head-timeout 2",
