@@ -1,11 +1,14 @@
 /* The repack at load reads the weights from the file (gguf_read, a few row groups per step) rather than
  * through the mapping: both ways must give the same repacked bytes, whatever the step size. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
 #include "model.h"
+#include "registry.h"
 #include "testutil.h"
 
 /* Bytes a matrix takes in its layout: whole row groups. */
@@ -67,4 +70,50 @@ Test(model_repack, one_row_group_per_read_step)
 Test(model_repack, granite_shapes)
 {
     check_same_repack("models/tiny-granite-q4_k_m.gguf", 1);
+}
+
+/* The activation formats of a model's Q8_0 matrices: in a K-quant mix, where the other matrices run on
+ * int8 activations, the int8 ones too (where this level has them, GEMV and GEMM); in a Q8_0 file, the
+ * Q8_0 default (F16 activations, for its accuracy). */
+static void check_q8_0_formats(const char *path, bool mix)
+{
+    woolly_error err = {{0}};
+    woolly_model *m = woolly_model_load(path, &err);
+    cr_assert(m, "%s: %s", path, err.msg);
+    const woolly_kernel *dflt = woolly_kernel_default_gemv(WOOLLY_TYPE_Q8_0, -1);
+    const woolly_kernel *int8 = woolly_kernel_default_gemv(WOOLLY_TYPE_Q8_0, WOOLLY_ACT_Q8);
+    cr_assert(dflt != NULL);
+    bool kquant_int8 = false;
+    int n_q8_0 = 0;
+    for (int32_t i = 0; i < m->n_mats; i++)
+        if (m->mats[i]->type != WOOLLY_TYPE_Q8_0)
+            kquant_int8 |= m->mats[i]->act == WOOLLY_ACT_Q8;
+    const enum woolly_act want = mix && kquant_int8 && int8 ? WOOLLY_ACT_Q8 : dflt->act;
+    for (int32_t i = 0; i < m->n_mats; i++) {
+        const woolly_matrix *w = m->mats[i];
+        if (w->type != WOOLLY_TYPE_Q8_0)
+            continue;
+        n_q8_0++;
+        cr_expect_eq(w->act, want, "%s: matrix %s takes activations %d, not %d", path, w->name, (int)w->act,
+                     (int)want);
+    }
+    cr_assert_gt(n_q8_0, 0, "%s has no Q8_0 matrix", path);
+    woolly_model_close(m);
+}
+
+Test(model_repack, q8_0_matrices_of_a_k_quant_mix_take_int8_activations)
+{
+    /* 160 columns are not whole K-quant blocks: those matrices are Q8_0, the others Q4_K and Q6_K */
+    char path[4096]; /* tu_tmp_path's buffer is reused by tu_run_cli */
+    snprintf(path, sizeof path, "%s", tu_tmp_path("mix160.gguf"));
+    char *args = malloc(strlen(path) + 128);
+    sprintf(args, "synth --preset tiny --n-embd 160 --n-head 2 --n-head-kv 2 --n-ff 512 -q -o %s", path);
+    char *out = NULL, *errs = NULL;
+    cr_assert_eq(tu_run_cli(args, &out, &errs), 0, "woolly %s failed: %s", args, errs);
+    free(out);
+    free(errs);
+    free(args);
+    check_q8_0_formats(path, true);
+    remove(path);
+    check_q8_0_formats(tu_data("models/tiny-llama-q8_0.gguf"), false);
 }

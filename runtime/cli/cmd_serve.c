@@ -117,6 +117,11 @@ int woolly_cmd_serve(int argc, char **argv)
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--replica", CLI_STR, &sc.replica, 0, 0, "NAME",
                            "this replica's name in /metrics (default: host name:port)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &sc.context_shift, 0, 0, NULL,
+                           "when a request's context is full, forget the oldest half of what follows its "
+                           "system message (or the request's n_keep tokens) and go on, instead of ending it "
+                           "with finish_reason \"length\"",
+                           NULL});
     cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, woolly_chat_family_choices(),
                            "the chat format (default: recognized from the model)", NULL});
     cli_add_sampling_flags(&t, &samp);

@@ -97,10 +97,21 @@ static const woolly_kernel *best_gemv(enum woolly_type type, int64_t cols, unsig
 int woolly_matmul_default_format(enum woolly_type type, int64_t cols, unsigned act_mask, enum woolly_act *act,
                                  const woolly_layout **layout, woolly_error *err)
 {
+    return woolly_matmul_preferred_format(type, cols, act_mask, -1, act, layout, err);
+}
+
+int woolly_matmul_preferred_format(enum woolly_type type, int64_t cols, unsigned act_mask, int prefer,
+                                   enum woolly_act *act, const woolly_layout **layout, woolly_error *err)
+{
     const int forced = woolly_act_forced();
     const woolly_kernel *gemv = NULL;
     if (forced >= 0 && act_usable((enum woolly_act)forced, cols, act_mask))
         gemv = woolly_kernel_default_gemv(type, forced);
+    if (!gemv && forced < 0 && prefer >= 0 && act_usable((enum woolly_act)prefer, cols, act_mask)) {
+        gemv = woolly_kernel_default_gemv(type, prefer);
+        if (gemv && !woolly_kernel_choose(WOOLLY_OP_GEMM, type, gemv->act, gemv->layout))
+            gemv = NULL; /* a GEMV alone would leave prompts on the reference */
+    }
     if (!gemv) {
         gemv = woolly_kernel_default_gemv(type, -1);
         if (gemv && (!act_usable(gemv->act, cols, act_mask) ||

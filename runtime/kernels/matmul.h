@@ -87,6 +87,10 @@ typedef struct woolly_matmul_plan {
  * `act_mask`. Fails with a message if no kernel serves the type. */
 int woolly_matmul_default_format(enum woolly_type type, int64_t cols, unsigned act_mask, enum woolly_act *act,
                                  const woolly_layout **layout, woolly_error *err);
+/* The same, with activations in `prefer` (a WOOLLY_ACT_* format, or -1 for none) in place of the
+ * default wherever the matrix can take them and a GEMV and a GEMM serve them (WOOLLY_ACT still wins). */
+int woolly_matmul_preferred_format(enum woolly_type type, int64_t cols, unsigned act_mask, int prefer,
+                                   enum woolly_act *act, const woolly_layout **layout, woolly_error *err);
 
 /* The activation format of the default kernels of such a matrix whose layout is fixed (a tuning
  * profile's choice): the best GEMV on that layout among the formats of act_mask that fit, with a GEMM

@@ -21,8 +21,9 @@
 #include "repack_cache.h"
 
 /* The layout and default activation format of one matrix: the profile's layout for its shape, else
- * the defaults (under a strict profile, among F16/F32 activations). */
-static int pick(const woolly_profile *p, woolly_matrix *w, woolly_error *err)
+ * the defaults (under a strict profile, among F16/F32 activations), with activations in `prefer` where
+ * the matrix takes them (-1: none). */
+static int pick(const woolly_profile *p, woolly_matrix *w, int prefer, woolly_error *err)
 {
     const woolly_profile_layout *tuned = woolly_profile_find_layout(p, w->type, w->rows, w->cols);
     woolly_error why;
@@ -32,8 +33,8 @@ static int pick(const woolly_profile *p, woolly_matrix *w, woolly_error *err)
         rc = woolly_matmul_layout_format(w->type, w->cols, w->layout, woolly_profile_act_mask(p), &w->act,
                                          &why);
     } else {
-        rc = woolly_matmul_default_format(w->type, w->cols, woolly_profile_act_mask(p), &w->act, &w->layout,
-                                          &why);
+        rc = woolly_matmul_preferred_format(w->type, w->cols, woolly_profile_act_mask(p), prefer, &w->act,
+                                            &w->layout, &why);
     }
     if (rc)
         return woolly_fail(err, "tensor '%s': %s", w->name, why.msg);
@@ -71,9 +72,21 @@ int woolly_model_pick_layouts(woolly_model *m, woolly_error *err)
         }
     for (int32_t i = 0; i < m->n_mats; i++) {
         m->mats[i]->id = i;
-        if (pick(m->profile, m->mats[i], err))
+        if (m->mats[i]->type != WOOLLY_TYPE_Q8_0 && pick(m->profile, m->mats[i], -1, err))
             return -1;
     }
+    /* Q8_0 matrices take F16 activations by default, for a Q8_0 file's accuracy (codegen/kernels.toml
+     * says what int8 ones cost it). In a file whose other matrices already run on int8 activations (a
+     * K-quant mix, where Q8_0 holds the rows that are not whole K-quant blocks, e.g. Gemma 3 1B's 1152
+     * columns) that accuracy is spent anyway, and the float GEMM would bound the prompt's speed: they
+     * take int8 activations too. */
+    int prefer = -1;
+    for (int32_t i = 0; i < m->n_mats; i++)
+        if (m->mats[i]->type != WOOLLY_TYPE_Q8_0 && m->mats[i]->act == WOOLLY_ACT_Q8)
+            prefer = WOOLLY_ACT_Q8;
+    for (int32_t i = 0; i < m->n_mats; i++)
+        if (m->mats[i]->type == WOOLLY_TYPE_Q8_0 && pick(m->profile, m->mats[i], prefer, err))
+            return -1;
     return 0;
 }
 

@@ -80,6 +80,30 @@ static woolly_token *prompt_tokens(srv_app *app, srv_gen_request *g, int32_t *n,
     return ids;
 }
 
+/* The prompt tokens a context shift keeps: what the request asks for (after BOS), or the system message
+ * (its rendering's tokens the prompt begins with), or BOS alone. */
+static int32_t keep_of(const srv_app *app, const srv_gen_request *g, const woolly_token *ids, int32_t n)
+{
+    const int32_t bos = n > 0 && woolly_token_bos(app->model) >= 0 && ids[0] == woolly_token_bos(app->model);
+    if (g->n_keep == -1)
+        return n;
+    if (g->n_keep >= 0)
+        return g->n_keep < n - bos ? bos + g->n_keep : n;
+    if (!g->system)
+        return bos;
+    const size_t len = strlen(g->system);
+    woolly_token *sys = malloc(sizeof *sys * (len + 8));
+    int32_t k = 0;
+    if (sys) {
+        const int32_t m = woolly_model_tokenize(app->model, g->system, len, app->chat_bos, true, sys,
+                                                (int32_t)len + 8);
+        while (k < m && k < n && sys[k] == ids[k])
+            k++;
+        free(sys);
+    }
+    return k > bos ? k : bos;
+}
+
 /* The job of a parsed request (takes its prompt tokens and stop strings). */
 static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_request *g)
 {
@@ -91,6 +115,8 @@ static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_g
         j->sp.seed = fresh_seed();
     j->max_tokens = g->max_tokens;
     j->ignore_eos = g->ignore_eos;
+    j->context_shift = app->context_shift;
+    j->n_keep = keep_of(app, g, ids, n);
     for (int i = 0; i < g->n_stop; i++) {
         j->stop[i] = g->stop[i];
         g->stop[i] = NULL;

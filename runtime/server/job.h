@@ -35,6 +35,8 @@ typedef struct srv_job {
     bool ignore_eos;
     char *stop[SRV_MAX_STOP]; /* owned */
     int n_stop;
+    bool context_shift; /* a full context forgets the oldest tokens after the first n_keep and goes on */
+    int32_t n_keep;     /* <= n_prompt */
 
     atomic_bool cancel; /* set by the connection thread; the engine stops at its next step */
 

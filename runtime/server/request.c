@@ -234,11 +234,14 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
         if (srv_json_bool(so, "include_usage", &r->include_usage, err) < 0)
             goto done;
     }
+    long long keep = SRV_KEEP_DEFAULT;
     if (unsupported(root, err) || parse_sampling(root, rules, r, err) ||
-        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err))
+        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err) ||
+        srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
         goto done;
+    r->n_keep = (int32_t)keep;
     if (kind == SRV_GEN_CHAT)
-        rc = srv_chat_prompt(root, rules->chat, &r->prompt, err);
+        rc = srv_chat_prompt(root, rules->chat, &r->prompt, &r->system, err);
     else
         rc = parse_prompt(root, rules, r, err);
 done:
@@ -251,6 +254,7 @@ void srv_gen_request_free(srv_gen_request *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->prompt);
+    free(r->system);
     free(r->ids);
     *r = (srv_gen_request){0};
 }

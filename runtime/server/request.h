@@ -40,7 +40,14 @@ typedef struct srv_gen_request {
     char *prompt;      /* the text to tokenize (the rendered chat, or the completion's prompt) or NULL */
     woolly_token *ids; /* or a completion prompt given as token ids */
     int32_t n_ids;
+    /* What a context shift keeps (see --context-shift): n_keep, an extension as llama.cpp's server has
+     * it, the prompt tokens after BOS (-1: the whole prompt; SRV_KEEP_DEFAULT: not given, then a chat's
+     * system message, system, rendered alone, else BOS only). */
+    int32_t n_keep;
+    char *system;
 } srv_gen_request;
+
+enum { SRV_KEEP_DEFAULT = -2 };
 
 /* Parses len bytes of body. 0, or -1 with err set (400, 404 for an unknown model, 500 when out of
  * memory); out is always safe to free. */

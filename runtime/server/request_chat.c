@@ -62,9 +62,21 @@ static const char *role_of(const json_t *msg, size_t i, srv_error *err)
     return NULL;
 }
 
-int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prompt, srv_error *err)
+/* The first message alone, without the assistant's opening (heap), or NULL when out of memory. */
+static char *render_first(enum woolly_chat_family fam, const woolly_chat_msg *cm)
+{
+    const long len = woolly_chat_render(fam, cm, 1, false, NULL, 0);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (text)
+        woolly_chat_render(fam, cm, 1, false, text, (size_t)len + 1);
+    return text;
+}
+
+int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prompt, char **system,
+                    srv_error *err)
 {
     *prompt = NULL;
+    *system = NULL;
     const json_t *msgs = json_object_get(body, "messages");
     if (!msgs || json_is_null(msgs))
         return srv_fail(err, 400, "missing_field", "messages", "'messages' is required");
@@ -118,6 +130,8 @@ int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prom
         goto done;
     }
     woolly_chat_render(fam, cm, n, true, *prompt, (size_t)len + 1);
+    if (strcmp(cm[0].role, "system") == 0 || strcmp(cm[0].role, "developer") == 0)
+        *system = render_first(fam, cm); /* NULL: a shift keeps BOS only */
     rc = 0;
 done:
     if (texts)

@@ -150,9 +150,19 @@ static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_
 {
     woolly_batch *b = &s->batch;
     s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
-    const bool last = !prompt || slot->n_cache + n == slot->job->n_prompt;
+    const bool last = !prompt || slot->n_cache + n == slot->n_fill;
     for (int32_t i = 0; i < n; i++)
         woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && i == n - 1);
+}
+
+/* Whether the slot already has tokens in this step's batch (a slot whose context shifted in the first
+ * pass is in its prompt by the second). */
+static bool joined(const srv_scheduler *s, int n_members, const srv_slot *slot)
+{
+    for (int i = 0; i < n_members; i++)
+        if (s->members[i].slot == slot)
+            return true;
+    return false;
 }
 
 /* One step of every busy slot, as one batch: first each generating slot's next token, then prompt
@@ -172,7 +182,7 @@ static void step(srv_scheduler *s, int start)
             if (pass == 0 && atomic_load(&slot->job->cancel))
                 srv_slot_cancel(slot);
             const bool prompt = srv_slot_in_prompt(slot);
-            if (prompt != (pass == 1))
+            if (prompt != (pass == 1) || (pass == 1 && joined(s, n_members, slot)))
                 continue;
             const int32_t room = b->cap - b->n_tokens, max_prompt = budget < room ? budget : room;
             if (prompt && max_prompt < 1)
@@ -203,7 +213,7 @@ static void step(srv_scheduler *s, int start)
         srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
     for (int i = 0; i < n_members; i++) {
         const srv_member *mb = &s->members[i];
-        const bool logits = !mb->prompt || mb->slot->n_cache + mb->n == mb->slot->job->n_prompt;
+        const bool logits = !mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill;
         srv_slot_evaluated(mb->slot, mb->ids, mb->n, rc, logits ? mb->row0 + mb->n - 1 : -1);
     }
 }

@@ -140,6 +140,7 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
                                .chat = fam};
     a->chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
     a->fixed_seed = c->fixed_seed;
+    a->context_shift = c->context_shift;
     a->sched = s->sched;
     atomic_store_explicit(&a->state, SRV_READY, memory_order_release);
     return 0;

@@ -67,6 +67,8 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     }
     s->n_cache = keep;
     s->n_reused = keep;
+    s->fill = j->prompt;
+    s->n_fill = j->n_prompt;
     srv_job_progress(j, keep, 0);
     if (!(s->smp = woolly_sampler_open(s->model, &j->sp))) {
         fail(s, woolly_last_error());
@@ -125,7 +127,29 @@ static void end(srv_slot *s, srv_finish why)
 
 bool srv_slot_in_prompt(const srv_slot *s)
 {
-    return s->finish == SRV_FINISH_NONE && s->n_cache < s->job->n_prompt;
+    return s->finish == SRV_FINISH_NONE && s->n_cache < s->n_fill;
+}
+
+/* The cache is full and tok waits to be evaluated: forgets half of what follows the kept tokens, and
+ * makes the rest and tok what the cache is filled with, at their new positions. As `woolly run
+ * --context-shift` does it: the rest is evaluated again rather than its keys rotated (model/
+ * context_shift.c says why). False when nothing can be forgotten. */
+static bool shift(srv_slot *s, woolly_token tok)
+{
+    const int32_t keep = s->job->n_keep, n_discard = (s->n_cache - keep) / 2;
+    if (n_discard < 1)
+        return false;
+    const int32_t tail = s->n_cache - keep - n_discard;
+    memmove(s->cache + keep, s->cache + keep + n_discard, sizeof *s->cache * (size_t)tail);
+    s->cache[keep + tail] = tok;
+    s->fill = s->cache;
+    s->n_fill = keep + tail + 1;
+    s->n_cache = keep;
+    if (woolly_seq_rewind(s->ctx, s->id, keep)) { /* a sliding window's ring has moved past them */
+        s->n_cache = 0;
+        woolly_seq_rewind(s->ctx, s->id, 0);
+    }
+    return true;
 }
 
 bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n)
@@ -133,9 +157,9 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
     srv_job *j = s->job;
     if (s->finish != SRV_FINISH_NONE)
         return false;
-    if (s->n_cache < j->n_prompt) {
-        const int32_t rest = j->n_prompt - s->n_cache;
-        *ids = j->prompt + s->n_cache;
+    if (s->n_cache < s->n_fill) {
+        const int32_t rest = s->n_fill - s->n_cache;
+        *ids = s->fill + s->n_cache;
         *n = rest < max_prompt ? rest : max_prompt;
         return true;
     }
@@ -164,9 +188,18 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         s->finish = SRV_FINISH_STOP;
         return false;
     }
-    if ((j->max_tokens > 0 && s->n_gen >= j->max_tokens) || s->n_cache == woolly_context_n_ctx(s->ctx)) {
+    if (j->max_tokens > 0 && s->n_gen >= j->max_tokens) {
         end(s, SRV_FINISH_LENGTH);
         return false;
+    }
+    if (s->n_cache == woolly_context_n_ctx(s->ctx)) {
+        if (!j->context_shift || !shift(s, tok)) {
+            end(s, SRV_FINISH_LENGTH);
+            return false;
+        }
+        *ids = s->fill + s->n_cache; /* one token now; the steps to come take the rest as a prompt */
+        *n = 1;
+        return true;
     }
     s->next = tok;
     *ids = &s->next;
@@ -181,7 +214,7 @@ void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc,
         return;
     }
     s->logits_at = logits_at;
-    memcpy(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n);
+    memmove(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n); /* after a shift ids lie there already */
     s->n_cache += n;
 }
 

@@ -6,7 +6,11 @@
  *
  * The slot remembers the tokens in its KV cache after a job ends: a later job whose prompt starts with
  * them (a conversation that goes on) evaluates only the rest (prompt caching). A slot can also take the
- * beginning another slot holds (a system prompt that many requests share), copied rather than evaluated. */
+ * beginning another slot holds (a system prompt that many requests share), copied rather than evaluated.
+ *
+ * With the job's context_shift, a full cache does not end the job: the slot forgets half of what follows
+ * the job's n_keep tokens and fills its cache again with the rest, at their new positions, as it fills
+ * it with a prompt (srv_slot_plan), in the scheduler's batches beside the other slots' tokens. */
 #ifndef WOOLLY_SRV_SLOT_H
 #define WOOLLY_SRV_SLOT_H
 
@@ -31,6 +35,8 @@ typedef struct srv_slot {
     woolly_sampler *smp;
     woolly_detok_stream ds;
     srv_stop stop;
+    const woolly_token *fill; /* the cache is filled from fill[n_cache..n_fill) before the slot samples: */
+    int32_t n_fill;           /* the job's prompt, or after a context shift what the cache keeps */
     int32_t n_reused;  /* prompt tokens found in the cache */
     int32_t n_gen;     /* tokens generated */
     woolly_token next; /* the sampled token that waits to be evaluated */
@@ -60,12 +66,13 @@ int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n);
  * made (the job is finished with an error then). */
 int srv_slot_attach(srv_slot *s, srv_job *j);
 
-/* Whether the slot's next step is a chunk of its prompt (rather than one generated token). */
+/* Whether the slot's next step is a chunk of its prompt or of what a context shift keeps (rather than one
+ * generated token). */
 bool srv_slot_in_prompt(const srv_slot *s);
 
 /* The tokens to evaluate next (*ids, *n: at most max_prompt of the prompt, or the one token it has just
- * sampled), returning true; or false when the job is over (s->finish says why). Samples the next token
- * when the prompt has been evaluated. */
+ * sampled, or after a context shift the first token the cache keeps), returning true; or false when the
+ * job is over (s->finish says why). Samples the next token when the prompt has been evaluated. */
 bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n);
 /* After the scheduler evaluated the planned tokens (rc 0; logits_at: the batch token whose logits
  * follow them, or -1 after a prompt chunk that is not the last), or the evaluation failed (rc -1) and
