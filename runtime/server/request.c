@@ -175,12 +175,18 @@ static int parse_n(const json_t *body, srv_gen_request *r, srv_error *err)
 }
 
 /* Chat: logprobs (a boolean) and top_logprobs (0 .. 20, only with logprobs). Completions: the legacy
- * logprobs, a number 0 .. 20 (the chosen tokens' log-probabilities and that many of the most likely). */
+ * logprobs, a number 0 .. 20 (the chosen tokens' log-probabilities and that many of the most likely), or
+ * a boolean (false: none, true: as 0). */
 static int parse_logprobs(const json_t *body, enum srv_gen_kind kind, srv_gen_request *r, srv_error *err)
 {
     long long k = 0;
     int rc;
     if (kind == SRV_GEN_COMPLETION) {
+        const json_t *v = json_object_get(body, "logprobs");
+        if (json_is_boolean(v)) { /* as chat clients send it: true is the chosen tokens' only */
+            r->logprobs = json_is_true(v);
+            return 0;
+        }
         if ((rc = srv_json_integer(body, "logprobs", 0, INT32_MAX, &k, err)) < 0)
             return -1;
         if (k > SRV_MAX_TOP_LOGPROBS)

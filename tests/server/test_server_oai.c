@@ -247,7 +247,7 @@ Test(server_oai, bad_logprobs_fields)
     expect_bad(&s, "/v1/chat/completions", b5, "top_logprobs");
     expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":21}", "logprobs");
     expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":-1}", "logprobs");
-    expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":true}", "logprobs");
+    expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"logprobs\":\"3\"}", "logprobs");
     free(b1);
     free(b2);
     free(b3);
