@@ -98,7 +98,8 @@ static int parse_input(const srv_app *app, const json_t *body, int32_t n_ctx, sr
     const bool text = json_is_string(first);
     if (!text && !json_is_array(first))
         return srv_fail(err, 400, "invalid_type", "input",
-                        "'input[0]' must be a string or a list of token ids, not %s", srv_json_type_name(first));
+                        "'input[0]' must be a string or a list of token ids, not %s",
+                        srv_json_type_name(first));
     r->ids = calloc(count, sizeof *r->ids);
     r->len = calloc(count, sizeof *r->len);
     if (!r->ids || !r->len)
@@ -125,8 +126,8 @@ int srv_embed_request_parse(const srv_app *app, const char *body, size_t len, in
         (has_dims = srv_json_integer(root, "dimensions", 1, INT32_MAX, &dims, err)) < 0)
         goto done;
     if (model && strcmp(model, app->model_id)) {
-        srv_fail(err, 404, "model_not_found", "model", "the model '%s' does not exist: this server serves '%s'",
-                 model, app->model_id);
+        srv_fail(err, 404, "model_not_found", "model",
+                 "the model '%s' does not exist: this server serves '%s'", model, app->model_id);
         goto done;
     }
     if (format && strcmp(format, "float") && strcmp(format, "base64")) {

@@ -178,8 +178,8 @@ static json_t *jobs_usage(const gen_jobs *g)
 }
 
 /* The logprobs of tokens [from, to) of a job, in the request's form; NULL without logprobs. */
-static json_t *logprobs_json(const srv_app *app, const gen_jobs *g, const srv_job *j, int32_t from, int32_t to,
-                             size_t *offset)
+static json_t *logprobs_json(const srv_app *app, const gen_jobs *g, const srv_job *j, int32_t from,
+                             int32_t to, size_t *offset)
 {
     if (!g->logprobs)
         return NULL;
@@ -226,8 +226,9 @@ static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
     for (int i = 0; i < g->n; i++) {
         srv_job *j = g->j[i];
         size_t offset = 0;
-        json_array_append_new(choices, srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish),
-                                                      logprobs_json(app, g, j, 0, j->n_lp, &offset)));
+        json_array_append_new(choices,
+                              srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish),
+                                             logprobs_json(app, g, j, 0, j->n_lp, &offset)));
     }
     srv_respond_json(r, 200, srv_oai_response(&head, choices, jobs_usage(g)), NULL, NULL);
 }
@@ -276,7 +277,8 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
         const size_t from = k ? j->piece_end[k - 1] : 0, to = j->piece_end[k];
         /* Piece k is generated token k's; the piece of held text released at the end has no token. */
         json_t *lp = logprobs_json(g->app, &g->jobs, j, k, k < j->n_lp ? k + 1 : k, &g->offset[c]);
-        rc = add_chunk(out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, usage_null), c, lp);
+        rc = add_chunk(out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, usage_null), c,
+                       lp);
         *wrote = true;
     }
     const srv_finish finish = g->sent[c] == j->n_pieces ? j->finish : SRV_FINISH_NONE;
@@ -296,7 +298,8 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
     }
     g->closed[c] = true;
     const char *empty = g->head.kind == SRV_GEN_CHAT ? NULL : "";
-    return add_chunk(out, srv_oai_chunk(&g->head, false, empty, 0, srv_finish_name(finish), usage_null), c, NULL);
+    return add_chunk(out, srv_oai_chunk(&g->head, false, empty, 0, srv_finish_name(finish), usage_null), c,
+                     NULL);
 }
 
 static int stream_next(void *ud, srv_stream *s, srv_buf *out)
@@ -336,7 +339,7 @@ static int stream_next(void *ud, srv_stream *s, srv_buf *out)
         if (moved)
             continue;
         if (srv_stream_client_gone(s))
-            return -1; /* stream_done cancels the jobs */
+            return -1;                                         /* stream_done cancels the jobs */
         if ((waited += POLL_MS) >= srv_stream_keepalive_ms(s)) /* queued, or a slow step */
             return srv_buf_printf(out, ": keep-alive\n\n") ? -1 : 0;
     }
@@ -380,8 +383,8 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
     }
     const int slots = srv_scheduler_state(app->sched).slots;
     if (g.n > slots) { /* the choices decode side by side, each in a slot of its own */
-        srv_fail(&e, 400, "invalid_value", "n", "'n' is %d, more than this server's %d slots (--parallel)", g.n,
-                 slots);
+        srv_fail(&e, 400, "invalid_value", "n", "'n' is %d, more than this server's %d slots (--parallel)",
+                 g.n, slots);
         srv_gen_request_free(&g);
         srv_respond_error(r, &e);
         return;

@@ -45,10 +45,10 @@ typedef struct srv_job {
     /* The choices of one request (n > 1) are jobs of one group: the first leads, the others follow it
      * (the prompt's keys and values are copied from the leader's slot rather than evaluated again, and
      * the connection thread waits on the leader for news of any of them). */
-    int choice;                                  /* index among the request's choices */
-    int n_choices;                               /* leader: the jobs of its group, itself included */
+    int choice;                                     /* index among the request's choices */
+    int n_choices;                                  /* leader: the jobs of its group, itself included */
     struct srv_job *followers[SRV_MAX_CHOICES - 1]; /* leader, while queued: references the scheduler holds */
-    struct srv_job *leader;                      /* follower: its leader (a reference); NULL for a leader */
+    struct srv_job *leader; /* follower: its leader (a reference); NULL for a leader */
 
     /* An embedding (embeddings.c): the prompt is evaluated whole (no cache reused: every token's final
      * hidden state is needed) and nothing is generated. */

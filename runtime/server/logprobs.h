@@ -38,7 +38,6 @@ json_t *srv_logprobs_chat(const woolly_tokenizer *t, const srv_token_lp *lps, in
 /* Legacy completions form of lps[0..n): {"tokens", "token_logprobs", "top_logprobs": [{TEXT: logprob}],
  * "text_offset"}; offsets in bytes of the generated text, counted from *offset (advanced past them: a
  * stream continues where its previous chunk ended). */
-json_t *srv_logprobs_legacy(const woolly_tokenizer *t, const srv_token_lp *lps, int32_t n,
-                            size_t *offset);
+json_t *srv_logprobs_legacy(const woolly_tokenizer *t, const srv_token_lp *lps, int32_t n, size_t *offset);
 
 #endif

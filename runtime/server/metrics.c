@@ -4,7 +4,8 @@
 #include <string.h>
 
 static const char *const ENDPOINT_NAMES[SRV_EP_COUNT] = {
-    "chat_completions", "completions", "models", "health", "tokenize", "detokenize", "metrics", "embeddings", "other",
+    "chat_completions", "completions", "models",     "health", "tokenize",
+    "detokenize",       "metrics",     "embeddings", "other",
 };
 
 static const int STATUS_CODES[SRV_STATUS_COUNT] = {

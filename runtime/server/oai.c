@@ -62,12 +62,11 @@ json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size
 {
     if (!logprobs)
         logprobs = json_null();
-    return kind == SRV_GEN_CHAT
-               ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:o, s:s?}", "index", index, "message", "role", "assistant",
-                           "content", text_value(text, len), "refusal", "logprobs", logprobs, "finish_reason",
-                           finish)
-               : json_pack("{s:o, s:i, s:o, s:s?}", "text", text_value(text, len), "index", index, "logprobs",
-                           logprobs, "finish_reason", finish);
+    return kind == SRV_GEN_CHAT ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:o, s:s?}", "index", index, "message",
+                                            "role", "assistant", "content", text_value(text, len), "refusal",
+                                            "logprobs", logprobs, "finish_reason", finish)
+                                : json_pack("{s:o, s:i, s:o, s:s?}", "text", text_value(text, len), "index",
+                                            index, "logprobs", logprobs, "finish_reason", finish);
 }
 
 json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage)

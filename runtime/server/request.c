@@ -190,8 +190,8 @@ static int parse_logprobs(const json_t *body, enum srv_gen_kind kind, srv_gen_re
         if ((rc = srv_json_integer(body, "logprobs", 0, INT32_MAX, &k, err)) < 0)
             return -1;
         if (k > SRV_MAX_TOP_LOGPROBS)
-            return srv_fail(err, 400, "invalid_value", "logprobs", "'logprobs' is %lld; at most %d are allowed",
-                            k, SRV_MAX_TOP_LOGPROBS);
+            return srv_fail(err, 400, "invalid_value", "logprobs",
+                            "'logprobs' is %lld; at most %d are allowed", k, SRV_MAX_TOP_LOGPROBS);
         r->logprobs = rc == 1;
         r->top_logprobs = (int)k;
         return 0;
@@ -200,8 +200,8 @@ static int parse_logprobs(const json_t *body, enum srv_gen_kind kind, srv_gen_re
         (rc = srv_json_integer(body, "top_logprobs", 0, INT32_MAX, &k, err)) < 0)
         return -1;
     if (k > SRV_MAX_TOP_LOGPROBS)
-        return srv_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' is %lld; at most %d are allowed",
-                        k, SRV_MAX_TOP_LOGPROBS);
+        return srv_fail(err, 400, "invalid_value", "top_logprobs",
+                        "'top_logprobs' is %lld; at most %d are allowed", k, SRV_MAX_TOP_LOGPROBS);
     if (k > 0 && !r->logprobs)
         return srv_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = (int)k;
@@ -274,8 +274,8 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
             goto done;
     }
     if (unsupported(root, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
-        parse_sampling(root, rules, r, err) ||
-        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err))
+        parse_sampling(root, rules, r, err) || parse_max_tokens(root, rules, r, err) ||
+        parse_stop(root, r, err))
         goto done;
     if (kind == SRV_GEN_CHAT)
         rc = srv_chat_prompt(root, rules->chat, &r->prompt, err);

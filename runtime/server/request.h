@@ -1,7 +1,8 @@
 /* The JSON body of a generation request (POST /v1/chat/completions, POST /v1/completions), parsed and
  * checked field by field against the OpenAI API's types and ranges and this server's limits. A field
- * of the wrong type or out of range, a value the server does not support (tools, echo) or an unknown model is an error naming the field; fields the server does not know are ignored, as the API
- * asks of servers that implement part of it. */
+ * of the wrong type or out of range, a value the server does not support (tools, echo) or an unknown model is
+ * an error naming the field; fields the server does not know are ignored, as the API asks of servers that
+ * implement part of it. */
 #ifndef WOOLLY_SRV_REQUEST_H
 #define WOOLLY_SRV_REQUEST_H
 
@@ -44,7 +45,6 @@ typedef struct srv_gen_request {
     bool logprobs;    /* chat: logprobs; completions: logprobs given as a number */
     int top_logprobs; /* chat: top_logprobs; completions: the number logprobs gave */
 } srv_gen_request;
-
 
 /* Parses len bytes of body. 0, or -1 with err set (400, 404 for an unknown model, 500 when out of
  * memory); out is always safe to free. */

@@ -253,7 +253,7 @@ static void step(srv_scheduler *s, int start)
             if (prompt && slot->hold_at >= 0) {
                 if (slot->n_cache < slot->hold_at)
                     max_prompt = max_prompt < slot->hold_at - slot->n_cache ? max_prompt
-                                                                              : slot->hold_at - slot->n_cache;
+                                                                            : slot->hold_at - slot->n_cache;
                 else
                     slot->hold_at = -1; /* its followers have copied the prompt (sync_followers) */
             }
@@ -291,7 +291,8 @@ static void step(srv_scheduler *s, int start)
     for (int i = 0; i < n_members; i++) {
         const srv_member *mb = &s->members[i];
         const bool embedding = mb->slot->job->embed;
-        const bool logits = !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->job->n_prompt);
+        const bool logits =
+            !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->job->n_prompt);
         if (embedding && rc == 0 && embed_rc == 0)
             srv_slot_pool(mb->slot, mb->row0, mb->n);
         srv_slot_evaluated(mb->slot, mb->ids, mb->n, embedding && embed_rc ? embed_rc : rc,

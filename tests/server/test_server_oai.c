@@ -128,7 +128,8 @@ Test(server_oai, chat_logprobs_whole_and_streamed)
         json_t *entries = json_object_get(lp, "content");
         if (json_array_size(entries) == 0) /* text held back and released at the end has no token */
             continue;
-        cr_assert_eq(json_array_size(entries), 1, "chunk %zu carries %zu entries", i, json_array_size(entries));
+        cr_assert_eq(json_array_size(entries), 1, "chunk %zu carries %zu entries", i,
+                     json_array_size(entries));
         cr_expect(json_equal(json_array_get(entries, 0), json_array_get(content, k)), "token %zu differs", k);
         k++;
     }
@@ -152,8 +153,9 @@ Test(server_oai, completion_legacy_logprobs)
 {
     th_server s;
     start(&s, 2);
-    json_t *b = post_ok(&s, "/v1/completions",
-                        "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":3}");
+    json_t *b =
+        post_ok(&s, "/v1/completions",
+                "{\"prompt\":\"Once upon a time\",\"max_tokens\":10,\"temperature\":0,\"logprobs\":3}");
     json_t *c = choice(b, 0);
     const char *text = json_string_value(json_object_get(c, "text"));
     json_t *lp = json_object_get(c, "logprobs");
@@ -165,7 +167,8 @@ Test(server_oai, completion_legacy_logprobs)
     for (size_t i = 0; i < n; i++) {
         const char *t = json_string_value(json_array_get(tokens, i));
         cr_expect_eq(json_integer_value(json_array_get(off, i)), (long long)at, "text_offset[%zu]", i);
-        cr_expect(!strncmp(text + at, t, strlen(t)), "token %zu '%s' is not at its offset in '%s'", i, t, text);
+        cr_expect(!strncmp(text + at, t, strlen(t)), "token %zu '%s' is not at its offset in '%s'", i, t,
+                  text);
         at += strlen(t);
         json_t *alts = json_array_get(top, i);
         cr_expect_eq(json_object_size(alts), 3);
@@ -180,7 +183,8 @@ Test(server_oai, completion_legacy_logprobs)
     cr_expect_eq(at, strlen(text));
 
     /* logprobs 0: the chosen tokens' only. */
-    json_t *b0 = post_ok(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"logprobs\":0}");
+    json_t *b0 =
+        post_ok(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"logprobs\":0}");
     json_t *top0 = json_object_get(json_object_get(choice(b0, 0), "logprobs"), "top_logprobs");
     cr_expect_eq(json_array_size(top0), 3);
     cr_expect_eq(json_object_size(json_array_get(top0, 0)), 0);
@@ -200,9 +204,12 @@ Test(server_oai, completion_legacy_logprobs)
         if (!json_is_object(slp))
             continue;
         for (size_t t = 0; t < json_array_size(json_object_get(slp, "tokens")); t++, k++) {
-            cr_expect(json_equal(json_array_get(json_object_get(slp, "tokens"), t), json_array_get(tokens, k)));
-            cr_expect(json_equal(json_array_get(json_object_get(slp, "text_offset"), t), json_array_get(off, k)));
-            cr_expect(json_equal(json_array_get(json_object_get(slp, "top_logprobs"), t), json_array_get(top, k)));
+            cr_expect(
+                json_equal(json_array_get(json_object_get(slp, "tokens"), t), json_array_get(tokens, k)));
+            cr_expect(
+                json_equal(json_array_get(json_object_get(slp, "text_offset"), t), json_array_get(off, k)));
+            cr_expect(
+                json_equal(json_array_get(json_object_get(slp, "top_logprobs"), t), json_array_get(top, k)));
         }
     }
     cr_expect_eq(k, n);
@@ -222,8 +229,10 @@ Test(server_oai, logprobs_are_the_models_distribution)
     json_t *hot = post_ok(&s, "/v1/completions",
                           "{\"prompt\":\"Lily and Ben\",\"max_tokens\":1,\"temperature\":1.9,\"seed\":3,"
                           "\"frequency_penalty\":1.5,\"logprobs\":5}");
-    json_t *a = json_array_get(json_object_get(json_object_get(choice(cold, 0), "logprobs"), "top_logprobs"), 0);
-    json_t *h = json_array_get(json_object_get(json_object_get(choice(hot, 0), "logprobs"), "top_logprobs"), 0);
+    json_t *a =
+        json_array_get(json_object_get(json_object_get(choice(cold, 0), "logprobs"), "top_logprobs"), 0);
+    json_t *h =
+        json_array_get(json_object_get(json_object_get(choice(hot, 0), "logprobs"), "top_logprobs"), 0);
     cr_expect(json_equal(a, h), "the first step's alternatives differ with the temperature");
     json_decref(cold);
     json_decref(hot);
@@ -262,24 +271,27 @@ Test(server_oai, n_choices_greedy_equal_and_batched)
 {
     th_server s;
     start(&s, 4);
-    json_t *one = post_ok(&s, "/v1/completions",
-                          "{\"prompt\":\"The little dog\",\"max_tokens\":16,\"temperature\":0,\"ignore_eos\":true}");
+    json_t *one =
+        post_ok(&s, "/v1/completions",
+                "{\"prompt\":\"The little dog\",\"max_tokens\":16,\"temperature\":0,\"ignore_eos\":true}");
     const char *want = json_string_value(json_object_get(choice(one, 0), "text"));
     const double evaluated0 = th_metric(&s, "woolly_prompt_tokens_evaluated_total");
     const double steps0 = th_metric(&s, "woolly_generation_steps_total");
     /* A prompt the slots have not seen, so that nothing of it is cached. */
-    json_t *b = post_ok(&s, "/v1/completions",
-                        "{\"prompt\":\"Tom found a big red ball in the park\",\"max_tokens\":16,\"temperature\":0,"
-                        "\"ignore_eos\":true,\"n\":4}");
+    json_t *b =
+        post_ok(&s, "/v1/completions",
+                "{\"prompt\":\"Tom found a big red ball in the park\",\"max_tokens\":16,\"temperature\":0,"
+                "\"ignore_eos\":true,\"n\":4}");
     const long long n_prompt = usage(b, "prompt_tokens");
-    const long long cached = json_integer_value(
-        json_object_get(json_object_get(json_object_get(b, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    const long long cached = json_integer_value(json_object_get(
+        json_object_get(json_object_get(b, "usage"), "prompt_tokens_details"), "cached_tokens"));
     cr_expect_eq(json_array_size(json_object_get(b, "choices")), 4);
     const char *first = json_string_value(json_object_get(choice(b, 0), "text"));
     for (size_t i = 0; i < 4; i++) {
         json_t *c = choice(b, i);
         cr_expect_eq(json_integer_value(json_object_get(c, "index")), (long long)i);
-        cr_expect_str_eq(json_string_value(json_object_get(c, "text")), first, "choice %zu differs at temperature 0", i);
+        cr_expect_str_eq(json_string_value(json_object_get(c, "text")), first,
+                         "choice %zu differs at temperature 0", i);
         cr_expect_str_eq(json_string_value(json_object_get(c, "finish_reason")), "length");
     }
     cr_expect_eq(usage(b, "completion_tokens"), 64, "completion tokens are summed");
@@ -287,14 +299,16 @@ Test(server_oai, n_choices_greedy_equal_and_batched)
     /* The prompt evaluated once (its last token once per choice), the choices decoded together. */
     const double evaluated = th_metric(&s, "woolly_prompt_tokens_evaluated_total") - evaluated0;
     cr_expect_eq(evaluated, (double)(n_prompt - cached) + 3,
-                 "prompt tokens evaluated: %g for a prompt of %lld (%lld cached)", evaluated, n_prompt, cached);
+                 "prompt tokens evaluated: %g for a prompt of %lld (%lld cached)", evaluated, n_prompt,
+                 cached);
     const double steps = th_metric(&s, "woolly_generation_steps_total") - steps0;
     cr_expect(steps <= 17, "%g steps with generated tokens for 4 x 16 tokens: not batched", steps);
 
     /* n = 1 and n = 4 give the same greedy text. */
-    json_t *same = post_ok(&s, "/v1/completions",
-                           "{\"prompt\":\"The little dog\",\"max_tokens\":16,\"temperature\":0,\"ignore_eos\":true,"
-                           "\"n\":3}");
+    json_t *same =
+        post_ok(&s, "/v1/completions",
+                "{\"prompt\":\"The little dog\",\"max_tokens\":16,\"temperature\":0,\"ignore_eos\":true,"
+                "\"n\":3}");
     for (size_t i = 0; i < 3; i++)
         cr_expect_str_eq(json_string_value(json_object_get(choice(same, i), "text")), want);
     json_decref(same);
@@ -314,7 +328,8 @@ Test(server_oai, n_choices_sampled_differ_and_repeat_with_a_seed)
     json_t *b = post_ok(&s, "/v1/chat/completions", BODY);
     int distinct = 0;
     for (size_t i = 0; i < 4; i++) {
-        cr_expect_str_eq(chat_text(choice(a, i)), chat_text(choice(b, i)), "choice %zu changed with the same seed", i);
+        cr_expect_str_eq(chat_text(choice(a, i)), chat_text(choice(b, i)),
+                         "choice %zu changed with the same seed", i);
         bool seen = false;
         for (size_t k = 0; k < i; k++)
             seen |= !strcmp(chat_text(choice(a, i)), chat_text(choice(a, k)));
@@ -368,12 +383,15 @@ Test(server_oai, n_choices_streamed)
         cr_expect_str_eq(text[k], chat_text(c), "choice %d streamed differs from whole", k);
         cr_expect_eq(roles[k], 1);
         cr_expect_eq(finishes[k], 1);
-        cr_expect_eq(lps[k], (int)json_array_size(json_object_get(json_object_get(c, "logprobs"), "content")));
+        cr_expect_eq(lps[k],
+                     (int)json_array_size(json_object_get(json_object_get(c, "logprobs"), "content")));
         completion += lps[k];
     }
     cr_assert(usage_ev);
-    cr_expect_eq(json_integer_value(json_object_get(usage_ev, "completion_tokens")), usage(whole, "completion_tokens"));
-    cr_expect_eq(json_integer_value(json_object_get(usage_ev, "prompt_tokens")), usage(whole, "prompt_tokens"));
+    cr_expect_eq(json_integer_value(json_object_get(usage_ev, "completion_tokens")),
+                 usage(whole, "completion_tokens"));
+    cr_expect_eq(json_integer_value(json_object_get(usage_ev, "prompt_tokens")),
+                 usage(whole, "prompt_tokens"));
     json_decref(events);
     th_resp_free(&r);
     json_decref(whole);
@@ -391,7 +409,8 @@ Test(server_oai, bad_n)
     expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"n\":17}", "n"); /* above the limit */
     expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"n\":0}", "n");
     expect_bad(&s, "/v1/completions", "{\"prompt\":\"a\",\"n\":\"2\"}", "n");
-    expect_bad(&s, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":1.5}", "n");
+    expect_bad(&s, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":1.5}",
+               "n");
     json_t *ok = post_ok(&s, "/v1/completions", "{\"prompt\":\"a\",\"n\":2,\"max_tokens\":2}");
     cr_expect_eq(json_array_size(json_object_get(ok, "choices")), 2);
     json_decref(ok);
@@ -502,7 +521,8 @@ Test(server_oai, embeddings)
     /* base64: the little-endian float32s of the same vector. */
     char *breq = th_fmt("{\"input\":\"%s\",\"encoding_format\":\"base64\"}", TEXTS[0]);
     json_t *bb = post_ok(&s, "/v1/embeddings", breq);
-    const char *b64 = json_string_value(json_object_get(json_array_get(json_object_get(bb, "data"), 0), "embedding"));
+    const char *b64 =
+        json_string_value(json_object_get(json_array_get(json_object_get(bb, "data"), 0), "embedding"));
     cr_assert(b64);
     cr_assert_eq(strlen(b64), (size_t)(dim * 4 + 2) / 3 * 4);
     static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -597,7 +617,8 @@ Test(server_oai, bad_embeddings_fields)
     th_expect_error(b, &r, 404);
     json_decref(b);
     th_resp_free(&r);
-    json_t *ok = post_ok(&s, "/v1/embeddings", "{\"input\":\"a\",\"dimensions\":64,\"encoding_format\":\"float\"}");
+    json_t *ok =
+        post_ok(&s, "/v1/embeddings", "{\"input\":\"a\",\"dimensions\":64,\"encoding_format\":\"float\"}");
     json_decref(ok);
     cr_expect_eq(th_stop(&s, NULL), 0);
 }
