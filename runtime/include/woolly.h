@@ -45,6 +45,7 @@ woolly_model *woolly_model_open(const char *path);
 void woolly_model_close(woolly_model *m);
 
 int32_t woolly_model_n_vocab(const woolly_model *m);
+int32_t woolly_model_n_embd(const woolly_model *m); /* the width of the hidden state */
 int32_t woolly_model_n_ctx_train(const woolly_model *m);
 const char *woolly_model_arch(const woolly_model *m);  /* "llama", "granite" */
 const char *woolly_model_name(const woolly_model *m);  /* general.name, or the file name */
@@ -131,6 +132,16 @@ int woolly_eval(woolly_context *c, const woolly_token *ids, int32_t n);
  * token. After woolly_eval, other positions than the last need logits_all; after woolly_decode, token i
  * must have asked for them. NULL if out of range or nothing has been evaluated. */
 const float *woolly_get_logits(woolly_context *c, int32_t i);
+
+/* Embeddings: with on, every later forward pass also keeps each token's final hidden state, after the
+ * output norm (what the output matrix turns into logits), n_embd floats per token, for
+ * woolly_get_embeddings; off stops that (a pass then costs nothing more). The buffer (n_batch rows) is
+ * allocated by the first call with on. 0, or -1 when out of memory. */
+int woolly_set_embeddings(woolly_context *c, bool on);
+/* The final hidden state of token i of the last woolly_eval or woolly_decode call (-1: its last token),
+ * evaluated with embeddings on; after woolly_eval, of its last forward pass only (its last n_batch
+ * tokens). NULL if out of range or not kept. */
+const float *woolly_get_embeddings(woolly_context *c, int32_t i);
 
 /* ---- batches of several sequences ----------------------------------------------------------------- */
 

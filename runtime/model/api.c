@@ -37,6 +37,11 @@ woolly_model *woolly_model_open(const char *path)
     return m;
 }
 
+int32_t woolly_model_n_embd(const woolly_model *m)
+{
+    return m->cfg.n_embd;
+}
+
 int32_t woolly_model_n_vocab(const woolly_model *m)
 {
     return m->cfg.n_vocab;

@@ -135,6 +135,7 @@ static void free_state(woolly_run_state *s)
                      s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
+    free(s->embd);
     free(s->inv_freq);
     free(s->inv_freq_swa);
     free(s->pack);
@@ -515,6 +516,34 @@ const float *woolly_get_logits(woolly_context *c, int32_t i)
         return NULL;
     }
     return c->s.logits + (size_t)r * c->model->cfg.n_vocab;
+}
+
+int woolly_set_embeddings(woolly_context *c, bool on)
+{
+    if (on && !c->s.embd &&
+        !(c->s.embd = calloc((size_t)c->params.n_batch * (size_t)c->model->cfg.n_embd, sizeof(float)))) {
+        woolly_error err;
+        woolly_fail(&err, "out of memory for the embeddings of %d tokens", c->params.n_batch);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    c->embd_on = on;
+    return 0;
+}
+
+const float *woolly_get_embeddings(woolly_context *c, int32_t i)
+{
+    if (i == -1)
+        i = c->last_n - 1;
+    const int32_t t = i - c->fwd_first;
+    if (c->fwd_n == 0 || !c->embd_valid || i < 0 || i >= c->last_n || t < 0 || t >= c->fwd_n) {
+        woolly_error err;
+        woolly_fail(&err, "no embeddings for token %d of the last evaluation (%d tokens; %s)", i, c->last_n,
+                    c->embd_valid ? "out of range" : "embeddings were off");
+        woolly_set_last_error(&err);
+        return NULL;
+    }
+    return c->s.embd + (size_t)t * c->model->cfg.n_embd;
 }
 
 int32_t woolly_context_n_ctx(const woolly_context *c)

@@ -34,6 +34,8 @@ typedef struct woolly_run_state {
     float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
     float *hb, *hb2;            /* [min(n, WOOLLY_FFN_TOKENS)][n_ff] feed-forward hidden: gate, up */
     float *logits;              /* [n_logits_max][n_vocab] the tokens that asked for logits */
+    float *embd;                /* [n][n_embd] final hidden states, normed (woolly_set_embeddings); NULL
+                                   until first asked for */
     double *inv_freq;           /* [n_rot / 2] RoPE frequency of each pair (rope.h) */
     float *rope_cos, *rope_sin; /* [n][n_rot / 2] of the batch's positions, times rope_mscale */
     double rope_mscale;         /* the factor RoPE's cos and sin carry (YaRN's attention factor) */
@@ -76,6 +78,8 @@ struct woolly_context {
     int32_t last_n;       /* tokens of the last woolly_eval / woolly_decode call */
     int32_t fwd_first;    /* index in that call of the last forward pass's first token */
     int32_t fwd_n;        /* tokens of the last forward pass; 0: no logits to read */
+    bool embd_on;         /* forward passes keep s.embd */
+    bool embd_valid;      /* the last forward pass kept s.embd */
 };
 
 /* The context size used when none is given: the trained length, at most 4096 positions, and at most

@@ -304,6 +304,12 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
         feed_forward(c, L, n);
     }
 
+    /* The final hidden states, when asked for (embeddings): every token's, normed as for the logits. */
+    c->embd_valid = c->embd_on;
+    if (c->embd_on)
+        for (int32_t t = 0; t < n; t++)
+            c->ops.rmsnorm(s->embd + (size_t)t * d, s->x + (size_t)t * d, w->output_norm, d, p->rms_eps);
+
     /* Logits of the tokens that asked for them. */
     const int32_t rows = gather_logit_rows(c, b);
     if (rows > 0)

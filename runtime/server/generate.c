@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "job.h"
+#include "logprobs.h"
+#include "model.h"
 #include "oai.h"
 #include "routes.h"
 
@@ -80,6 +82,36 @@ static woolly_token *prompt_tokens(srv_app *app, srv_gen_request *g, int32_t *n,
     return ids;
 }
 
+/* The jobs of a request: one per choice, the first leading. */
+typedef struct gen_jobs {
+    srv_job *j[SRV_MAX_CHOICES];
+    int n;
+    enum srv_gen_kind kind;
+    bool logprobs;
+} gen_jobs;
+
+static void jobs_release(gen_jobs *g)
+{
+    for (int i = g->n - 1; i >= 0; i--) /* followers first: each holds a reference to the leader */
+        srv_job_release(g->j[i]);
+    g->n = 0;
+}
+
+static void jobs_cancel(srv_app *app, gen_jobs *g)
+{
+    for (int i = 0; i < g->n; i++)
+        srv_scheduler_cancel(app->sched, g->j[i]);
+}
+
+static char *dup_str(const char *s)
+{
+    const size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
 /* The prompt tokens a context shift keeps: what the request asks for (after BOS), or the system message
  * (its rendering's tokens the prompt begins with), or BOS alone. */
 static int32_t keep_of(const srv_app *app, const srv_gen_request *g, const woolly_token *ids, int32_t n)
@@ -104,26 +136,45 @@ static int32_t keep_of(const srv_app *app, const srv_gen_request *g, const wooll
     return k > bos ? k : bos;
 }
 
-/* The job of a parsed request (takes its prompt tokens and stop strings). */
-static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_request *g)
+/* One job per choice of a parsed request (the first takes its prompt tokens and stop strings, the
+ * others copies). Choice i samples with seed + i: its own sequence of draws, reproducible with a
+ * seed. 0, or -1 when out of memory (ids freed). */
+static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_request *g, gen_jobs *out)
 {
-    srv_job *j = srv_job_new(ids, n);
-    if (!j)
-        return NULL;
-    j->sp = g->sp;
-    if (!g->seed_given && !app->fixed_seed)
-        j->sp.seed = fresh_seed();
-    j->max_tokens = g->max_tokens;
-    j->ignore_eos = g->ignore_eos;
-    j->context_shift = app->context_shift;
-    j->n_keep = keep_of(app, g, ids, n);
-    for (int i = 0; i < g->n_stop; i++) {
-        j->stop[i] = g->stop[i];
-        g->stop[i] = NULL;
+    *out = (gen_jobs){.kind = g->kind, .logprobs = g->logprobs};
+    const int32_t n_keep = keep_of(app, g, ids, n);
+    const uint64_t seed = !g->seed_given && !app->fixed_seed ? fresh_seed() : g->sp.seed;
+    for (int c = 0; c < g->n; c++) {
+        woolly_token *own = ids;
+        if (c > 0 && (own = malloc(sizeof *own * (size_t)n)))
+            memcpy(own, ids, sizeof *own * (size_t)n);
+        srv_job *j = own ? srv_job_new(own, n) : NULL;
+        if (!j) { /* srv_job_new freed own: ids itself for the first */
+            jobs_release(out);
+            return -1;
+        }
+        out->j[out->n++] = j;
+        j->sp = g->sp;
+        j->sp.seed = seed + (uint64_t)c;
+        j->max_tokens = g->max_tokens;
+        j->ignore_eos = g->ignore_eos;
+        j->context_shift = app->context_shift;
+        j->n_keep = n_keep;
+        j->logprobs = g->logprobs;
+        j->top_logprobs = g->top_logprobs;
+        j->choice = c;
+        for (int i = 0; i < g->n_stop; i++)
+            if ((j->stop[j->n_stop] = dup_str(g->stop[i])))
+                j->n_stop++;
+        if (j->n_stop < g->n_stop) {
+            jobs_release(out);
+            return -1;
+        }
+        if (c > 0)
+            j->leader = srv_job_ref(out->j[0]);
     }
-    j->n_stop = g->n_stop;
-    g->n_stop = 0;
-    return j;
+    out->j[0]->n_choices = g->n;
+    return 0;
 }
 
 /* A finished request that named its session: was its beginning found in this replica's cache? */
@@ -144,44 +195,81 @@ static void send_error(srv_req *r, int status, const char *code, const char *msg
     srv_respond_error(r, &e);
 }
 
-/* Waits for the whole text; the client's leaving cancels the job. */
-static void respond_whole(srv_app *app, srv_req *r, srv_job *j, enum srv_gen_kind kind)
+/* Usage of a finished request: its prompt once, the completions of all its choices. */
+static json_t *jobs_usage(const gen_jobs *g)
 {
-    pthread_mutex_lock(&j->lock);
-    while (j->finish == SRV_FINISH_NONE) {
-        srv_job_wait_locked(j, INT32_MAX, POLL_MS);
-        if (j->finish == SRV_FINISH_NONE && srv_req_client_gone(r)) {
-            pthread_mutex_unlock(&j->lock);
-            srv_scheduler_cancel(app->sched, j);
-            srv_req_abort(r);
+    int32_t completion = 0;
+    for (int i = 0; i < g->n; i++)
+        completion += g->j[i]->n_generated;
+    return srv_oai_usage(g->j[0]->n_prompt, completion, g->j[0]->n_cached);
+}
+
+/* The logprobs of tokens [from, to) of a job, in the request's form; NULL without logprobs. */
+static json_t *logprobs_json(const srv_app *app, const gen_jobs *g, const srv_job *j, int32_t from,
+                             int32_t to, size_t *offset)
+{
+    if (!g->logprobs)
+        return NULL;
+    const woolly_tokenizer *t = app->model->tok;
+    if (from > to)
+        from = to;
+    return g->kind == SRV_GEN_CHAT ? srv_logprobs_chat(t, j->lp + from, to - from)
+                                   : srv_logprobs_legacy(t, j->lp + from, to - from, offset);
+}
+
+/* Waits for every choice's whole text; the client's leaving cancels the jobs. */
+static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        srv_job *j = g->j[i];
+        pthread_mutex_lock(&j->lock);
+        while (j->finish == SRV_FINISH_NONE) {
+            srv_job_wait_locked(j, INT32_MAX, POLL_MS);
+            if (j->finish == SRV_FINISH_NONE && srv_req_client_gone(r)) {
+                pthread_mutex_unlock(&j->lock);
+                jobs_cancel(app, g);
+                srv_req_abort(r);
+                return;
+            }
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
+    /* Done: the engine no longer writes to the jobs. */
+    for (int i = 0; i < g->n; i++) {
+        srv_job *j = g->j[i];
+        if (j->shutdown) { /* nothing was sent yet: a balancer may retry it on another replica */
+            send_error(r, 503, "server_shutting_down", j->error);
+            return;
+        }
+        if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
+            send_error(r, 500, NULL,
+                       j->finish == SRV_FINISH_ERROR ? j->error : "the generation was cancelled");
             return;
         }
     }
-    pthread_mutex_unlock(&j->lock);
-    /* Done: the engine no longer writes to the job. */
-    if (j->shutdown) { /* nothing was sent yet: a balancer may retry it on another replica */
-        send_error(r, 503, "server_shutting_down", j->error);
-        return;
-    }
-    if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
-        send_error(r, 500, NULL, j->finish == SRV_FINISH_ERROR ? j->error : "the generation was cancelled");
-        return;
-    }
     srv_oai_head head;
-    srv_oai_head_init(&head, kind, app->model_id);
-    json_t *usage = srv_oai_usage(j->n_prompt, j->n_generated, j->n_cached);
-    srv_respond_json(r, 200, srv_oai_result(&head, j->text.p, j->text.len, srv_finish_name(j->finish), usage),
-                     NULL, NULL);
+    srv_oai_head_init(&head, g->kind, app->model_id);
+    json_t *choices = json_array();
+    for (int i = 0; i < g->n; i++) {
+        srv_job *j = g->j[i];
+        size_t offset = 0;
+        json_array_append_new(choices,
+                              srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish),
+                                             logprobs_json(app, g, j, 0, j->n_lp, &offset)));
+    }
+    srv_respond_json(r, 200, srv_oai_response(&head, choices, jobs_usage(g)), NULL, NULL);
 }
 
 typedef struct gen_stream {
     srv_app *app;
-    srv_job *job;
+    gen_jobs jobs;
     srv_oai_head head;
     bool include_usage;
-    bool session; /* the request named its session: counted when done */
-    bool opened;  /* the opening chunk (a chat's role) is sent */
-    int32_t sent; /* pieces sent */
+    bool session;                   /* the request named its session: counted when done */
+    bool opened;                    /* the opening chunks (a chat's role) are sent */
+    int32_t sent[SRV_MAX_CHOICES];  /* pieces sent, per choice */
+    bool closed[SRV_MAX_CHOICES];   /* its closing chunk is sent */
+    size_t offset[SRV_MAX_CHOICES]; /* bytes of its tokens so far (the legacy text_offset) */
 } gen_stream;
 
 static int add_event(srv_buf *out, json_t *chunk)
@@ -193,47 +281,96 @@ static int add_event(srv_buf *out, json_t *chunk)
     return rc;
 }
 
-static int stream_next(void *ud, srv_stream *s, srv_buf *out)
+static int add_chunk(srv_buf *out, json_t *chunk, int index, json_t *logprobs)
 {
-    gen_stream *g = ud;
-    srv_job *j = g->job;
+    if (chunk)
+        srv_oai_chunk_choice(chunk, index, logprobs);
+    else
+        json_decref(logprobs);
+    return add_event(out, chunk);
+}
+
+/* Appends the events of choice c that are ready: its new pieces (each with its token's logprobs), and
+ * its closing chunk when it is done. Returns 0, 1 when the stream must end now (an error event was
+ * written), -1 to abort it. Sets *wrote when it appended anything. */
+static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
+{
+    srv_job *j = g->jobs.j[c];
     const bool usage_null = g->include_usage;
-    if (!g->opened) {
-        g->opened = true;
-        if (g->head.kind == SRV_GEN_CHAT)
-            return add_event(out, srv_oai_chunk(&g->head, true, "", 0, NULL, usage_null));
-    }
-    pthread_mutex_lock(&j->lock);
-    for (int waited = 0; !srv_job_wait_locked(j, g->sent, POLL_MS); waited += POLL_MS) {
-        pthread_mutex_unlock(&j->lock);
-        if (srv_stream_client_gone(s))
-            return -1;                            /* stream_done cancels the job */
-        if (waited >= srv_stream_keepalive_ms(s)) /* queued, or a slow step: a comment keeps it open */
-            return srv_buf_printf(out, ": keep-alive\n\n") ? -1 : 0;
-        pthread_mutex_lock(&j->lock);
-    }
     int rc = 0;
-    for (; g->sent < j->n_pieces && !rc; g->sent++) {
-        const size_t from = g->sent ? j->piece_end[g->sent - 1] : 0, to = j->piece_end[g->sent];
-        rc = add_event(out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, usage_null));
+    pthread_mutex_lock(&j->lock);
+    for (; g->sent[c] < j->n_pieces && !rc; g->sent[c]++) {
+        const int32_t k = g->sent[c];
+        const size_t from = k ? j->piece_end[k - 1] : 0, to = j->piece_end[k];
+        /* Piece k is generated token k's; the piece of held text released at the end has no token. */
+        json_t *lp = logprobs_json(g->app, &g->jobs, j, k, k < j->n_lp ? k + 1 : k, &g->offset[c]);
+        rc = add_chunk(out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, usage_null), c,
+                       lp);
+        *wrote = true;
     }
-    const srv_finish finish = g->sent == j->n_pieces ? j->finish : SRV_FINISH_NONE;
+    const srv_finish finish = g->sent[c] == j->n_pieces ? j->finish : SRV_FINISH_NONE;
+    const bool shutdown = j->shutdown;
+    char error[sizeof j->error];
+    memcpy(error, j->error, sizeof error);
     pthread_mutex_unlock(&j->lock);
     if (rc || finish == SRV_FINISH_NONE)
         return rc;
     if (finish == SRV_FINISH_CANCELLED)
         return -1;
+    *wrote = true;
     if (finish == SRV_FINISH_ERROR) { /* the status line is long gone: the error is an event */
         srv_error e;
-        srv_fail(&e, j->shutdown ? 503 : 500, j->shutdown ? "server_shutting_down" : NULL, NULL, "%s", j->error);
+        srv_fail(&e, shutdown ? 503 : 500, shutdown ? "server_shutting_down" : NULL, NULL, "%s", error);
         return add_event(out, srv_oai_error(&e)) ? -1 : 1;
     }
+    g->closed[c] = true;
     const char *empty = g->head.kind == SRV_GEN_CHAT ? NULL : "";
-    if (add_event(out, srv_oai_chunk(&g->head, false, empty, 0, srv_finish_name(finish), usage_null)))
-        return -1;
-    if (g->include_usage &&
-        add_event(out,
-                  srv_oai_usage_chunk(&g->head, srv_oai_usage(j->n_prompt, j->n_generated, j->n_cached))))
+    return add_chunk(out, srv_oai_chunk(&g->head, false, empty, 0, srv_finish_name(finish), usage_null), c,
+                     NULL);
+}
+
+static int stream_next(void *ud, srv_stream *s, srv_buf *out)
+{
+    gen_stream *g = ud;
+    const bool usage_null = g->include_usage;
+    if (!g->opened) {
+        g->opened = true;
+        int rc = 0;
+        if (g->head.kind == SRV_GEN_CHAT)
+            for (int c = 0; c < g->jobs.n && !rc; c++)
+                rc = add_chunk(out, srv_oai_chunk(&g->head, true, "", 0, NULL, usage_null), c, NULL);
+        if (rc || g->head.kind == SRV_GEN_CHAT)
+            return rc;
+    }
+    srv_job *lead = g->jobs.j[0];
+    for (int waited = 0;;) {
+        pthread_mutex_lock(&lead->lock);
+        const uint64_t seen = lead->events;
+        pthread_mutex_unlock(&lead->lock);
+        bool wrote = false, open = false;
+        for (int c = 0; c < g->jobs.n; c++) {
+            if (g->closed[c])
+                continue;
+            const int rc = choice_events(g, c, out, &wrote);
+            if (rc)
+                return rc;
+            open |= !g->closed[c];
+        }
+        if (!open)
+            break;
+        if (wrote)
+            return 0;
+        pthread_mutex_lock(&lead->lock);
+        const bool moved = srv_job_group_wait_locked(lead, seen, POLL_MS);
+        pthread_mutex_unlock(&lead->lock);
+        if (moved)
+            continue;
+        if (srv_stream_client_gone(s))
+            return -1;                                         /* stream_done cancels the jobs */
+        if ((waited += POLL_MS) >= srv_stream_keepalive_ms(s)) /* queued, or a slow step */
+            return srv_buf_printf(out, ": keep-alive\n\n") ? -1 : 0;
+    }
+    if (g->include_usage && add_event(out, srv_oai_usage_chunk(&g->head, jobs_usage(&g->jobs))))
         return -1;
     return srv_buf_printf(out, "data: [DONE]\n\n") ? -1 : 1;
 }
@@ -241,14 +378,17 @@ static int stream_next(void *ud, srv_stream *s, srv_buf *out)
 static void stream_done(void *ud)
 {
     gen_stream *g = ud;
-    pthread_mutex_lock(&g->job->lock);
-    const bool running = g->job->finish == SRV_FINISH_NONE;
-    pthread_mutex_unlock(&g->job->lock);
+    bool running = false;
+    for (int c = 0; c < g->jobs.n; c++) {
+        pthread_mutex_lock(&g->jobs.j[c]->lock);
+        running |= g->jobs.j[c]->finish == SRV_FINISH_NONE;
+        pthread_mutex_unlock(&g->jobs.j[c]->lock);
+    }
     if (running) /* the connection closed before the end: nobody will read the rest */
-        srv_scheduler_cancel(g->app->sched, g->job);
+        jobs_cancel(g->app, &g->jobs);
     else if (g->session)
-        count_session(g->app, g->job);
-    srv_job_release(g->job);
+        count_session(g->app, g->jobs.j[0]);
+    jobs_release(&g->jobs);
     free(g);
 }
 
@@ -268,6 +408,14 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
         srv_respond_error(r, &e);
         return;
     }
+    const int slots = srv_scheduler_state(app->sched).slots;
+    if (g.n > slots) { /* the choices decode side by side, each in a slot of its own */
+        srv_fail(&e, 400, "invalid_value", "n", "'n' is %d, more than this server's %d slots (--parallel)",
+                 g.n, slots);
+        srv_gen_request_free(&g);
+        srv_respond_error(r, &e);
+        return;
+    }
     int32_t n;
     woolly_token *ids = prompt_tokens(app, &g, &n, &e);
     if (!ids) {
@@ -275,33 +423,37 @@ void srv_generate(srv_app *app, srv_req *r, enum srv_gen_kind kind)
         srv_respond_error(r, &e);
         return;
     }
-    srv_job *j = make_job(app, ids, n, &g);
+    gen_jobs jobs;
+    const int rc = make_jobs(app, ids, n, &g, &jobs);
     const bool stream = g.stream, include_usage = g.include_usage;
     srv_gen_request_free(&g);
-    if (!j) {
+    if (rc) {
         send_error(r, 500, NULL, "out of memory");
         return;
     }
-    if (srv_scheduler_submit(app->sched, j)) {
-        srv_job_release(j);
+    if (srv_scheduler_submit_group(app->sched, jobs.j, jobs.n)) {
+        jobs_release(&jobs);
         send_error(r, 503, "server_busy", "every slot is busy and the queue is full: retry later");
         return;
     }
     if (!stream) {
-        respond_whole(app, r, j, kind);
+        respond_whole(app, r, &jobs);
         if (session)
-            count_session(app, j);
-        srv_job_release(j);
+            count_session(app, jobs.j[0]);
+        jobs_release(&jobs);
         return;
     }
     gen_stream *gs = calloc(1, sizeof *gs);
     if (!gs) {
-        srv_scheduler_cancel(app->sched, j);
-        srv_job_release(j);
+        jobs_cancel(app, &jobs);
+        jobs_release(&jobs);
         send_error(r, 500, NULL, "out of memory");
         return;
     }
-    *gs = (gen_stream){.app = app, .job = j, .include_usage = include_usage, .session = session};
+    gs->app = app;
+    gs->jobs = jobs;
+    gs->include_usage = include_usage;
+    gs->session = session;
     srv_oai_head_init(&gs->head, kind, app->model_id);
-    srv_respond_stream(r, stream_next, stream_done, gs); /* stream_done releases the job */
+    srv_respond_stream(r, stream_next, stream_done, gs); /* stream_done releases the jobs */
 }

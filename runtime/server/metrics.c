@@ -4,7 +4,8 @@
 #include <string.h>
 
 static const char *const ENDPOINT_NAMES[SRV_EP_COUNT] = {
-    "chat_completions", "completions", "models", "health", "tokenize", "detokenize", "metrics", "other",
+    "chat_completions", "completions", "models",     "health", "tokenize",
+    "detokenize",       "metrics",     "embeddings", "other",
 };
 
 static const int STATUS_CODES[SRV_STATUS_COUNT] = {
@@ -129,6 +130,9 @@ int srv_metrics_render(srv_metrics *m, const srv_metrics_gauges *g, srv_buf *o)
          (double)c.prompt_tokens},
         {"woolly_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
          (double)c.cached_tokens},
+        {"woolly_prompt_tokens_evaluated_total", "counter",
+         "Prompt tokens the engine evaluated (those not reused or copied from a slot's cache).",
+         (double)c.prompt_evaluated},
         {"woolly_completion_tokens_total", "counter", "Tokens generated (tokens out).",
          (double)c.completion_tokens},
         {"woolly_requests_cancelled_total", "counter", "Generations cancelled because the client went away.",

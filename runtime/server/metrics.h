@@ -17,6 +17,7 @@ enum srv_endpoint {
     SRV_EP_TOKENIZE,
     SRV_EP_DETOKENIZE,
     SRV_EP_METRICS,
+    SRV_EP_EMBEDDINGS,
     SRV_EP_OTHER,
     SRV_EP_COUNT
 };

@@ -57,18 +57,29 @@ static json_t *text_value(const char *text, size_t len)
     return v ? v : json_null();
 }
 
-json_t *srv_oai_result(const srv_oai_head *h, const char *text, size_t len, const char *finish, json_t *usage)
+json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size_t len, const char *finish,
+                       json_t *logprobs)
 {
-    const bool chat = h->kind == SRV_GEN_CHAT;
-    json_t *o = object_head(h, chat ? "chat.completion" : "text_completion");
-    json_t *choice =
-        chat ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:n, s:s?}", "index", 0, "message", "role", "assistant",
-                         "content", text_value(text, len), "refusal", "logprobs", "finish_reason", finish)
-             : json_pack("{s:o, s:i, s:n, s:s?}", "text", text_value(text, len), "index", 0, "logprobs",
-                         "finish_reason", finish);
-    json_object_set_new(o, "choices", json_pack("[o]", choice));
+    if (!logprobs)
+        logprobs = json_null();
+    return kind == SRV_GEN_CHAT ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:o, s:s?}", "index", index, "message",
+                                            "role", "assistant", "content", text_value(text, len), "refusal",
+                                            "logprobs", logprobs, "finish_reason", finish)
+                                : json_pack("{s:o, s:i, s:o, s:s?}", "text", text_value(text, len), "index",
+                                            index, "logprobs", logprobs, "finish_reason", finish);
+}
+
+json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage)
+{
+    json_t *o = object_head(h, h->kind == SRV_GEN_CHAT ? "chat.completion" : "text_completion");
+    json_object_set_new(o, "choices", choices);
     json_object_set_new(o, "usage", usage);
     return o;
+}
+
+json_t *srv_oai_result(const srv_oai_head *h, const char *text, size_t len, const char *finish, json_t *usage)
+{
+    return srv_oai_response(h, json_pack("[o]", srv_oai_choice(h->kind, 0, text, len, finish, NULL)), usage);
 }
 
 json_t *srv_oai_chunk(const srv_oai_head *h, bool role, const char *text, size_t len, const char *finish,
@@ -93,6 +104,18 @@ json_t *srv_oai_chunk(const srv_oai_head *h, bool role, const char *text, size_t
     if (usage_null)
         json_object_set_new(o, "usage", json_null());
     return o;
+}
+
+void srv_oai_chunk_choice(json_t *chunk, int index, json_t *logprobs)
+{
+    json_t *c = json_array_get(json_object_get(chunk, "choices"), 0);
+    if (c) {
+        json_object_set_new(c, "index", json_integer(index));
+        if (logprobs)
+            json_object_set_new(c, "logprobs", logprobs);
+    } else {
+        json_decref(logprobs);
+    }
 }
 
 json_t *srv_oai_usage_chunk(const srv_oai_head *h, json_t *usage)

@@ -25,7 +25,12 @@ void srv_oai_head_init(srv_oai_head *h, enum srv_gen_kind kind, const char *mode
 json_t *srv_oai_error(const srv_error *e);
 /* {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}} */
 json_t *srv_oai_usage(int32_t prompt, int32_t completion, int32_t cached);
-/* The whole response (takes usage). text must be UTF-8. */
+/* One choice of a whole response; logprobs (taken) NULL gives null. text must be UTF-8. */
+json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size_t len, const char *finish,
+                       json_t *logprobs);
+/* The whole response with its choices and usage (both taken). */
+json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage);
+/* The whole response of one choice without logprobs (takes usage). text must be UTF-8. */
 json_t *srv_oai_result(const srv_oai_head *h, const char *text, size_t len, const char *finish,
                        json_t *usage);
 
@@ -34,6 +39,8 @@ json_t *srv_oai_result(const srv_oai_head *h, const char *text, size_t len, cons
  * end with a usage chunk. */
 json_t *srv_oai_chunk(const srv_oai_head *h, bool role, const char *text, size_t len, const char *finish,
                       bool usage_null);
+/* Sets a chunk's choice index and (when not NULL; taken) its logprobs. */
+void srv_oai_chunk_choice(json_t *chunk, int index, json_t *logprobs);
 /* The last chunk of a stream with include_usage: no choices, the usage (taken). */
 json_t *srv_oai_usage_chunk(const srv_oai_head *h, json_t *usage);
 

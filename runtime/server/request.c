@@ -133,10 +133,6 @@ static int parse_max_tokens(const json_t *body, const srv_gen_rules *rules, srv_
 static int unsupported(const json_t *body, srv_error *err)
 {
     long long n = 1;
-    if (srv_json_integer(body, "n", 1, INT32_MAX, &n, err) < 0)
-        return -1;
-    if (n != 1)
-        return srv_fail(err, 400, "unsupported_value", "n", "'n' must be 1: this server returns one choice");
     if (srv_json_integer(body, "best_of", 1, INT32_MAX, &n, err) < 0)
         return -1;
     if (n != 1)
@@ -146,10 +142,6 @@ static int unsupported(const json_t *body, srv_error *err)
         return -1;
     if (b)
         return srv_fail(err, 400, "unsupported_value", "echo", "'echo' is not supported");
-    const json_t *lp = json_object_get(body, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_false(lp) &&
-        !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return srv_fail(err, 400, "unsupported_value", "logprobs", "'logprobs' is not supported");
     static const char *const NOT_NULL[] = {"suffix", "tools", "functions"};
     for (size_t i = 0; i < sizeof NOT_NULL / sizeof NOT_NULL[0]; i++) {
         const json_t *v = json_object_get(body, NOT_NULL[i]);
@@ -166,6 +158,53 @@ static int unsupported(const json_t *body, srv_error *err)
                 err, 400, "unsupported_value", "response_format",
                 "'response_format' must be {\"type\": \"text\"}: structured output is not supported");
     }
+    return 0;
+}
+
+/* n: how many choices. */
+static int parse_n(const json_t *body, srv_gen_request *r, srv_error *err)
+{
+    long long n = 1;
+    if (srv_json_integer(body, "n", 1, INT32_MAX, &n, err) < 0)
+        return -1;
+    if (n > SRV_MAX_CHOICES)
+        return srv_fail(err, 400, "invalid_value", "n", "'n' is %lld; at most %d choices are allowed", n,
+                        SRV_MAX_CHOICES);
+    r->n = (int)n;
+    return 0;
+}
+
+/* Chat: logprobs (a boolean) and top_logprobs (0 .. 20, only with logprobs). Completions: the legacy
+ * logprobs, a number 0 .. 20 (the chosen tokens' log-probabilities and that many of the most likely), or
+ * a boolean (false: none, true: as 0). */
+static int parse_logprobs(const json_t *body, enum srv_gen_kind kind, srv_gen_request *r, srv_error *err)
+{
+    long long k = 0;
+    int rc;
+    if (kind == SRV_GEN_COMPLETION) {
+        const json_t *v = json_object_get(body, "logprobs");
+        if (json_is_boolean(v)) { /* as chat clients send it: true is the chosen tokens' only */
+            r->logprobs = json_is_true(v);
+            return 0;
+        }
+        if ((rc = srv_json_integer(body, "logprobs", 0, INT32_MAX, &k, err)) < 0)
+            return -1;
+        if (k > SRV_MAX_TOP_LOGPROBS)
+            return srv_fail(err, 400, "invalid_value", "logprobs",
+                            "'logprobs' is %lld; at most %d are allowed", k, SRV_MAX_TOP_LOGPROBS);
+        r->logprobs = rc == 1;
+        r->top_logprobs = (int)k;
+        return 0;
+    }
+    if (srv_json_bool(body, "logprobs", &r->logprobs, err) < 0 ||
+        (rc = srv_json_integer(body, "top_logprobs", 0, INT32_MAX, &k, err)) < 0)
+        return -1;
+    if (k > SRV_MAX_TOP_LOGPROBS)
+        return srv_fail(err, 400, "invalid_value", "top_logprobs",
+                        "'top_logprobs' is %lld; at most %d are allowed", k, SRV_MAX_TOP_LOGPROBS);
+    if (k > 0 && !r->logprobs)
+        return srv_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r->top_logprobs = (int)k;
     return 0;
 }
 
@@ -235,9 +274,9 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
             goto done;
     }
     long long keep = SRV_KEEP_DEFAULT;
-    if (unsupported(root, err) || parse_sampling(root, rules, r, err) ||
-        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err) ||
-        srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
+    if (unsupported(root, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
+        parse_sampling(root, rules, r, err) || parse_max_tokens(root, rules, r, err) ||
+        parse_stop(root, r, err) || srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
         goto done;
     r->n_keep = (int32_t)keep;
     if (kind == SRV_GEN_CHAT)

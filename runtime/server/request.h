@@ -1,8 +1,8 @@
 /* The JSON body of a generation request (POST /v1/chat/completions, POST /v1/completions), parsed and
  * checked field by field against the OpenAI API's types and ranges and this server's limits. A field
- * of the wrong type or out of range, a value the server does not support (n > 1, logprobs, tools) or an
- * unknown model is an error naming the field; fields the server does not know are ignored, as the API
- * asks of servers that implement part of it. */
+ * of the wrong type or out of range, a value the server does not support (tools, echo) or an unknown model is
+ * an error naming the field; fields the server does not know are ignored, as the API asks of servers that
+ * implement part of it. */
 #ifndef WOOLLY_SRV_REQUEST_H
 #define WOOLLY_SRV_REQUEST_H
 
@@ -11,6 +11,7 @@
 
 #include "chat.h"
 #include "errors.h"
+#include "job.h"
 #include "stop.h"
 #include "woolly.h"
 
@@ -45,6 +46,9 @@ typedef struct srv_gen_request {
      * system message, system, rendered alone, else BOS only). */
     int32_t n_keep;
     char *system;
+    int n;            /* choices, 1 .. SRV_MAX_CHOICES (the server's slots are checked later) */
+    bool logprobs;    /* chat: logprobs; completions: logprobs given as a number */
+    int top_logprobs; /* chat: top_logprobs; completions: the number logprobs gave */
 } srv_gen_request;
 
 enum { SRV_KEEP_DEFAULT = -2 };

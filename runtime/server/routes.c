@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "embeddings.h"
 #include "json_fields.h"
 #include "oai.h"
 #include "text.h"
@@ -180,13 +181,10 @@ typedef struct route {
 } route;
 
 static const route ROUTES[] = {
-    {"/v1/chat/completions", "POST", SRV_EP_CHAT},
-    {"/v1/completions", "POST", SRV_EP_COMPLETIONS},
-    {"/v1/models", "GET", SRV_EP_MODELS},
-    {"/v1/models/*", "GET", SRV_EP_MODELS},
-    {"/health", "GET", SRV_EP_HEALTH},
-    {"/tokenize", "POST", SRV_EP_TOKENIZE},
-    {"/detokenize", "POST", SRV_EP_DETOKENIZE},
+    {"/v1/chat/completions", "POST", SRV_EP_CHAT}, {"/v1/completions", "POST", SRV_EP_COMPLETIONS},
+    {"/v1/embeddings", "POST", SRV_EP_EMBEDDINGS}, {"/v1/models", "GET", SRV_EP_MODELS},
+    {"/v1/models/*", "GET", SRV_EP_MODELS},        {"/health", "GET", SRV_EP_HEALTH},
+    {"/tokenize", "POST", SRV_EP_TOKENIZE},        {"/detokenize", "POST", SRV_EP_DETOKENIZE},
     {"/metrics", "GET", SRV_EP_METRICS},
 };
 
@@ -239,7 +237,8 @@ static void dispatch(srv_app *app, srv_req *r, const route *rt)
         srv_respond_error(r, &e);
         return;
     }
-    const bool generation = rt->ep == SRV_EP_CHAT || rt->ep == SRV_EP_COMPLETIONS;
+    const bool generation =
+        rt->ep == SRV_EP_CHAT || rt->ep == SRV_EP_COMPLETIONS || rt->ep == SRV_EP_EMBEDDINGS;
     if (state == SRV_DRAINING && generation) { /* the balancer sends it to another replica */
         srv_fail(&e, 503, "server_draining", NULL,
                  "this server is shutting down and takes no new requests: retry on another");
@@ -252,6 +251,9 @@ static void dispatch(srv_app *app, srv_req *r, const route *rt)
         break;
     case SRV_EP_COMPLETIONS:
         srv_generate(app, r, SRV_GEN_COMPLETION);
+        break;
+    case SRV_EP_EMBEDDINGS:
+        srv_embeddings(app, r);
         break;
     case SRV_EP_MODELS:
         models(app, r, rt->path[strlen(rt->path) - 1] == '*' ? path + strlen(rt->path) - 1 : NULL);

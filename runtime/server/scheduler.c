@@ -99,11 +99,43 @@ static int prefix_donor(const srv_scheduler *s, int taker, const srv_job *j, int
     return donor;
 }
 
-/* Ends a job that never reached a slot. */
+/* The free slot a follower of a group takes: an empty one, else the one used least recently (its
+ * prompt comes from the leader, so no cache is worth more than another). */
+static int spare_slot(const srv_scheduler *s)
+{
+    int spare = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        const srv_slot *slot = &s->slots[i];
+        if (s->busy[i])
+            continue;
+        if (spare < 0 || (slot->n_cache == 0) > (s->slots[spare].n_cache == 0) ||
+            ((slot->n_cache == 0) == (s->slots[spare].n_cache == 0) &&
+             slot->last_used < s->slots[spare].last_used))
+            spare = i;
+    }
+    return spare;
+}
+
+/* The slots a queued job needs at once: one per choice of its group. */
+static int slots_needed(const srv_job *j)
+{
+    return j->n_choices > 1 ? j->n_choices : 1;
+}
+
+/* Ends a job that never reached a slot, and the followers of its group. */
 static void finish_unstarted(srv_scheduler *s, srv_job *j, srv_finish why, const char *error)
 {
     if (why == SRV_FINISH_CANCELLED)
         srv_metrics_job(s->metrics, 0, 0, 0, 1);
+    for (int i = 0; i + 1 < slots_needed(j); i++) {
+        srv_job *f = j->followers[i];
+        j->followers[i] = NULL;
+        if (why == SRV_FINISH_ERROR && j->shutdown)
+            srv_job_finish_shutdown(f);
+        else
+            srv_job_finish(f, why, error);
+        srv_job_release(f);
+    }
     srv_job_finish(j, why, error);
     srv_job_release(j);
 }
@@ -112,21 +144,59 @@ static void finish_unstarted(srv_scheduler *s, srv_job *j, srv_finish why, const
 static void admit(srv_scheduler *s)
 {
     while (s->n_queued > 0 && s->n_busy < s->n_slots) {
-        srv_job *j = queue_pop(s);
+        srv_job *j = queue_at(s, 0);
         if (atomic_load(&j->cancel)) {
+            queue_pop(s);
             finish_unstarted(s, j, SRV_FINISH_CANCELLED, NULL);
             continue;
         }
-        const int i = pick_slot(s, j);
+        if (s->n_slots - s->n_busy < slots_needed(j))
+            break; /* a group waits for slots for all its choices; those behind it wait their turn */
+        queue_pop(s);
+        const int i = j->embed ? spare_slot(s) : pick_slot(s, j); /* an embedding evaluates all anyway */
         srv_slot *slot = &s->slots[i];
         s->busy[i] = true;
         s->n_busy++;
         slot->last_used = ++s->clock;
         int32_t n_shared;
-        const int donor = prefix_donor(s, i, j, &n_shared);
+        const int donor = j->embed ? -1 : prefix_donor(s, i, j, &n_shared);
         if (donor >= 0)
             srv_slot_adopt(slot, &s->slots[donor], n_shared); /* on failure the prompt is evaluated whole */
         srv_slot_attach(slot, j); /* a failure is reported through slot->finish */
+        if (slots_needed(j) > 1)
+            slot->hold_at = j->n_prompt - 1;
+        for (int k = 0; k + 1 < slots_needed(j); k++) {
+            srv_job *f = j->followers[k];
+            j->followers[k] = NULL; /* the queue's reference passes to the slot */
+            const int fi = spare_slot(s);
+            srv_slot *fs = &s->slots[fi];
+            s->busy[fi] = true;
+            s->n_busy++;
+            fs->last_used = ++s->clock;
+            srv_slot_attach(fs, f);
+            fs->follow = i;
+        }
+    }
+}
+
+/* Followers whose leader has evaluated all but the last token of the prompt copy its keys and values
+ * (a leader that ended early leaves them to evaluate the prompt themselves). */
+static void sync_followers(srv_scheduler *s)
+{
+    for (int k = 0; k < s->n_slots; k++) {
+        srv_slot *f = &s->slots[k];
+        if (!f->job || f->follow < 0)
+            continue;
+        const srv_slot *l = &s->slots[f->follow];
+        const int32_t n = f->job->n_prompt - 1;
+        if (l->job != f->job->leader || l->finish != SRV_FINISH_NONE) {
+            f->follow = -1;
+            continue;
+        }
+        if (l->n_cache < n)
+            continue;
+        srv_slot_follow(f, l, n); /* on failure the follower evaluates its prompt itself */
+        f->follow = -1;
     }
 }
 
@@ -134,7 +204,8 @@ static void admit(srv_scheduler *s)
 static void retire(srv_scheduler *s, srv_slot *slot)
 {
     srv_job *j = slot->job;
-    srv_metrics_job(s->metrics, j->n_prompt, slot->n_reused, slot->n_gen,
+    /* A group's prompt counts once: its followers' is the leader's. */
+    srv_metrics_job(s->metrics, j->leader ? 0 : j->n_prompt, j->leader ? 0 : slot->n_reused, slot->n_gen,
                     slot->finish == SRV_FINISH_CANCELLED);
     pthread_mutex_lock(&s->lock);
     s->busy[slot->id] = false;
@@ -150,7 +221,7 @@ static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_
 {
     woolly_batch *b = &s->batch;
     s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
-    const bool last = !prompt || slot->n_cache + n == slot->n_fill;
+    const bool last = !slot->job->embed && (!prompt || slot->n_cache + n == slot->n_fill);
     for (int32_t i = 0; i < n; i++)
         woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && i == n - 1);
 }
@@ -173,6 +244,7 @@ static void step(srv_scheduler *s, int start)
     b->n_tokens = 0;
     int n_members = 0;
     int32_t n_gen = 0;
+    sync_followers(s);
     for (int pass = 0; pass < 2; pass++) {
         int32_t budget = pass == 0 ? 0 : n_gen > 0 ? SRV_PROMPT_CHUNK : b->cap;
         for (int k = 0; k < s->n_slots; k++) {
@@ -181,10 +253,20 @@ static void step(srv_scheduler *s, int start)
                 continue;
             if (pass == 0 && atomic_load(&slot->job->cancel))
                 srv_slot_cancel(slot);
+            if (slot->follow >= 0 && slot->finish == SRV_FINISH_NONE)
+                continue; /* waits for its leader's prompt */
             const bool prompt = srv_slot_in_prompt(slot);
             if (prompt != (pass == 1) || (pass == 1 && joined(s, n_members, slot)))
                 continue;
-            const int32_t room = b->cap - b->n_tokens, max_prompt = budget < room ? budget : room;
+            const int32_t room = b->cap - b->n_tokens;
+            int32_t max_prompt = budget < room ? budget : room;
+            if (prompt && slot->hold_at >= 0) {
+                if (slot->n_cache < slot->hold_at)
+                    max_prompt = max_prompt < slot->hold_at - slot->n_cache ? max_prompt
+                                                                            : slot->hold_at - slot->n_cache;
+                else
+                    slot->hold_at = -1; /* its followers have copied the prompt (sync_followers) */
+            }
             if (prompt && max_prompt < 1)
                 continue; /* its turn comes in a later step */
             const woolly_token *ids;
@@ -202,6 +284,11 @@ static void step(srv_scheduler *s, int start)
     }
     if (n_members == 0)
         return;
+    /* The final hidden states are kept only for steps that evaluate an embedding's tokens. */
+    bool embed = false;
+    for (int i = 0; i < n_members; i++)
+        embed |= s->members[i].slot->job->embed;
+    const int embed_rc = woolly_set_embeddings(s->ctx, embed);
     const double t0 = now_s();
     const int rc = woolly_decode(s->ctx, b);
     const double dt = now_s() - t0;
@@ -213,8 +300,12 @@ static void step(srv_scheduler *s, int start)
         srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
     for (int i = 0; i < n_members; i++) {
         const srv_member *mb = &s->members[i];
-        const bool logits = !mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill;
-        srv_slot_evaluated(mb->slot, mb->ids, mb->n, rc, logits ? mb->row0 + mb->n - 1 : -1);
+        const bool embedding = mb->slot->job->embed;
+        const bool logits = !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill);
+        if (embedding && rc == 0 && embed_rc == 0)
+            srv_slot_pool(mb->slot, mb->row0, mb->n);
+        srv_slot_evaluated(mb->slot, mb->ids, mb->n, embedding && embed_rc ? embed_rc : rc,
+                           logits ? mb->row0 + mb->n - 1 : -1);
     }
 }
 
@@ -325,7 +416,7 @@ void srv_scheduler_shutdown(srv_scheduler *s)
     while (s->n_queued > 0) {
         srv_job *j = queue_pop(s);
         srv_job_finish_shutdown(j);
-        srv_job_release(j);
+        finish_unstarted(s, j, SRV_FINISH_ERROR, NULL); /* its followers too; the finish above stands */
     }
     pthread_mutex_unlock(&s->lock);
     for (int i = 0; i < s->n_slots; i++) {
@@ -359,10 +450,19 @@ void srv_scheduler_close(srv_scheduler *s)
 
 int srv_scheduler_submit(srv_scheduler *s, srv_job *j)
 {
+    return srv_scheduler_submit_group(s, &j, 1);
+}
+
+int srv_scheduler_submit_group(srv_scheduler *s, srv_job *const *jobs, int n)
+{
     pthread_mutex_lock(&s->lock);
-    const bool room = !s->stop && s->n_busy + s->n_queued < s->queue_cap;
+    const bool room = !s->stop && n <= s->n_slots && s->n_busy + s->n_queued < s->queue_cap;
     if (room) {
+        srv_job *j = jobs[0];
         s->queue[(s->queue_head + s->n_queued) % s->queue_cap] = srv_job_ref(j);
+        j->n_choices = n;
+        for (int i = 1; i < n; i++)
+            j->followers[i - 1] = srv_job_ref(jobs[i]);
         s->n_queued++;
         pthread_cond_signal(&s->wake);
     }

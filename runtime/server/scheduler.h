@@ -42,6 +42,10 @@ void srv_scheduler_close(srv_scheduler *s);
 /* Queues a job (the scheduler takes its own reference). 0, or -1 when every slot is busy and the
  * queue is full, or the server is shutting down. */
 int srv_scheduler_submit(srv_scheduler *s, srv_job *j);
+/* Queues the jobs of one request's choices as a group: jobs[0] leads (its prompt is evaluated once and
+ * copied to the others' slots); the group takes n free slots at once, waiting at the head of the queue
+ * until there are. -1 as above, or when n exceeds the slots. n = 1: srv_scheduler_submit. */
+int srv_scheduler_submit_group(srv_scheduler *s, srv_job *const *jobs, int n);
 /* The client of j went away: a queued job leaves the queue at once, a running one stops at its slot's
  * next step, freeing the slot. */
 void srv_scheduler_cancel(srv_scheduler *s, srv_job *j);

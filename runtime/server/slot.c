@@ -1,5 +1,6 @@
 #include "slot.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 
 int srv_slot_open(srv_slot *s, int id, woolly_model *m, woolly_context *ctx, woolly_error *err)
 {
-    *s = (srv_slot){.id = id, .model = m, .ctx = ctx, .logits_at = -1};
+    *s = (srv_slot){.id = id, .model = m, .ctx = ctx, .logits_at = -1, .follow = -1, .hold_at = -1};
     s->piece_cap = 64 + woolly_tokenizer_max_token_bytes(m->tok);
     s->cache = malloc(sizeof *s->cache * (size_t)woolly_context_n_ctx(s->ctx));
     s->piece = malloc(s->piece_cap);
@@ -47,6 +48,18 @@ int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n)
     return 0;
 }
 
+int srv_slot_follow(srv_slot *s, const srv_slot *leader, int32_t n)
+{
+    if (n == 0) {
+        woolly_seq_rewind(s->ctx, s->id, 0);
+        s->n_cache = 0;
+    } else if (srv_slot_adopt(s, leader, n)) {
+        return -1;
+    }
+    s->n_reused = 0;
+    return 0;
+}
+
 static void fail(srv_slot *s, const char *msg)
 {
     s->finish = SRV_FINISH_ERROR;
@@ -60,7 +73,9 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     s->error[0] = 0;
     s->n_gen = 0;
     s->out.len = 0;
-    int32_t keep = srv_slot_reusable(s, j->prompt, j->n_prompt);
+    s->follow = -1;
+    s->hold_at = -1;
+    int32_t keep = j->embed ? 0 : srv_slot_reusable(s, j->prompt, j->n_prompt);
     if (woolly_seq_rewind(s->ctx, s->id, keep)) { /* a sliding window's ring has moved past it */
         keep = 0;
         woolly_seq_rewind(s->ctx, s->id, 0);
@@ -70,6 +85,8 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     s->fill = j->prompt;
     s->n_fill = j->n_prompt;
     srv_job_progress(j, keep, 0);
+    if (j->embed)
+        return 0; /* nothing is sampled */
     if (!(s->smp = woolly_sampler_open(s->model, &j->sp))) {
         fail(s, woolly_last_error());
         return -1;
@@ -163,6 +180,10 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         *n = rest < max_prompt ? rest : max_prompt;
         return true;
     }
+    if (j->embed) { /* the whole input is evaluated: pool */
+        srv_slot_pool_finish(s);
+        return false;
+    }
     const float *logits = woolly_get_logits(s->ctx, s->logits_at);
     if (!logits) {
         fail(s, woolly_last_error());
@@ -173,6 +194,14 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
     if (!j->ignore_eos && woolly_token_is_eog(s->model, tok)) {
         end(s, SRV_FINISH_STOP);
         return false;
+    }
+    if (j->logprobs) {
+        srv_token_lp lp;
+        srv_logprobs_compute(logits, woolly_model_n_vocab(s->model), tok, j->top_logprobs, &lp);
+        if (srv_job_logprob(j, &lp)) {
+            fail(s, "out of memory for the log-probabilities");
+            return false;
+        }
     }
     s->n_gen++;
     const int64_t len = woolly_detok_stream_feed(&s->ds, tok, s->piece, s->piece_cap);
@@ -216,6 +245,36 @@ void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc,
     s->logits_at = logits_at;
     memmove(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n); /* after a shift ids lie there already */
     s->n_cache += n;
+}
+
+void srv_slot_pool(srv_slot *s, int32_t row0, int32_t n)
+{
+    srv_job *j = s->job;
+    for (int32_t t = 0; t < n; t++) {
+        const float *e = woolly_get_embeddings(s->ctx, row0 + t);
+        if (!e) {
+            fail(s, woolly_last_error());
+            return;
+        }
+        for (int32_t i = 0; i < j->n_embd; i++)
+            j->embd_sum[i] += e[i];
+    }
+}
+
+/* Mean pooling, then the L2 norm (what llama.cpp does for a decoder model's embeddings by default). */
+void srv_slot_pool_finish(srv_slot *s)
+{
+    srv_job *j = s->job;
+    double norm = 0.0;
+    for (int32_t i = 0; i < j->n_embd; i++) {
+        const double m = j->embd_sum[i] / j->n_prompt;
+        j->embd_sum[i] = m;
+        norm += m * m;
+    }
+    norm = sqrt(norm);
+    for (int32_t i = 0; i < j->n_embd; i++)
+        j->embd[i] = (float)(norm > 0.0 ? j->embd_sum[i] / norm : 0.0);
+    s->finish = SRV_FINISH_STOP;
 }
 
 void srv_slot_cancel(srv_slot *s)

@@ -43,6 +43,10 @@ typedef struct srv_slot {
     int32_t logits_at; /* the token of the last batch whose logits are this slot's next distribution */
     srv_finish finish; /* set when the job is over: the scheduler then frees the slot */
     char error[256];   /* with SRV_FINISH_ERROR */
+    int follow;        /* a follower of a group (job.h) waiting for its leader's prompt: the leader's slot,
+                          else -1 */
+    int32_t hold_at;   /* a leader with followers: its prompt stops here (all but the last token) until
+                          they have copied it, so that every choice evaluates that token alike; else -1 */
     char *piece;       /* detokenizer output */
     size_t piece_cap;
     srv_buf clean; /* detokenizer output after UTF-8 repair */
@@ -62,6 +66,10 @@ int32_t srv_slot_reusable(const srv_slot *s, const woolly_token *prompt, int32_t
  * do not change while it runs. 0, or -1 (then nothing changed). */
 int srv_slot_adopt(srv_slot *s, const srv_slot *donor, int32_t n);
 
+/* A follower of a group (job.h) takes the first n tokens of its leader's prompt from the leader's slot
+ * (n = 0: none, its cache is emptied). 0, or -1 (then nothing changed). */
+int srv_slot_follow(srv_slot *s, const srv_slot *leader, int32_t n);
+
 /* Takes a job (the slot holds a reference until srv_slot_detach). 0, or -1 when its sampler cannot be
  * made (the job is finished with an error then). */
 int srv_slot_attach(srv_slot *s, srv_job *j);
@@ -78,6 +86,10 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
  * follow them, or -1 after a prompt chunk that is not the last), or the evaluation failed (rc -1) and
  * the job ends with that error. */
 void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at);
+/* An embedding job: adds the final hidden states of rows row0 .. row0 + n - 1 of the last batch (its
+ * tokens) to its sum; srv_slot_pool_finish makes the vector when the whole input is in. */
+void srv_slot_pool(srv_slot *s, int32_t row0, int32_t n);
+void srv_slot_pool_finish(srv_slot *s);
 /* Ends the job as cancelled (the client went away). */
 void srv_slot_cancel(srv_slot *s);
 /* Hands the job its final text and reason, drops the slot's reference, frees the slot. */

@@ -119,7 +119,7 @@ check('chat.completions: stop strings and seeds', async () => {
   assert.ok(!r.choices[0].message.content.includes('.'));
 });
 
-check('errors: unknown model, bad parameter, n > 1, wrong key', async () => {
+check('errors: unknown model, bad parameter, n above the slots, wrong key', async () => {
   await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages }), (e) => {
     assert.ok(e instanceof OpenAI.NotFoundError, `${e}`);
     assert.equal(e.status, 404);
@@ -133,7 +133,7 @@ check('errors: unknown model, bad parameter, n > 1, wrong key', async () => {
     assert.equal(e.param, 'temperature');
     return true;
   });
-  await assert.rejects(client.completions.create({ model, prompt: 'x', n: 2 }), (e) => {
+  await assert.rejects(client.completions.create({ model, prompt: 'x', n: 3 }), (e) => { // above the 2 slots
     assert.ok(e instanceof OpenAI.BadRequestError, `${e}`);
     assert.equal(e.param, 'n');
     return true;
