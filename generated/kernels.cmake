@@ -87,12 +87,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
@@ -102,12 +105,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
@@ -184,12 +190,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d64_b8x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d96_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_d256_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
@@ -199,12 +208,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_scalar_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
@@ -309,9 +321,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64_i16.c
@@ -322,7 +337,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d96_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d96_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx2.c
@@ -341,9 +358,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx2_d256_k64.c
   )
@@ -436,9 +456,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64_i16.c
@@ -449,7 +472,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d64_b16x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d128_b16x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d96_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d256_b32x64_i16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d96_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_d256_b32x64_i16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx2.c
@@ -468,9 +493,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_r8_1x8_vnni.c
@@ -628,9 +656,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
@@ -651,9 +682,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_avx512_d256_k64.c
   )
@@ -693,7 +727,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d256_b32x64_bf16.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AVX512_AVX512FP16)
@@ -860,9 +896,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d96_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
@@ -883,9 +922,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
@@ -919,7 +961,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_bf16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d256_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_fp16.c
@@ -1011,9 +1055,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_neon.c
@@ -1029,9 +1076,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_decode_neon_d256_k64.c
   )
@@ -1100,9 +1150,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d128_b8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d256_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d64_b16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d96_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d128_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_neon.c
@@ -1118,9 +1171,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d64_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_neon_r4_4x8_i8mm.c

@@ -182,7 +182,7 @@ Test(registry, hash_depends_on_the_names)
 
 Test(registry, attention_choice_respects_the_head_dimension)
 {
-    const int dims[] = {8, 64, 128, 200, 256};
+    const int dims[] = {8, 64, 96, 128, 200, 256};
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         for (int bf16 = 0; bf16 < 2; bf16++) {
             const woolly_kernel *k =
@@ -195,21 +195,21 @@ Test(registry, attention_choice_respects_the_head_dimension)
     }
 }
 
-/* Which rounded tiles run for a head dimension at the level F32 tiles run at: head dimensions 64, 128 and
- * 256, BF16 tiles with AVX512-BF16 and FP16 P V tiles with AVX512-FP16 (not at 256) at the AVX-512 level,
- * int16 tiles at the AVX2 level. */
+/* Which rounded tiles run for a head dimension at the level F32 tiles run at: head dimensions 64, 96, 128
+ * and 256, BF16 tiles with AVX512-BF16 and FP16 P V tiles with AVX512-FP16 (not at 96 or 256) at the
+ * AVX-512 level, int16 tiles at the AVX2 level. */
 static bool rounded_tiles_run(enum woolly_act act, const woolly_kernel *f32, int dim)
 {
     const unsigned have = woolly_cpu_get()->features;
     const bool tiled =
-        woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 && dim % 64 == 0;
+        woolly_isa_active() >= WOOLLY_ISA_AVX512 && f32->isa == WOOLLY_ISA_AVX512 && dim % 32 == 0;
     switch ((int)act) {
     case WOOLLY_ACT_BF16:
         return tiled && (have & WOOLLY_CPU_AVX512BF16);
-    case WOOLLY_ACT_F16: /* none at head dimension 256 (codegen/kernels.toml says why) */
-        return tiled && (have & WOOLLY_CPU_AVX512FP16) && dim != 256;
+    case WOOLLY_ACT_F16: /* none at head dimensions 96 and 256 (codegen/kernels.toml says why) */
+        return tiled && (have & WOOLLY_CPU_AVX512FP16) && dim % 64 == 0 && dim != 256;
     case WOOLLY_ACT_I16:
-        return f32->isa == WOOLLY_ISA_AVX2 && dim % 64 == 0;
+        return f32->isa == WOOLLY_ISA_AVX2 && dim % 32 == 0;
     }
     return false;
 }
@@ -220,7 +220,7 @@ static bool rounded_tiles_run(enum woolly_act act, const woolly_kernel *f32, int
  * too, faking a CPU of the class. */
 static void check_rounded_attention(const char *what)
 {
-    const int dims[] = {8, 64, 128, 200, 256};
+    const int dims[] = {8, 64, 96, 128, 200, 256};
     enum woolly_act order[3];
     const int n_order = woolly_kernel_attn_rounded_order(order);
     cr_assert(n_order >= 1 && n_order <= 3, "%s: %d rounded formats", what, n_order);

@@ -272,7 +272,9 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
 {
     enum { NVH_MAX = 16 / NCH < NVH ? 16 / NCH : NVH };
     (void)ahead; /* decode_one prefetched the rows */
-    const int nvh = 16 / (G * NCH) < 1 ? 1 : 16 / (G * NCH) < NVH ? 16 / (G * NCH) : NVH; /* per pass */
+    /* half vectors per pass: as many as 16 accumulators hold, in equal passes that tile a row */
+    const int cap = 16 / (G * NCH) < 1 ? 1 : 16 / (G * NCH) < NVH ? 16 / (G * NCH) : NVH;
+    const int nvh = NVH / ((NVH + cap - 1) / cap);
     _Alignas(64) uint32_t pp[DEC_MAX_GROUP][BK];
     const int nkv = (nk + 15) / 16 * 16;
     for (int g = 0; g < G; g++)
@@ -333,6 +335,12 @@ static inline __attribute__((always_inline)) void decode_pv(const char *v, size_
 
 enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
 enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
+/* Output vectors per pass over V for gp heads at a time: as many as DEC_ACC accumulators hold, in equal
+ * passes that tile a row (head dimension 96 at 8 lanes: 12 vectors in two passes of 6, not 8 and 4). */
+#define DEC_NVD_CAP(gp) (DEC_ACC / (gp) < 1 ? 1 : DEC_ACC / (gp) < NV ? DEC_ACC / (gp) : NV)
+#define DEC_NVD(gp) (NV / ((NV + DEC_NVD_CAP(gp) - 1) / DEC_NVD_CAP(gp)))
+_Static_assert(NV % DEC_NVD(1) == 0 && NV % DEC_NVD(2) == 0 && NV % DEC_NVD(4) == 0 && NV % DEC_NVD(8) == 0,
+               "the passes over V tile a row for every group");
 _Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
                "q.k steps of KR rows tile VL rows");
 
@@ -372,8 +380,7 @@ static inline __attribute__((always_inline)) void qk_rows(const char *row, size_
 static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
 {
     const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
-    /* output vectors per pass over V */
-    const int nvd = DEC_ACC / gp < 1 ? 1 : DEC_ACC / gp < NV ? DEC_ACC / gp : NV;
+    const int nvd = DEC_NVD(gp); /* output vectors per pass over V */
     const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
     _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
     _Alignas(64) float o[DEC_MAX_GROUP][D];  /* unnormalized outputs */

@@ -10,13 +10,15 @@
  *   sliding window the mask of the tiles that cross its lower edge (the tiles below it are never
  *   visited either: the loop starts at the first query's first visible position);
  *   online softmax per row: new maximum, rescale of the row's sum and output by e^(old - new);
- *   O += P V for MR rows x NVO output vectors at a time.
+ *   O += P V for MR rows x NVO_ROW output vectors at a time.
  * KV blocks lie on the grid of whole multiples of BK (the first one starts at its cell's start, the
  * positions before kv0 or a row's window masked), so that a position takes the same place in the same
  * block whichever query block or call it comes in (a prompt's logits do not depend on how it was cut into
  * calls) and a ring cache's block is contiguous.
  * The queries are pre-multiplied by the scale. Everything lives on the stack (at most about 260 KiB at
  * head dimension 128, 390 KiB at 256).
+ * A head dimension need not be a multiple of the ISA's NVO output vectors (96 at 16 lanes: 6 vectors):
+ * P V then takes passes of NVO_ROW vectors, the largest count up to NVO that tiles a row.
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
  * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_f16_decode_avx512_d128_k64_fp16
@@ -170,9 +172,12 @@ enum {
     BK = 64,  /* cache positions per tile */
     MAX_ROWS = 128, /* (query, head) rows per tile at most: BQ shrinks for large groups */
     NVS = BK / VL < NVS_MAX ? BK / VL : NVS_MAX, /* key vectors per score tile */
+    /* output vectors per pass of P V: NVO, or fewer where NVO does not divide a row's D / VL vectors */
+    NVO_ROW = (D / VL) % NVO == 0 ? NVO : NVO > 3 && (D / VL) % 3 == 0 ? 3 : NVO > 2 && (D / VL) % 2 == 0 ? 2 : 1,
 };
+_Static_assert(NVO <= 4, "NVO_ROW tries the counts below NVO down from 3");
 _Static_assert(BK % (VL * NVS) == 0, "a KV block is whole key-vector groups");
-_Static_assert(D % (VL * NVO) == 0, "the head dimension is whole output-vector groups");
+_Static_assert(D % (VL * NVO_ROW) == 0, "the head dimension is whole output-vector groups");
 _Static_assert(BK % VL == 0 && D % VL == 0, "the transpose works on whole VL x VL tiles");
 _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds one query of the largest group");
 _Static_assert(WOOLLY_ATTN_RING_ALIGN % BK == 0, "a ring's end is a block boundary");

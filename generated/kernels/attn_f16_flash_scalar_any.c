@@ -5,7 +5,7 @@
  * visible positions with an online softmax (running maximum and sum per query head), no score matrix.
  * GQA-aware: each cached key and value row is decoded once per query and used by all n_group heads
  * that share it; a sliding window bounds the loop, a ring cache maps position p to row p % ring. The tiled
- * kernels (attn/flash.c.j2) serve head dimensions 64, 128 and 256. */
+ * kernels (attn/flash.c.j2) serve head dimensions 64, 96, 128 and 256. */
 #include <math.h>
 
 #include "kernels.h"

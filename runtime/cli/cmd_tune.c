@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "context.h"
 #include "cpu.h"
+#include "synth.h"
 #include "timing.h"
 #include "tune.h"
 
@@ -170,10 +171,10 @@ int woolly_cmd_tune(int argc, char **argv)
                  "measure anything themselves.\n"};
     cli_add(&t, (cli_flag){"-m", "--model", CLI_STR, &model_path, 0, 0, "MODEL",
                            "tune for this GGUF model's shapes", NULL});
-    cli_add(&t,
-            (cli_flag){NULL, "--preset", CLI_STR, &preset, 0, 0, "NAME",
-                       "or for a synth preset's (tiny, tiny-granite, llama-1b, granite-8b; no file needed)",
-                       NULL});
+    char preset_help[256]; /* the names from synth's preset table, whose shapes are tuned */
+    snprintf(preset_help, sizeof preset_help, "or for a synth preset's (%s; no file needed)",
+             woolly_synth_preset_names());
+    cli_add(&t, (cli_flag){NULL, "--preset", CLI_STR, &preset, 0, 0, "NAME", preset_help, NULL});
     cli_add(&t, (cli_flag){"-t", "--threads", CLI_INT, &threads, 1, WOOLLY_MAX_THREADS, "N",
                            "the thread count to tune for (default: the number of cores)", NULL});
     cli_add(&t, (cli_flag){NULL, "--budget", CLI_FLOAT, &budget, 0.5, 86400, "SECONDS",
