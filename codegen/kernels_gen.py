@@ -13,9 +13,10 @@ PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|a
 LAYOUT_KIND = {"row_groups": "WOOLLY_LAYOUT_ROW_GROUPS", "tiles": "WOOLLY_LAYOUT_TILES"}
 ROWS = "rows"  # GGUF's own layout: no repack, not named in kernel names
 # Attention templates whose kernels share a one-query (decode) path, and the template of that path: it
-# depends only on the ISA, the cache, the head dimension, the KV block and whether P V is summed in
-# halves (dot = "f16"), so it is compiled once per such tuple (a unit named attn_<cache>_decode_<isa>_
-# d<head dim>_k<KV block>[_fp16], not in the registry) and every tile variant calls it.
+# depends only on the ISA, the cache, the head dimension, its own KV block ([attn_decode] kv_block, one
+# for every tile variant, not the tile's) and whether P V is summed in halves (dot = "f16"), so it is
+# compiled once per such tuple (a unit named attn_<cache>_decode_<isa>_d<head dim>_k<KV block>[_fp16],
+# not in the registry) and every tile variant calls it.
 DECODE_TEMPLATES = {"attn/flash.c.j2": "attn/decode.c.j2"}
 
 
@@ -150,6 +151,8 @@ def expand(spec):
                         max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))
+    decode_bk = spec["attn_decode"]["kv_block"]
+    assert decode_bk in (32, 64, 128), "[attn_decode] kv_block is 32, 64 or 128 cache positions"
     for entry in spec.get("attn", []):
         req = features_of(spec, entry, f"[[attn]] {entry['isa']}")
         blocks = entry.get("blocks", [])
@@ -169,10 +172,10 @@ def expand(spec):
                     pv = "f16" if dot == "f16" else "f32"  # how the one-query path sums P V
                     decode = None
                     if entry["template"] in DECODE_TEMPLATES:
-                        decode = f"attn_{cache}_decode_{entry['isa']}_d{hd}_k{bk}" + ("_fp16" if pv == "f16" else "")
+                        decode = f"attn_{cache}_decode_{entry['isa']}_d{hd}_k{decode_bk}" + ("_fp16" if pv == "f16" else "")
                     kernels.append(dict(
                         kind="attn", name=name, template=entry["template"], isa=entry["isa"], op="attn",
-                        decode=decode, pv=pv,
+                        decode=decode, decode_nr=decode_bk, pv=pv,
                         cache=cache, wtype=spec["format"][cache]["type"], act=dot, act_enum=ACT_ENUM[dot],
                         mr=bq, nr=bk, head_dim=hd,
                         layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
@@ -272,12 +275,13 @@ def expand_decodes(spec, kernels):
         if u is None:
             u = units[k["decode"]] = dict(
                 kind="attn_decode", name=k["decode"], template=DECODE_TEMPLATES[k["template"]], isa=k["isa"],
-                op="attn", cache=k["cache"], wtype=k["wtype"], head_dim=k["head_dim"], nr=k["nr"], pv=k["pv"],
+                op="attn", cache=k["cache"], wtype=k["wtype"], head_dim=k["head_dim"], nr=k["decode_nr"], pv=k["pv"],
                 requires=list(k["requires"]), max_nmse=k["max_nmse"], callers=[],
-                spec_entry=f"[[attn]] {k['isa']} cache={k['cache']} head_dim={k['head_dim']} blocks=*x{k['nr']}"
+                spec_entry=f"[[attn]] {k['isa']} cache={k['cache']} head_dim={k['head_dim']} "
+                           f"[attn_decode] kv_block={k['decode_nr']}"
                            + (" dot=f16" if k["pv"] == "f16" else ""))
         assert (u["isa"], u["cache"], u["head_dim"], u["nr"], u["pv"]) == \
-            (k["isa"], k["cache"], k["head_dim"], k["nr"], k["pv"]), f"{k['name']}: decode {u['name']} is not its own"
+            (k["isa"], k["cache"], k["head_dim"], k["decode_nr"], k["pv"]), f"{k['name']}: decode {u['name']} is not its own"
         u["requires"] = [r for r in u["requires"] if r in k["requires"]]
         u["max_nmse"] = min(u["max_nmse"], k["max_nmse"])
         u["callers"].append(k["name"])

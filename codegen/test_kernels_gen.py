@@ -82,12 +82,14 @@ class SpecNames(unittest.TestCase):
 
 class DecodeUnits(unittest.TestCase):
     """The tiled attention kernels' one-query path, compiled once per unit that kernels_gen.expand_decodes
-    derives: the kernels that share it differ only in what the path does not read."""
+    derives: the kernels that share it differ only in what the path does not read (their query and KV
+    blocks, their tiles' operands), its KV block being the spec's [attn_decode] kv_block."""
 
     def setUp(self):
         spec = kernels_gen.load_spec(ROOT)
         self.kernels, _ = kernels_gen.expand(spec)
         self.units = {u["name"]: u for u in kernels_gen.expand_decodes(spec, self.kernels)}
+        self.kv_block = spec["attn_decode"]["kv_block"]
 
     def test_every_tiled_kernel_calls_a_unit_of_its_own_parameters(self):
         tiled = [k for k in self.kernels
@@ -96,7 +98,7 @@ class DecodeUnits(unittest.TestCase):
         for k in tiled:
             u = self.units[k["decode"]]
             self.assertEqual((u["isa"], u["cache"], u["head_dim"], u["nr"]),
-                             (k["isa"], k["cache"], k["head_dim"], k["nr"]))
+                             (k["isa"], k["cache"], k["head_dim"], self.kv_block))
             self.assertEqual(u["pv"] == "f16", k["params"].get("dot") == "f16", k["name"])
             self.assertIn(k["name"], u["callers"])
             self.assertTrue(set(u["requires"]) <= set(k["requires"]),
@@ -112,6 +114,12 @@ class DecodeUnits(unittest.TestCase):
         self.assertEqual(self.units["attn_f16_decode_avx512_d64_k64_fp16"]["requires"], ["avx512fp16"])
         avx2 = self.units["attn_f16_decode_avx2_d64_k64"]
         self.assertIn("attn_f16_flash_avx2_d64_b32x64_i16", avx2["callers"])
+
+    def test_kv_blocks_of_the_tiles_share_one_unit(self):
+        u = self.units[f"attn_q80_decode_avx2_d128_k{self.kv_block}"]
+        for tile in ("8x32", "8x64", "8x128", "32x64"):
+            self.assertIn(f"attn_q80_flash_avx2_d128_b{tile}", u["callers"])
+        self.assertEqual(len({k["nr"] for k in self.kernels if k["name"] in u["callers"]}), 3)
 
     def test_a_unit_is_tested_at_the_tightest_bound_of_its_kernels(self):
         for u in self.units.values():

@@ -347,17 +347,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx2.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx2_d96_k64.c
@@ -482,17 +474,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx2_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx2_d96_k64.c
@@ -671,17 +655,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d96_k64.c
@@ -754,13 +730,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_avx512_d128_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_avx512_d128_k128_fp16.c
   )
   set(WOOLLY_SOURCES_AVX512 ${WOOLLY_GROUP_AVX512_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512BF16_SOURCES} ${WOOLLY_GROUP_AVX512_AVX512FP16_SOURCES})
   set(WOOLLY_TEST_SOURCES_AVX512
@@ -911,17 +883,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d96_k64.c
@@ -982,13 +946,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_avx512_d128_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d64_k128_fp16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k64_fp16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_avx512_d128_k128_fp16.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX512})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_AVX512})
@@ -1069,13 +1029,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_neon.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_decode_neon_d96_k64.c
@@ -1164,13 +1120,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_neon.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d64_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d64_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d128_k32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_decode_neon_d256_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_decode_neon_d96_k64.c

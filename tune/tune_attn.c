@@ -196,6 +196,17 @@ static int candidates(const woolly_kernel *def, enum woolly_type cache, int32_t 
 
 enum { MAX_KERNELS = 32 };
 
+/* Whether two tiled kernels decode a group of `group` heads with the same code: the one-query path
+ * (templates/attn/decode.c.j2) takes groups of 1, 2, 4 and 8 for every tile variant of an ISA, cache and
+ * head dimension, with its own KV blocks, and differs only where P V is summed in halves (the FP16
+ * tiles'). The untiled kernels (head dimension 0) have no such path. */
+static bool same_one_query_path(const woolly_kernel *a, const woolly_kernel *b, int32_t group)
+{
+    const bool path = group == 1 || group == 2 || group == 4 || group == 8;
+    return path && a->head_dim != 0 && b->head_dim != 0 && a->isa == b->isa && a->wtype == b->wtype &&
+           a->head_dim == b->head_dim && (a->act == WOOLLY_ACT_F16) == (b->act == WOOLLY_ACT_F16);
+}
+
 /* The operand format the model's attention may use: woolly_attn_act over the default activation formats
  * of its matrices, as the runtime chooses them. */
 static enum woolly_act attn_act(const woolly_tune_model *m, bool strict)
@@ -277,13 +288,17 @@ static int tune_phase(const woolly_tune_model *m, const woolly_tune_opts *o, con
     run_once(&b); /* untimed: the buffers' first touch */
     measure(&b, env, ph, &def, 0, &def_s, &pruned);
 
-    /* Stage 1: every kernel (tile) with the default's blocking. */
+    /* Stage 1: every kernel (tile) with the default's blocking; for decode, one per one-query path. */
     attn_step best = def;
     double best_s = def_s;
     const woolly_kernel *ks[MAX_KERNELS];
     const int nk = candidates(def_k, o->kv_cache, m->head_dim, attn_act(m, o->strict), ks, MAX_KERNELS);
+    const int32_t group = m->n_head / m->n_head_kv;
     for (int i = 0; i < nk && woolly_now_s() < deadline; i++) {
-        if (ks[i] == def_k)
+        bool measured = ks[i] == def_k || (decode && same_one_query_path(ks[i], def_k, group));
+        for (int j = 0; j < i && decode && !measured; j++)
+            measured = same_one_query_path(ks[i], ks[j], group);
+        if (measured)
             continue;
         const attn_step s = {ks[i], decode ? 1 : ks[i]->tile_m, def.split};
         measure(&b, env, ph, &s, best_s, &sec, &pruned);

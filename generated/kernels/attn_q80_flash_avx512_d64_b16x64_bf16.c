@@ -22,8 +22,8 @@
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
  * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_q80_decode_avx512_d64_k64
- * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache, head dimension and KV
- * block, so it is compiled once for them all and called here. */
+ * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache and head dimension (its
+ * KV blocks are its own, [attn_decode] in the spec), so it is compiled once for them all and called here. */
 #include <math.h>
 
 #include "kernels.h"

@@ -21,9 +21,9 @@
  * P V then takes passes of NVO_ROW vectors, the largest count up to NVO that tiles a row.
  *
  * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
- * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_q80_decode_avx512_d64_k128
- * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache, head dimension and KV
- * block, so it is compiled once for them all and called here. */
+ * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_q80_decode_avx512_d64_k64
+ * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache and head dimension (its
+ * KV blocks are its own, [attn_decode] in the spec), so it is compiled once for them all and called here. */
 #include <math.h>
 
 #include "kernels.h"
@@ -183,7 +183,7 @@ _Static_assert(MAX_ROWS % MR == 0 && MAX_ROWS >= WOOLLY_MAX_GROUP, "a tile holds
 _Static_assert(WOOLLY_ATTN_RING_ALIGN % BK == 0, "a ring's end is a block boundary");
 
 void woolly_attn_q80_flash_avx512_d64_b8x128_bf16(const woolly_attn_args *a);
-int woolly_attn_q80_decode_avx512_d64_k128(const woolly_attn_args *a); /* 1 once it has taken a one-query call */
+int woolly_attn_q80_decode_avx512_d64_k64(const woolly_attn_args *a); /* 1 once it has taken a one-query call */
 
 /* Cache row j0 + j of k or v as floats, zeros past nk (for the rounded tiles' block conversions). */
 static inline void block_row(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk,
@@ -379,7 +379,7 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
 
 void woolly_attn_q80_flash_avx512_d64_b8x128_bf16(const woolly_attn_args *a)
 {
-    if (a->n_q == 1 && !a->one_query_tiles && woolly_attn_q80_decode_avx512_d64_k128(a))
+    if (a->n_q == 1 && !a->one_query_tiles && woolly_attn_q80_decode_avx512_d64_k64(a))
         return; /* other groups take the tiles */
     kv_block blk;                          /* the K and V block */
     q_tile qs;                             /* the tile's queries; row r = (query r / G, head r % G) */
