@@ -688,21 +688,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_6x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d64_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d256_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_d96_b32x64_bf16.c
@@ -910,21 +898,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_6x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d64_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b32x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b16x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x64_bf16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d128_b8x128_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d96_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d256_b32x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_d96_b32x64_bf16.c

@@ -435,13 +435,13 @@ Test(profile_run, runs_load_the_profile_from_this_cpus_place_and_bench_names_it)
  * goes into a default-accuracy profile where the kernel runs. */
 Test(profile, strict_accuracy_refuses_bf16_attention)
 {
-    const woolly_kernel *k = woolly_kernel_by_name("attn_f16_flash_avx512_d64_b16x64_bf16");
+    const woolly_kernel *k = woolly_kernel_by_name("attn_f16_flash_avx512_d64_b32x64_bf16");
     const woolly_profile_attn row = {.cache = WOOLLY_TYPE_F16,
                                      .head_dim = 64,
                                      .phase = WOOLLY_ATTN_PREFILL,
                                      .threads = 2,
                                      .kernel = k,
-                                     .queries_per_call = 16,
+                                     .queries_per_call = 32,
                                      .kv_split = 1,
                                      .queries = 512,
                                      .positions = 512,

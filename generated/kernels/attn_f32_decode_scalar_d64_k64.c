@@ -142,6 +142,9 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
 }
 
 enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+/* The q.k of one K row per step (KR 1) runs as VL steps in a straight line for rows of up to this many
+ * FMAs (NV x the group's heads), else as a loop. */
+enum { DEC_QK_UNROLLED_FMAS = 32 };
 enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
 /* Output vectors per pass over V for gp heads at a time: as many as DEC_ACC accumulators hold, in equal
  * passes that tile a row (head dimension 96 at 8 lanes: 12 vectors in two passes of 6, not 8 and 4). */
@@ -161,25 +164,25 @@ static inline __attribute__((always_inline)) void qk_rows(const char *row, size_
                                                           int G, int KR, vf (*part)[VL], int j)
 {
     vf acc[DEC_QK_ACC][DEC_MAX_GROUP];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int r = 0; r < KR; r++) {
         const vf kr = decode_vec_f32(row + (size_t)r * rb, 0);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++)
             acc[r][g] = v_mul(q[g][0], kr);
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 4
     for (int v = 1; v < NV; v++)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int r = 0; r < KR; r++) {
             const vf kr = decode_vec_f32(row + (size_t)r * rb, v * VL);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int g = 0; g < G; g++)
                 acc[r][g] = v_fma(q[g][v], kr, acc[r][g]);
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int r = 0; r < KR; r++)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++)
             part[g][j + r] = acc[r][g];
 }
@@ -189,13 +192,13 @@ static inline __attribute__((always_inline)) void pv_row(const char *row, int d0
                                                          const float (*p)[BK], int j, vf (*acc)[NVD_MAX])
 {
     vf vv[NVD_MAX];
-#pragma GCC unroll 16
+#pragma GCC unroll 4
     for (int v = 0; v < nvd; v++)
         vv[v] = decode_vec_f32(row, d0 + v * VL);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int g = 0; g < G; g++) {
         const vf pj = v_set1(p[g][j]);
-#pragma GCC unroll 16
+#pragma GCC unroll 4
         for (int v = 0; v < nvd; v++)
             acc[g][v] = v_fma(pj, vv[v], acc[g][v]);
     }
@@ -264,8 +267,14 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
 #pragma GCC unroll 1
                 for (int j = 0; j < VL; j += kr)
                     qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, kr, part, j);
+            } else if (jc + VL <= nk && NV * G <= DEC_QK_UNROLLED_FMAS) {
+#pragma GCC unroll 4
+                for (int j = 0; j < VL; j++)
+                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
             } else if (jc + VL <= nk) {
-#pragma GCC unroll 16
+                /* Rows of more FMAs than that gain nothing from a straight line of VL of them, and cost the
+                 * compiler most of this file's time (a group of 8 at head dimension 256). */
+#pragma GCC unroll 1
                 for (int j = 0; j < VL; j++)
                     qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
             } else { /* the block's last, partial vector of positions */
@@ -276,7 +285,7 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                         for (int g = 0; g < G; g++)
                             part[g][j] = v_set1(0.0f);
             }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int g = 0; g < G; g++)
                 v_store(&s[g][jc], v_hsum_tr(part[g]));
         }
@@ -286,14 +295,14 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
         /* gp heads at a time (a group of 8 on AVX2 in two halves: 8 accumulators and 8 broadcasts at once
          * left gcc short of registers, 0.75x), nvd output vectors of each per pass over the block's V. */
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int g0 = 0; g0 < G; g0 += gp)
             for (int d0 = 0; d0 < D; d0 += VL * nvd) {
                 vf acc[DEC_MAX_GROUP][NVD_MAX];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
                 for (int g = 0; g < gp; g++) {
                     const vf cg = v_set1(c[g0 + g]);
-#pragma GCC unroll 16
+#pragma GCC unroll 4
                     for (int v = 0; v < nvd; v++)
                         acc[g][v] = v_mul(cg, v_load(&o[g0 + g][d0 + v * VL]));
                 }
@@ -309,9 +318,9 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                 }
                 for (int j = npf; j < nk; j++)
                     pv_row(vc + (size_t)j * rb, d0, nvd, gp, s + g0, j, acc);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
                 for (int g = 0; g < gp; g++)
-#pragma GCC unroll 16
+#pragma GCC unroll 4
                     for (int v = 0; v < nvd; v++)
                         v_store(&o[g0 + g][d0 + v * VL], acc[g][v]);
             }

@@ -11,9 +11,6 @@
  *   attn_q80_flash_avx512_d128_b8x32
  *   attn_q80_flash_avx512_d128_b8x128
  *   attn_q80_flash_avx512_d128_b32x64_bf16
- *   attn_q80_flash_avx512_d128_b16x64_bf16
- *   attn_q80_flash_avx512_d128_b8x64_bf16
- *   attn_q80_flash_avx512_d128_b8x128_bf16
  * It takes one query of a group of 1, 2, 4 or 8 heads (another group: it returns 0, and the tiles take
  * the call), since a tile of one query row would spend most of its work on decoding, storing and
  * transposing K: the K and V rows are converted in registers; each head's q.k of VL positions are VL
@@ -219,6 +216,9 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
 }
 
 enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+/* The q.k of one K row per step (KR 1) runs as VL steps in a straight line for rows of up to this many
+ * FMAs (NV x the group's heads), else as a loop. */
+enum { DEC_QK_UNROLLED_FMAS = 32 };
 enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output vectors per pass over V */
 /* Output vectors per pass over V for gp heads at a time: as many as DEC_ACC accumulators hold, in equal
  * passes that tile a row (head dimension 96 at 8 lanes: 12 vectors in two passes of 6, not 8 and 4). */
@@ -328,8 +328,14 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
 #pragma GCC unroll 1
                 for (int j = 0; j < VL; j += kr)
                     qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, kr, part, j);
-            } else if (jc + VL <= nk) {
+            } else if (jc + VL <= nk && NV * G <= DEC_QK_UNROLLED_FMAS) {
 #pragma GCC unroll 16
+                for (int j = 0; j < VL; j++)
+                    qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
+            } else if (jc + VL <= nk) {
+                /* Rows of more FMAs than that gain nothing from a straight line of VL of them, and cost the
+                 * compiler most of this file's time (a group of 8 at head dimension 256). */
+#pragma GCC unroll 1
                 for (int j = 0; j < VL; j++)
                     qk_rows(row + (size_t)j * rb, rb, (const vf(*)[NV])q, G, 1, part, j);
             } else { /* the block's last, partial vector of positions */
