@@ -115,6 +115,16 @@ Test(grammar, partial_utf8_across_chunks)
     woolly_grammar_free(g);
 }
 
+Test(grammar, only_well_formed_utf8)
+{
+    cr_expect_eq(classify("root ::= \"{\"", "\xc1\xbb"), -1, "an overlong '{' is not '{'");
+    cr_expect_eq(classify("root ::= \"{\"", "\xe0\x81\xbb"), -1);
+    cr_expect_eq(classify("root ::= .", "\xed\xa0\x80"), -1, "a surrogate is not a character");
+    cr_expect_eq(classify("root ::= .", "\xf4\x90\x80\x80"), -1, "above U+10FFFF");
+    cr_expect_eq(classify("root ::= .", "\xf0\x9f\x98\x80"), 1);
+    cr_expect_eq(classify("root ::= .", "\xe0\xa0\x80"), 1);
+}
+
 Test(grammar, left_recursion_is_refused)
 {
     expect_error("root ::= root \"a\" | \"b\"", "left-recursive");

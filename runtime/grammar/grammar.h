@@ -34,6 +34,8 @@ woolly_grammar *woolly_grammar_from_gbnf(const char *text, size_t len, woolly_er
 woolly_grammar *woolly_grammar_from_json_schema(const char *json, size_t len, woolly_error *err);
 /* The same schema compiled to GBNF text (malloc'd), for inspection and tests. */
 char *woolly_json_schema_to_gbnf(const char *json, size_t len, woolly_error *err);
+/* One more holder of g (a grammar is freed when its last holder frees it); returns g. */
+woolly_grammar *woolly_grammar_retain(woolly_grammar *g);
 void woolly_grammar_free(woolly_grammar *g);
 int32_t woolly_grammar_n_rules(const woolly_grammar *g);
 

@@ -181,9 +181,16 @@ bool gclass_intersects(const woolly_grammar *g, uint32_t cls, uint32_t lo, uint3
     }
 }
 
+woolly_grammar *woolly_grammar_retain(woolly_grammar *g)
+{
+    if (g)
+        atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
 void woolly_grammar_free(woolly_grammar *g)
 {
-    if (!g)
+    if (!g || atomic_fetch_sub(&g->refs, 1) > 1)
         return;
     if (g->names)
         for (uint32_t r = 0; r < g->n_rules; r++)
@@ -300,6 +307,7 @@ woolly_grammar *gb_finish(gbuilder *b, const char *root, woolly_error *err)
     g = calloc(1, sizeof *g);
     if (!g)
         goto oom;
+    atomic_init(&g->refs, 1);
     g->n_rules = b->n_rules;
     g->root = root_id;
     g->elems = malloc(sizeof *g->elems * (n_elems + 1));

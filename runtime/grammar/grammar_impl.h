@@ -2,6 +2,8 @@
 #ifndef WOOLLY_GRAMMAR_IMPL_H
 #define WOOLLY_GRAMMAR_IMPL_H
 
+#include <stdatomic.h>
+
 #include "grammar.h"
 
 /* An element is one word: its kind in the top two bits, its argument (a class or rule index) below. */
@@ -21,6 +23,7 @@ typedef struct gclass {
 } gclass;
 
 struct woolly_grammar {
+    _Atomic int refs; /* holders: woolly_grammar_retain adds one, woolly_grammar_free drops one */
     uint32_t *elems; /* every alternative's elements, each alternative ended by GE_END */
     uint32_t n_elems;
     uint32_t *alt_start; /* where each alternative begins in elems */

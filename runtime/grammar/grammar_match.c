@@ -22,7 +22,7 @@ typedef struct gnode {
 
 typedef struct gst {
     uint32_t off, n; /* the state's frames, sorted, in pool[off..off+n) */
-    uint32_t partial;  /* an incomplete UTF-8 character: bytes still due << 28 | its bits so far; 0 none */
+    uint32_t partial;  /* an incomplete UTF-8 character (PARTIAL below), 0 none */
     uint32_t hash;
     int32_t *next;     /* [256] the state after each byte (-1 not computed yet), or NULL */
     uint32_t *mask;    /* the allowed-token mask of mask_trie, or NULL */
@@ -236,32 +236,61 @@ static uint32_t pending(woolly_gmatch *m, uint32_t s, uint32_t partial, uint32_t
     return intern_state(m, m->tmp, m->states[s].n, partial);
 }
 
+/* An incomplete character: its length in bytes - 1 (bits 30-31), the bytes still due (28-29), the bits
+ * so far (0-20). */
+#define PARTIAL(len, due, bits) ((uint32_t)((len) - 1) << 30 | (uint32_t)(due) << 28 | (bits))
+#define PARTIAL_LEN(p) (((p) >> 30) + 1)
+#define PARTIAL_DUE(p) (((p) >> 28) & 3u)
+#define PARTIAL_BITS(p) ((p) & 0x0FFFFFFFu)
+
+/* The smallest code point a len-byte sequence may encode (shorter forms are overlong, not UTF-8). */
+static const uint32_t UTF8_MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
+
+/* Well-formed UTF-8 only (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF, so that a
+ * grammar's classes cannot be met by another spelling of a character. */
+static uint32_t step_partial(woolly_gmatch *m, uint32_t s, uint32_t partial, uint8_t b)
+{
+    const uint32_t len = PARTIAL_LEN(partial);
+    uint32_t due = PARTIAL_DUE(partial), bits = PARTIAL_BITS(partial);
+    if ((b & 0xC0) != 0x80)
+        return GM_DEAD;
+    if (due == len - 1) { /* the second byte: the ranges the lead byte allows */
+        if ((len == 3 && bits == 0x0 && b < 0xA0) || (len == 3 && bits == 0xD && b > 0x9F) ||
+            (len == 4 && bits == 0x0 && b < 0x90) || (len == 4 && bits == 0x4 && b > 0x8F))
+            return GM_DEAD;
+    }
+    bits = (bits << 6) | (b & 0x3Fu);
+    if (--due == 0)
+        return advance(m, s, bits);
+    uint32_t lo = bits << (6 * due), hi = lo | ((1u << (6 * due)) - 1);
+    return pending(m, s, PARTIAL(len, due, bits), lo, hi);
+}
+
 static uint32_t step_slow(woolly_gmatch *m, uint32_t s, uint8_t b)
 {
     uint32_t r;
     const uint32_t partial = m->states[s].partial;
     if (partial) {
-        uint32_t due = partial >> 28, bits = partial & 0x0FFFFFFFu;
-        if ((b & 0xC0) != 0x80)
-            r = GM_DEAD;
-        else if (bits = (bits << 6) | (b & 0x3Fu), --due == 0)
-            r = advance(m, s, bits);
-        else
-            r = pending(m, s, due << 28 | bits, bits << (6 * due), (bits << (6 * due)) | ((1u << (6 * due)) - 1));
+        r = step_partial(m, s, partial, b);
     } else if (b < 0x80) {
         r = advance(m, s, b);
     } else {
-        uint32_t due, bits;
-        if ((b & 0xE0) == 0xC0)
-            due = 1, bits = b & 0x1Fu;
+        uint32_t len = 0, bits = 0;
+        if (b >= 0xC2 && b <= 0xDF)
+            len = 2, bits = b & 0x1Fu;
         else if ((b & 0xF0) == 0xE0)
-            due = 2, bits = b & 0x0Fu;
-        else if ((b & 0xF8) == 0xF0)
-            due = 3, bits = b & 0x07u;
-        else
-            due = 0, bits = 0;
-        r = due ? pending(m, s, due << 28 | bits, bits << (6 * due), (bits << (6 * due)) | ((1u << (6 * due)) - 1))
-                : GM_DEAD;
+            len = 3, bits = b & 0x0Fu;
+        else if (b >= 0xF0 && b <= 0xF4)
+            len = 4, bits = b & 0x07u;
+        if (!len) {
+            r = GM_DEAD;
+        } else {
+            const uint32_t due = len - 1;
+            uint32_t lo = bits << (6 * due), hi = lo | ((1u << (6 * due)) - 1);
+            lo = lo < UTF8_MIN[len] ? UTF8_MIN[len] : lo;
+            hi = hi > 0x10FFFF ? 0x10FFFF : hi;
+            r = pending(m, s, PARTIAL(len, due, bits), lo, hi);
+        }
     }
     if (!m->states[s].next) {
         int32_t *t = malloc(256 * sizeof *t);

@@ -97,6 +97,8 @@ static srv_job *make_job(const srv_app *app, woolly_token *ids, int32_t n, srv_g
     }
     j->n_stop = g->n_stop;
     g->n_stop = 0;
+    j->grammar = g->grammar;
+    g->grammar = NULL;
     return j;
 }
 

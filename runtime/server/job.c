@@ -44,6 +44,7 @@ void srv_job_release(srv_job *j)
         return;
     pthread_cond_destroy(&j->changed);
     pthread_mutex_destroy(&j->lock);
+    woolly_grammar_close(j->grammar);
     for (int i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     free(j->prompt);

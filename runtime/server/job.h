@@ -35,6 +35,7 @@ typedef struct srv_job {
     bool ignore_eos;
     char *stop[SRV_MAX_STOP]; /* owned */
     int n_stop;
+    woolly_grammar *grammar; /* owned (one holder): constrains the output, or NULL */
 
     atomic_bool cancel; /* set by the connection thread; the engine stops at its next step */
 

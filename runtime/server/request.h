@@ -40,6 +40,7 @@ typedef struct srv_gen_request {
     char *prompt;      /* the text to tokenize (the rendered chat, or the completion's prompt) or NULL */
     woolly_token *ids; /* or a completion prompt given as token ids */
     int32_t n_ids;
+    woolly_grammar *grammar; /* response_format json_object/json_schema or `grammar` (GBNF), or NULL */
 } srv_gen_request;
 
 /* Parses len bytes of body. 0, or -1 with err set (400, 404 for an unknown model, 500 when out of

@@ -158,16 +158,6 @@ static uint32_t gen_object(compiler *c, json_t *s, const char *path, int depth)
     if (c->failed)
         return 0;
     size_t n = props ? json_object_size(props) : 0;
-    const uint32_t r = new_rule(c);
-    if (n == 0) {
-        if (addl && json_is_false(addl))
-            put(&c->out, "r%u ::= \"{\" ws \"}\"\n", r);
-        else {
-            c->used_value = true;
-            put(&c->out, "r%u ::= object\n", r);
-        }
-        return r;
-    }
     /* Every name in required must be a property, or no output could satisfy it. */
     size_t i;
     json_t *name;
@@ -182,6 +172,16 @@ static uint32_t gen_object(compiler *c, json_t *s, const char *path, int depth)
                   json_string_value(name), path);
             return 0;
         }
+    }
+    const uint32_t r = new_rule(c);
+    if (n == 0) {
+        if (addl && json_is_false(addl))
+            put(&c->out, "r%u ::= \"{\" ws \"}\"\n", r);
+        else {
+            c->used_value = true;
+            put(&c->out, "r%u ::= object\n", r);
+        }
+        return r;
     }
     uint32_t *kv = malloc(sizeof *kv * n);
     bool *required = calloc(n, sizeof *required);
