@@ -5,8 +5,8 @@
  *
  * Objects list their properties in the schema's order, each optional one may be left out; properties
  * not listed are never generated (a subset of what additionalProperties allows, so every output still
- * validates). White space between tokens is bounded, and so are the digits of a number, so that a model
- * cannot stall inside them. */
+ * validates). White space between tokens is bounded, and so are the digits of a number and the nesting
+ * of values the schema leaves free (JSON_ANY_DEPTH), so that a model cannot stall inside them. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,11 +97,29 @@ static const char *const PRIMITIVES =
     "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
     "number ::= integer (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?\n"
     "boolean ::= \"true\" | \"false\"\n"
-    "null ::= \"null\"\n"
-    "value ::= object | array | string | number | boolean | null\n"
-    "object ::= \"{\" ws (member (ws \",\" ws member)*)? ws \"}\"\n"
-    "member ::= string ws \":\" ws value\n"
-    "array ::= \"[\" ws (value (ws \",\" ws value)*)? ws \"]\"\n";
+    "null ::= \"null\"\n";
+
+/* Any JSON value (`value`, `object`, `array`): containers nest at most JSON_ANY_DEPTH deep, so that a
+ * model choosing at random (which opens containers about as often as it closes them) still finishes. */
+#define JSON_ANY_DEPTH 4
+
+static void put_any_value(sbuf *b)
+{
+    for (int d = 0; d <= JSON_ANY_DEPTH; d++) {
+        char sfx[8] = "", next[8];
+        if (d)
+            snprintf(sfx, sizeof sfx, "-%d", d);
+        snprintf(next, sizeof next, "-%d", d + 1);
+        if (d == JSON_ANY_DEPTH) {
+            put(b, "value%s ::= string | number | boolean | null\n", sfx);
+            continue;
+        }
+        put(b, "value%s ::= object%s | array%s | string | number | boolean | null\n", sfx, sfx, sfx);
+        put(b, "object%s ::= \"{\" ws (member%s (ws \",\" ws member%s)*)? ws \"}\"\n", sfx, sfx, sfx);
+        put(b, "member%s ::= string ws \":\" ws value%s\n", sfx, next);
+        put(b, "array%s ::= \"[\" ws (value%s (ws \",\" ws value%s)*)? ws \"]\"\n", sfx, next, next);
+    }
+}
 
 static uint32_t gen(compiler *c, json_t *s, const char *path, int depth);
 
@@ -474,6 +492,7 @@ char *woolly_json_schema_to_gbnf(const char *json, size_t len, woolly_error *err
         return NULL;
     }
     put(&c.out, "%s", PRIMITIVES);
+    put_any_value(&c.out);
     uint32_t top = gen(&c, root, "#", 0);
     put(&c.out, "root ::= r%u\n", top);
     json_decref(c.defs_done);
