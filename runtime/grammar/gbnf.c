@@ -207,7 +207,8 @@ static void parse_item(parser *ps, uint32_t rule, uint32_t alt)
         ps->p++;
         const gb_seq *seq = &ps->b.rules[helper].alts[ha];
         if (seq->n <= sizeof buf / sizeof buf[0]) { /* inline a short literal; the helper stays unused */
-            memcpy(buf, seq->e, seq->n * sizeof *buf);
+            if (seq->n)
+                memcpy(buf, seq->e, seq->n * sizeof *buf);
             n = seq->n;
             helper = UINT32_MAX;
         } else {

@@ -117,7 +117,8 @@ uint32_t gb_class(gbuilder *b, const grange *ranges, uint32_t n, bool negated)
         b->oom = true;
         return UINT32_MAX;
     }
-    memcpy(b->ranges + b->n_ranges, ranges, n * sizeof *ranges);
+    if (n) /* `.` has no ranges */
+        memcpy(b->ranges + b->n_ranges, ranges, n * sizeof *ranges);
     b->classes[b->n_classes] = (gclass){b->n_ranges, n, negated};
     b->n_ranges += n;
     return GE_CLASS | b->n_classes++;
@@ -323,7 +324,8 @@ woolly_grammar *gb_finish(gbuilder *b, const char *root, woolly_error *err)
         b->rules[r].name = NULL;
         for (uint32_t a = 0; a < b->rules[r].n_alts; a++) {
             g->alt_start[ai++] = ei;
-            memcpy(g->elems + ei, b->rules[r].alts[a].e, b->rules[r].alts[a].n * sizeof *g->elems);
+            if (b->rules[r].alts[a].n) /* an empty alternative has no buffer */
+                memcpy(g->elems + ei, b->rules[r].alts[a].e, b->rules[r].alts[a].n * sizeof *g->elems);
             ei += b->rules[r].alts[a].n;
             g->elems[ei++] = GE_END;
         }

@@ -106,7 +106,7 @@ static const char *const PRIMITIVES =
 static void put_any_value(sbuf *b)
 {
     for (int d = 0; d <= JSON_ANY_DEPTH; d++) {
-        char sfx[8] = "", next[8];
+        char sfx[16] = "", next[16];
         if (d)
             snprintf(sfx, sizeof sfx, "-%d", d);
         snprintf(next, sizeof next, "-%d", d + 1);
