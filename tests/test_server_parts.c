@@ -238,7 +238,11 @@ Test(server_parts, bad_fields_are_named)
         {"{\"prompt\":\"a\",\"repeat_penalty\":0}", 400, "repeat_penalty"},
         {"{\"prompt\":\"a\",\"top_k\":1.5}", 400, "top_k"},
         {"{\"prompt\":\"a\",\"stream_options\":true}", 400, "stream_options"},
-        {"{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format"},
+        {"{\"prompt\":\"a\",\"response_format\":{\"type\":\"yaml\"}}", 400, "response_format.type"},
+        {"{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+         "{\"type\":\"string\",\"format\":\"date\"}}}}",
+         400, "response_format.json_schema.schema"},
+        {"{\"prompt\":\"a\",\"grammar\":\"root ::= x\"}", 400, "grammar"},
         {"{\"prompt\":\"a\",\"echo\":true}", 400, "echo"},
         {"{\"prompt\":\"a\",\"suffix\":\"b\"}", 400, "suffix"},
         {"{\"prompt\":[]}", 400, "prompt"},

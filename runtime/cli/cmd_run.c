@@ -1,7 +1,8 @@
 /* woolly run: generate a continuation of a prompt. The prompt is evaluated in batches (the GEMM
  * path), then tokens are sampled and evaluated one at a time (the GEMV path) until -n tokens, an
- * end-of-generation token or a full context. The text (prompt included) streams to stdout without
- * splitting UTF-8 characters; the timings go to stderr. */
+ * end-of-generation token or a full context. --grammar-file (GBNF) or --json-schema constrains the
+ * continuation; it then ends where the grammar does, --ignore-eos notwithstanding. The text (prompt
+ * included) streams to stdout without splitting UTF-8 characters; the timings go to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,7 +40,7 @@ static void report(const char *what, int32_t n, double s)
 int woolly_cmd_run(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL, *prompt = NULL;
+    const char *model_path = NULL, *prompt = NULL, *grammar_path = NULL, *schema_path = NULL;
     int32_t n_predict = 128;
     int32_t n_keep_opt = 0;
     bool ignore_eos = false, ctx_shift = false;
@@ -62,6 +63,10 @@ int woolly_cmd_run(int argc, char **argv)
                        "with --context-shift: prompt tokens always kept, after BOS (default 0; -1: the whole "
                        "prompt)",
                        NULL});
+    cli_add(&t, (cli_flag){NULL, "--grammar-file", CLI_STR, &grammar_path, 0, 0, "FILE",
+                           "constrain the continuation to a GBNF grammar (start rule `root`)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--json-schema", CLI_STR, &schema_path, 0, 0, "FILE",
+                           "constrain the continuation to JSON valid for the JSON Schema in FILE", NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
     const int st = cli_parse(&t, argc, argv);
@@ -72,11 +77,31 @@ int woolly_cmd_run(int argc, char **argv)
         return 2;
     }
     cli_sampling_finish(cmd, &samp);
+    if (grammar_path && schema_path) {
+        fprintf(stderr, "woolly %s: --grammar-file and --json-schema exclude each other\n", cmd);
+        return 2;
+    }
+    woolly_grammar *grammar = NULL;
+    if (grammar_path || schema_path) { /* before the model loads: a bad grammar fails fast */
+        size_t len;
+        char *text = cli_read_file(cmd, grammar_path ? grammar_path : schema_path, &len);
+        if (!text)
+            return 1;
+        grammar = grammar_path ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
+        free(text);
+        if (!grammar) {
+            fprintf(stderr, "woolly %s: %s: %s\n", cmd, grammar_path ? grammar_path : schema_path,
+                    woolly_last_error());
+            return 1;
+        }
+    }
 
     double load_s;
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, &load_s);
-    if (!m)
+    if (!m) {
+        woolly_grammar_close(grammar);
         return 1;
+    }
     int status = 1;
     woolly_token *ids = NULL, *hist = NULL;
     woolly_context *c = NULL;
@@ -91,7 +116,8 @@ int woolly_cmd_run(int argc, char **argv)
         fprintf(stderr, "woolly %s: the prompt has no tokens\n", cmd);
         goto done;
     }
-    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
+    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p)) ||
+        (grammar && woolly_sampler_set_grammar(smp, m, grammar))) {
         cli_api_error(cmd);
         goto done;
     }
@@ -138,8 +164,8 @@ int woolly_cmd_run(int argc, char **argv)
     while (n_gen < n_predict) {
         const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
         woolly_sampler_accept(smp, tok);
-        if (!ignore_eos && woolly_token_is_eog(m, tok))
-            break;
+        if (woolly_sampler_grammar_done(smp) || (!ignore_eos && woolly_token_is_eog(m, tok)))
+            break; /* a grammar's end is the output's, and its last token is not part of it */
         emit(&ds, tok, buf, cap);
         n_gen++;
         if (n_gen == n_predict)
@@ -188,6 +214,7 @@ done:
     free(hist);
     free(buf);
     woolly_sampler_close(smp);
+    woolly_grammar_close(grammar);
     woolly_context_close(c);
     free(ids);
     woolly_model_close(m);

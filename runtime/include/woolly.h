@@ -253,6 +253,25 @@ void woolly_sampler_reset(woolly_sampler *s);
 /* The id of the largest of n logits (the first one on ties). */
 woolly_token woolly_sample_greedy(const float *logits, int32_t n);
 
+/* ---- constrained decoding ------------------------------------------------------------------------- */
+
+/* A compiled grammar: immutable, shareable between samplers and threads. */
+typedef struct woolly_grammar woolly_grammar;
+/* From GBNF text (llama.cpp's grammar format, start rule `root`); a syntax error names line and column. */
+woolly_grammar *woolly_grammar_open_gbnf(const char *text, size_t len);
+/* From a JSON Schema (JSON text; `{"type": "object"}` is any JSON object); an unsupported keyword is an
+ * error naming it. */
+woolly_grammar *woolly_grammar_open_json_schema(const char *json, size_t len);
+void woolly_grammar_close(woolly_grammar *g);
+/* Constrains s (a sampler of m) to g from now on (NULL: free again); g must outlive s. Each sample then
+ * picks only among tokens whose text keeps the output a prefix of g's language, or an end-of-generation
+ * token once the output is a whole sentence, and advances the grammar with the token it picks. When no
+ * token is allowed, sampling returns the model's end-of-generation token. 0, or -1 with a message. */
+int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const woolly_grammar *g);
+/* Whether the grammar ended the output: it picked an end-of-generation token because the grammar allows
+ * nothing else (or nothing at all). False without a grammar. */
+bool woolly_sampler_grammar_done(const woolly_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif

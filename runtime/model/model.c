@@ -1,4 +1,5 @@
 #include "model.h"
+#include "grammar.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,7 @@ void woolly_model_close(woolly_model *m)
     if (!m)
         return;
     woolly_tokenizer_close(m->tok);
+    woolly_vocab_trie_free(m->vocab_trie);
     free(m->chat_template);
     free(m->w.layers);
     free(m->owned);

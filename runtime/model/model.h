@@ -123,6 +123,7 @@ struct woolly_model {
     char repack_cache[1400]; /* the repack cache file, when it was used */
     char weights_text[1500]; /* woolly_model_weights_source */
     woolly_profile *profile; /* the tuning profile this machine's runs use, or NULL for the defaults */
+    struct woolly_vocab_trie *vocab_trie; /* the token texts' trie for grammars, built on first use */
 };
 
 /* Chooses each matrix's weight layout and default activation format (model_repack.c): the tuning

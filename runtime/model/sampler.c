@@ -3,6 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "context.h"
+#include "model.h"
+
 typedef struct candidate {
     float v; /* logit, then probability */
     int32_t id;
@@ -16,6 +19,17 @@ struct woolly_sampler {
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
     uint64_t rng; /* xorshift64* state, never 0 */
+
+    /* the grammar, when one constrains the output */
+    woolly_gmatch *gm;
+    const woolly_vocab_trie *trie;
+    const woolly_tokenizer *tok;
+    int32_t *eog; /* the end-of-generation ids */
+    candidate *eog_cand; /* their candidates, kept aside while the allowed ones are compacted */
+    int32_t n_eog;
+    char *text; /* one token's bytes */
+    size_t text_cap;
+    bool grammar_done;
 };
 
 woolly_sampler_params woolly_sampler_default_params(void)
@@ -114,7 +128,56 @@ void woolly_sampler_close(woolly_sampler *s)
     free(s->cand);
     free(s->count);
     free(s->history);
+    woolly_gmatch_free(s->gm);
+    free(s->eog);
+    free(s->eog_cand);
+    free(s->text);
     free(s);
+}
+
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
+                                     const woolly_grammar *g, woolly_error *err)
+{
+    woolly_gmatch_free(s->gm);
+    s->gm = NULL;
+    s->grammar_done = false;
+    if (!g)
+        return 0;
+    if (woolly_vocab_trie_n_vocab(trie) != s->n_vocab || woolly_tokenizer_n_vocab(t) != s->n_vocab)
+        return woolly_fail(err, "grammar: the vocabulary has %d tokens, the sampler %d",
+                           (int)woolly_vocab_trie_n_vocab(trie), (int)s->n_vocab);
+    free(s->eog);
+    free(s->eog_cand);
+    free(s->text);
+    s->n_eog = 0;
+    s->eog = malloc(sizeof *s->eog * (size_t)s->n_vocab);
+    s->eog_cand = malloc(sizeof *s->eog_cand * (size_t)s->n_vocab);
+    s->text_cap = woolly_tokenizer_max_token_bytes(t) + 1;
+    s->text = malloc(s->text_cap);
+    if (!s->eog || !s->eog_cand || !s->text || !(s->gm = woolly_gmatch_open(g, err)))
+        return woolly_fail(err, "grammar: out of memory for a sampler's grammar");
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (woolly_tokenizer_is_eog(t, i))
+            s->eog[s->n_eog++] = i;
+    s->trie = trie;
+    s->tok = t;
+    return 0;
+}
+
+int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const woolly_grammar *g)
+{
+    woolly_error err = {{0}};
+    const woolly_vocab_trie *trie = g ? woolly_model_vocab_trie(m, &err) : NULL;
+    if ((g && !trie) || woolly_sampler_set_grammar_vocab(s, m->tok, trie, g, &err)) {
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    return 0;
+}
+
+bool woolly_sampler_grammar_done(const woolly_sampler *s)
+{
+    return s->gm && s->grammar_done;
 }
 
 void woolly_sampler_reset(woolly_sampler *s)
@@ -122,6 +185,10 @@ void woolly_sampler_reset(woolly_sampler *s)
     s->n_history = 0;
     s->head = 0;
     seed_rng(s);
+    if (s->gm) {
+        woolly_gmatch_reset(s->gm);
+        s->grammar_done = false;
+    }
 }
 
 void woolly_sampler_accept(woolly_sampler *s, woolly_token t)
@@ -205,6 +272,46 @@ static void apply_penalty(woolly_sampler *s)
     }
 }
 
+/* Keeps the candidates the grammar allows (c[id] still at index id), in id order; returns their count,
+ * 0 if none. */
+static int32_t keep_grammar_tokens(woolly_sampler *s)
+{
+    int32_t n_allowed = 0;
+    const uint32_t *mask = woolly_gmatch_mask(s->gm, s->trie, &n_allowed);
+    if (!mask)
+        return 0;
+    candidate *c = s->cand;
+    const bool can_end = woolly_gmatch_can_end(s->gm);
+    if (can_end)
+        for (int32_t i = 0; i < s->n_eog; i++)
+            s->eog_cand[i] = c[s->eog[i]];
+    int32_t k = 0;
+    const int32_t words = (s->n_vocab + 31) / 32;
+    for (int32_t w = 0; w < words && k < n_allowed; w++)
+        for (uint32_t bits = mask[w]; bits; bits &= bits - 1)
+            c[k++] = c[w * 32 + __builtin_ctz(bits)]; /* k <= the id: never overwrites one not yet read */
+    if (can_end)
+        for (int32_t i = 0; i < s->n_eog; i++)
+            c[k++] = s->eog_cand[i];
+    return k;
+}
+
+/* The grammar moves on with the picked token (an end-of-generation token ends it). */
+static woolly_token grammar_pick(woolly_sampler *s, woolly_token t)
+{
+    for (int32_t i = 0; i < s->n_eog; i++)
+        if (s->eog[i] == t) {
+            s->grammar_done = true;
+            return t;
+        }
+    int64_t len = woolly_token_bytes(s->tok, t, s->text, s->text_cap);
+    if (len < 0 || (size_t)len > s->text_cap || woolly_gmatch_accept(s->gm, s->text, (size_t)len))
+        s->grammar_done = true; /* not reachable from a mask; stops rather than leave the language */
+    return t;
+}
+
+static woolly_token sample_candidates(woolly_sampler *s, int32_t n);
+
 woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
 {
     candidate *c = s->cand;
@@ -212,6 +319,22 @@ woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
     for (int32_t i = 0; i < n; i++)
         c[i] = (candidate){logits[i], i};
     apply_penalty(s);
+    if (!s->gm)
+        return sample_candidates(s, n);
+    if (s->grammar_done) /* the grammar ended the output already: only an end can follow */
+        return s->n_eog ? s->eog[0] : 0;
+    n = keep_grammar_tokens(s);
+    if (n == 0) { /* nothing allowed: end the output rather than leave the language */
+        s->grammar_done = true;
+        return s->n_eog ? s->eog[0] : 0;
+    }
+    return grammar_pick(s, sample_candidates(s, n));
+}
+
+/* Steps 2 to 7 over c[0..n). */
+static woolly_token sample_candidates(woolly_sampler *s, int32_t n)
+{
+    candidate *c = s->cand;
 
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)

@@ -10,11 +10,15 @@
  *   4. min-p: keep the tokens whose probability is at least min_p times the most likely one's;
  *   5. softmax at temperature temp;
  *   6. top-p: keep the most likely tokens until their probability mass reaches top_p (at least one);
- *   7. draw one in proportion to its probability. */
+ *   7. draw one in proportion to its probability.
+ * With a grammar, step 0 keeps only the tokens the grammar allows (an end-of-generation token only where
+ * the output may end) before everything else, and the picked token advances the grammar. */
 #ifndef WOOLLY_SAMPLER_H
 #define WOOLLY_SAMPLER_H
 
 #include "error.h"
+#include "grammar.h"
+#include "tokenizer.h"
 #include "woolly.h"
 
 /* The public woolly_sampler, usable without a model (n_vocab given). NULL with a message on a bad
@@ -23,5 +27,13 @@ woolly_sampler *woolly_sampler_create(int32_t n_vocab, const woolly_sampler_para
 
 /* Checks every parameter; 0 or -1 with a message naming the first bad one. */
 int woolly_sampler_params_check(const woolly_sampler_params *p, woolly_error *err);
+
+/* Constrains s with g over tokenizer t's vocabulary (trie built from it). NULL g: no constraint. */
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
+                                     const woolly_grammar *g, woolly_error *err);
+
+/* The trie of a tokenizer's token texts (the caller frees it), and the model's own, built once. */
+woolly_vocab_trie *woolly_tokenizer_trie(const woolly_tokenizer *t, woolly_error *err);
+const woolly_vocab_trie *woolly_model_vocab_trie(const woolly_model *m, woolly_error *err);
 
 #endif

@@ -154,6 +154,10 @@ static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_r
             return -1;
         }
         out->j[out->n++] = j;
+        if (c == 0) { /* the leader owns the grammar */
+            j->grammar = g->grammar;
+            g->grammar = NULL;
+        }
         j->sp = g->sp;
         j->sp.seed = seed + (uint64_t)c;
         j->max_tokens = g->max_tokens;
@@ -170,8 +174,10 @@ static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_r
             jobs_release(out);
             return -1;
         }
-        if (c > 0)
+        if (c > 0) { /* a follower borrows it only now that it holds its leader */
             j->leader = srv_job_ref(out->j[0]);
+            j->grammar = out->j[0]->grammar;
+        }
     }
     out->j[0]->n_choices = g->n;
     return 0;

@@ -44,6 +44,8 @@ void srv_job_release(srv_job *j)
         return;
     pthread_cond_destroy(&j->changed);
     pthread_mutex_destroy(&j->lock);
+    if (!j->leader) /* a follower borrows its leader's, which its reference keeps alive */
+        woolly_grammar_close(j->grammar);
     srv_job_release(j->leader);
     for (int i = 0; i < j->n_stop; i++)
         free(j->stop[i]);

@@ -43,6 +43,10 @@ typedef struct srv_job {
     int32_t n_keep;     /* <= n_prompt */
     bool logprobs;    /* record each generated token's log-probability (logprobs.h) */
     int top_logprobs; /* and its step's k most likely tokens, 0 .. SRV_MAX_TOP_LOGPROBS */
+    /* Constrains the output, or NULL. The leader owns it; a follower borrows its leader's (immutable, and
+     * kept alive by the follower's reference). Each choice's slot has a sampler of its own, so each choice
+     * walks the grammar with its own tokens. */
+    woolly_grammar *grammar;
 
     /* The choices of one request (n > 1) are jobs of one group: the first leads, the others follow it
      * (the prompt's keys and values are copied from the leader's slot rather than evaluated again, and

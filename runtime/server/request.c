@@ -149,15 +149,6 @@ static int unsupported(const json_t *body, srv_error *err)
             !(json_is_string(v) && json_string_length(v) == 0))
             return srv_fail(err, 400, "unsupported_value", NOT_NULL[i], "'%s' is not supported", NOT_NULL[i]);
     }
-    const json_t *rf = json_object_get(body, "response_format");
-    if (rf && !json_is_null(rf)) {
-        const char *type = NULL;
-        if (!json_is_object(rf) || srv_json_string(rf, "type", &type, NULL, err) < 0 || !type ||
-            strcmp(type, "text"))
-            return srv_fail(
-                err, 400, "unsupported_value", "response_format",
-                "'response_format' must be {\"type\": \"text\"}: structured output is not supported");
-    }
     return 0;
 }
 
@@ -206,6 +197,73 @@ static int parse_logprobs(const json_t *body, enum srv_gen_kind kind, srv_gen_re
         return srv_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = (int)k;
     return 0;
+}
+
+/* A grammar compiled from text, or a 400 naming the field with the compiler's message. */
+static int compile_grammar(bool gbnf, const char *text, size_t len, const char *param, srv_gen_request *r,
+                           srv_error *err)
+{
+    r->grammar = gbnf ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
+    if (!r->grammar)
+        return srv_fail(err, 400, "invalid_value", param, "'%s' cannot be used: %s", param, woolly_last_error());
+    return 0;
+}
+
+/* Structured output: response_format {"type": "text" | "json_object" | "json_schema", "json_schema":
+ * {"name", "schema", "strict"}}, or the extension `grammar` (GBNF text, as llama.cpp's server takes it). */
+static int parse_constraint(const json_t *body, srv_gen_request *r, srv_error *err)
+{
+    const json_t *rf = json_object_get(body, "response_format");
+    const char *gbnf = NULL;
+    size_t gbnf_len = 0;
+    if (srv_json_string(body, "grammar", &gbnf, &gbnf_len, err) < 0)
+        return -1;
+    if (gbnf && gbnf_len == 0)
+        gbnf = NULL;
+    const char *type = NULL;
+    if (rf && !json_is_null(rf)) {
+        if (!json_is_object(rf))
+            return srv_fail(err, 400, "invalid_type", "response_format",
+                            "invalid type for 'response_format': expected an object, got %s",
+                            srv_json_type_name(rf));
+        if (srv_json_string(rf, "type", &type, NULL, err) < 0)
+            return -1;
+        if (!type)
+            return srv_fail(err, 400, "missing_field", "response_format.type", "'response_format.type' is required");
+        if (strcmp(type, "text") && strcmp(type, "json_object") && strcmp(type, "json_schema"))
+            return srv_fail(err, 400, "invalid_value", "response_format.type",
+                            "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not "
+                            "\"%s\"",
+                            type);
+        if (!strcmp(type, "text"))
+            type = NULL;
+    }
+    if (type && gbnf)
+        return srv_fail(err, 400, "invalid_value", "grammar",
+                        "'grammar' and a JSON 'response_format' exclude each other");
+    if (gbnf)
+        return compile_grammar(true, gbnf, gbnf_len, "grammar", r, err);
+    if (!type)
+        return 0;
+    if (!strcmp(type, "json_object"))
+        return compile_grammar(false, "{\"type\":\"object\"}", 17, "response_format", r, err);
+    const json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return srv_fail(err, 400, "missing_field", "response_format.json_schema",
+                        "'response_format.json_schema' must be an object holding the schema");
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema || json_is_null(schema))
+        return compile_grammar(false, "{\"type\":\"object\"}", 17, "response_format", r, err);
+    if (!json_is_object(schema) && !json_is_true(schema))
+        return srv_fail(err, 400, "invalid_type", "response_format.json_schema.schema",
+                        "invalid type for 'response_format.json_schema.schema': expected an object, got %s",
+                        srv_json_type_name(schema));
+    char *text = json_dumps(schema, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (!text)
+        return srv_fail(err, 500, NULL, NULL, "out of memory");
+    const int rc = compile_grammar(false, text, strlen(text), "response_format.json_schema.schema", r, err);
+    free(text);
+    return rc;
 }
 
 static int parse_prompt(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
@@ -276,7 +334,8 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
     long long keep = SRV_KEEP_DEFAULT;
     if (unsupported(root, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
         parse_sampling(root, rules, r, err) || parse_max_tokens(root, rules, r, err) ||
-        parse_stop(root, r, err) || srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
+        parse_stop(root, r, err) || parse_constraint(root, r, err) ||
+        srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
         goto done;
     r->n_keep = (int32_t)keep;
     if (kind == SRV_GEN_CHAT)
@@ -295,5 +354,6 @@ void srv_gen_request_free(srv_gen_request *r)
     free(r->prompt);
     free(r->system);
     free(r->ids);
+    woolly_grammar_close(r->grammar);
     *r = (srv_gen_request){0};
 }

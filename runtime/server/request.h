@@ -49,6 +49,7 @@ typedef struct srv_gen_request {
     int n;            /* choices, 1 .. SRV_MAX_CHOICES (the server's slots are checked later) */
     bool logprobs;    /* chat: logprobs; completions: logprobs given as a number */
     int top_logprobs; /* chat: top_logprobs; completions: the number logprobs gave */
+    woolly_grammar *grammar; /* response_format json_object/json_schema or `grammar` (GBNF), or NULL */
 } srv_gen_request;
 
 enum { SRV_KEEP_DEFAULT = -2 };

@@ -87,7 +87,8 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     srv_job_progress(j, keep, 0);
     if (j->embed)
         return 0; /* nothing is sampled */
-    if (!(s->smp = woolly_sampler_open(s->model, &j->sp))) {
+    if (!(s->smp = woolly_sampler_open(s->model, &j->sp)) ||
+        (j->grammar && woolly_sampler_set_grammar(s->smp, s->model, j->grammar))) {
         fail(s, woolly_last_error());
         return -1;
     }
@@ -191,7 +192,9 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
     }
     const woolly_token tok = woolly_sampler_sample(s->smp, logits);
     woolly_sampler_accept(s->smp, tok);
-    if (!j->ignore_eos && woolly_token_is_eog(s->model, tok)) {
+    /* A grammar that ended the output (it allows nothing more, or only the end) ends the choice, whatever
+     * ignore_eos says: the token it returned then is not part of the output. */
+    if (woolly_sampler_grammar_done(s->smp) || (!j->ignore_eos && woolly_token_is_eog(s->model, tok))) {
         end(s, SRV_FINISH_STOP);
         return false;
     }
