@@ -108,17 +108,17 @@ Test(cli_chat_template, the_models_own_template_renders)
 Test(cli_chat_template, new_families_recognized_from_the_model)
 {
     const char *tmpls[][2] = {
-        {"the model's own (Jinja)",
+        {"the model's own (Jinja, recognized as gemma)",
          "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
          "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"},
-        {"the model's own (Jinja)",
+        {"the model's own (Jinja, recognized as phi3)",
          "{% for message in messages %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
          "{{ '<|assistant|>\\n' }}"},
         {"mistral-v7", "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}"},
     };
     for (int i = 0; i < 3; i++) {
         const char *model = with_template("family-tmpl.gguf", tmpls[i][1]);
-        char args[8192], *out, *err, want[64];
+        char args[8192], *out, *err, want[128];
         snprintf(args, sizeof args, "chat -m %s -n 3 --temp 0", model);
         cr_expect_eq(run_with_stdin(args, "Hello\nAgain\n", &out, &err), 0, "%s: %s", tmpls[i][0], err);
         snprintf(want, sizeof want, "chat template %s;", tmpls[i][0]);

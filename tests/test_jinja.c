@@ -284,6 +284,7 @@ Test(jinja, truncated_and_mangled_templates_fail_cleanly, .timeout = 120)
         cr_assert(f, "%s", path);
         static char src[65536];
         const size_t n = fread(src, 1, sizeof src - 1, f);
+        src[n] = 0; /* the buffer is reused: a shorter file must not see the last one's tail */
         fclose(f);
         char *buf = malloc(n + 1);
         for (size_t len = 0; len <= n; len += 1 + len / 64) {

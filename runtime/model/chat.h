@@ -84,6 +84,7 @@ typedef struct woolly_chat_format {
     char *bos, *eos;                /* the vocabulary's BOS/EOS text (bos_token, eos_token) */
     bool bos_in_text;               /* renderings start with BOS as text: the caller adds none */
     const char *who;                /* prefix of warnings ("woolly serve") */
+    char name[64];                  /* what woolly_chat_format_name says */
 } woolly_chat_format;
 
 /* Chooses the format for template text `tmpl` (NULL: none) with the vocabulary's BOS/EOS texts (NULL:
@@ -98,7 +99,7 @@ int woolly_chat_format_open_model(woolly_chat_format *f, const struct woolly_mod
 void woolly_chat_format_close(woolly_chat_format *f);
 /* A format of a built-in family (static, never closed). */
 const woolly_chat_format *woolly_chat_builtin(enum woolly_chat_family fam);
-/* "the model's template (Jinja)" or the built-in's name. */
+/* "the model's own (Jinja)", "the model's own (Jinja, recognized as llama3)", or the built-in's name. */
 const char *woolly_chat_format_name(const woolly_chat_format *f);
 /* Renders the conversation (and, if add_assistant, the opening of the assistant's turn) into *out (heap,
  * NUL-terminated); returns its length, or -1 with a message in err: the template refused the

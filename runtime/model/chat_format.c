@@ -174,6 +174,11 @@ int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char 
         char *text = NULL;
         if (render_jinja(f, probe, 1, true, &text, err, sizeof err) >= 0) {
             f->bos_in_text = starts_with(text, f->bos);
+            if (f->family == WOOLLY_CHAT_UNKNOWN)
+                snprintf(f->name, sizeof f->name, "the model's own (Jinja)");
+            else
+                snprintf(f->name, sizeof f->name, "the model's own (Jinja, recognized as %s)",
+                         woolly_chat_family_name(f->family));
             free(text);
             return 0;
         }
@@ -231,5 +236,5 @@ const woolly_chat_format *woolly_chat_builtin(enum woolly_chat_family fam)
 
 const char *woolly_chat_format_name(const woolly_chat_format *f)
 {
-    return f->jinja ? "the model's own (Jinja)" : woolly_chat_family_name(f->family);
+    return f->jinja ? f->name : woolly_chat_family_name(f->family);
 }
