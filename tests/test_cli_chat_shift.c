@@ -1,6 +1,7 @@
-/* woolly chat with a template it does not know (a clear error naming --chat-template, nothing guessed),
- * with a template of the new families stored in the model, and with --context-shift carrying a chat
- * through a context it overflows several times. The model is stories260K, copied with the template. */
+/* woolly chat with a template it can neither render nor recognize (a clear error naming --chat-template,
+ * nothing guessed), with the model's own template rendered by the Jinja interpreter, with the fallback to
+ * a recognized family when the interpreter fails, and with --context-shift carrying a chat through a
+ * context it overflows several times. The model is stories260K, copied with the template. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +70,9 @@ static int count(const char *s, const char *needle)
 
 Test(cli_chat_template, unknown_template_asks_for_chat_template)
 {
+    /* an unknown filter: the interpreter cannot render it, and no family's markers are in it */
     const char *model =
-        with_template("unknown-tmpl.gguf", "{% for m in messages %}### {{ m.content }}{% endfor %}");
+        with_template("unknown-tmpl.gguf", "{% for m in messages %}### {{ m.content | frobnicate }}{% endfor %}");
     char args[8192], *out, *err;
     snprintf(args, sizeof args, "chat -m %s -n 4 --temp 0", model);
     cr_assert_gt(run_with_stdin(args, "Hello\n", &out, &err), 0, "an unknown template must not be guessed");
@@ -87,24 +89,41 @@ Test(cli_chat_template, unknown_template_asks_for_chat_template)
     remove(model);
 }
 
+Test(cli_chat_template, the_models_own_template_renders)
+{
+    /* a format no built-in knows: rendered as the template says */
+    const char *model = with_template("own-tmpl.gguf", "{% for m in messages %}### {{ m.content }}\n{% endfor %}"
+                                                       "{% if add_generation_prompt %}###{% endif %}");
+    char args[8192], *out, *err;
+    snprintf(args, sizeof args, "chat -m %s -n 4 --temp 0", model);
+    cr_expect_eq(run_with_stdin(args, "Hello\n", &out, &err), 0, "%s", err);
+    cr_expect(strstr(err, "chat template the model's own (Jinja);") != NULL, "%s", err);
+    free(out);
+    free(err);
+    remove(model);
+}
+
+/* The families' templates render through the interpreter; one it cannot render (system_prompt is
+ * undefined there: a string plus undefined is an error) falls back to the family its markers name. */
 Test(cli_chat_template, new_families_recognized_from_the_model)
 {
     const char *tmpls[][2] = {
-        {"gemma",
+        {"the model's own (Jinja, recognized as gemma)",
          "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + message['role'] + '\\n' + "
          "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}"},
-        {"phi3",
+        {"the model's own (Jinja, recognized as phi3)",
          "{% for message in messages %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
          "{{ '<|assistant|>\\n' }}"},
         {"mistral-v7", "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}"},
     };
     for (int i = 0; i < 3; i++) {
         const char *model = with_template("family-tmpl.gguf", tmpls[i][1]);
-        char args[8192], *out, *err, want[64];
+        char args[8192], *out, *err, want[128];
         snprintf(args, sizeof args, "chat -m %s -n 3 --temp 0", model);
         cr_expect_eq(run_with_stdin(args, "Hello\nAgain\n", &out, &err), 0, "%s: %s", tmpls[i][0], err);
         snprintf(want, sizeof want, "chat template %s;", tmpls[i][0]);
         cr_expect(strstr(err, want) != NULL, "expected '%s' in\n%s", want, err);
+        cr_expect_eq(strstr(err, "warning: cannot render the model's chat template") != NULL, i == 2, "%s", err);
         free(out);
         free(err);
         remove(model);

@@ -264,8 +264,8 @@ Test(cli_chat, recognizes_the_template_stored_in_the_model)
         const int st = run_with_stdin(args, "Hello\nAgain\n", &out, &err);
         remove(path);
         cr_expect_eq(st, 0, "%s: %s", families[i], err);
-        char want[64];
-        snprintf(want, sizeof want, "chat template %s;", families[i]);
+        char want[128];
+        snprintf(want, sizeof want, "chat template the model's own (Jinja, recognized as %s);", families[i]);
         cr_expect(strstr(err, want) != NULL, "expected '%s' in:\n%s", want, err);
         free(out);
         free(err);

@@ -141,7 +141,7 @@ static srv_gen_rules rules(void)
                            .defaults = woolly_sampler_default_params(),
                            .n_vocab = 100,
                            .max_tokens_limit = 64,
-                           .chat = WOOLLY_CHAT_CHATML};
+                           .chat = woolly_chat_builtin(WOOLLY_CHAT_CHATML)};
 }
 
 static int parse(const char *body, enum srv_gen_kind kind, srv_gen_request *r, srv_error *e)
@@ -203,7 +203,7 @@ Test(server_parts, chat_messages_are_rendered_with_the_template)
     srv_gen_request_free(&r);
 
     srv_gen_rules ru = rules();
-    ru.chat = WOOLLY_CHAT_LLAMA2;
+    ru.chat = woolly_chat_builtin(WOOLLY_CHAT_LLAMA2);
     static const char LATE_SYSTEM[] =
         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
         "\"content\":\"b\"},{\"role\":\"system\",\"content\":\"c\"}]}";
@@ -213,7 +213,7 @@ Test(server_parts, chat_messages_are_rendered_with_the_template)
     srv_gen_request_free(&r);
 
     /* a template Woolly does not recognize: no guessed format, a message naming the flag */
-    ru.chat = WOOLLY_CHAT_UNKNOWN;
+    ru.chat = woolly_chat_builtin(WOOLLY_CHAT_UNKNOWN);
     static const char HELLO[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}";
     cr_expect_eq(srv_gen_request_parse(HELLO, strlen(HELLO), SRV_GEN_CHAT, &ru, &r, &e), -1);
     cr_expect_eq(e.status, 400);

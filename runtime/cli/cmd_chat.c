@@ -80,33 +80,26 @@ static int append(text *t, const char *s, size_t n)
     return 0;
 }
 
-static char *render_n(enum woolly_chat_family fam, const chat_state *s, size_t n_msgs, bool add_assistant)
+/* The first n_msgs messages rendered (heap), or NULL with the reason in err. */
+static char *render_n(const woolly_chat_format *fmt, const chat_state *s, size_t n_msgs, bool add_assistant,
+                      char *err, size_t err_cap)
 {
-    const long n = woolly_chat_render(fam, s->msgs, n_msgs, add_assistant, NULL, 0);
-    if (n < 0)
-        return NULL;
-    char *out = malloc((size_t)n + 1);
-    if (out)
-        woolly_chat_render(fam, s->msgs, n_msgs, add_assistant, out, (size_t)n + 1);
-    return out;
-}
-
-static char *render(enum woolly_chat_family fam, const chat_state *s)
-{
-    return render_n(fam, s, s->n, true);
+    char *out;
+    return woolly_chat_format_render(fmt, s->msgs, n_msgs, add_assistant, &out, err, err_cap) < 0 ? NULL : out;
 }
 
 /* The tokens a context shift keeps: the longest common prefix of the cache and the rendering of the
  * conversation's start: the system message (with BOS and whatever the template puts before it), or,
  * where the template writes the system prompt into the first user turn (Gemma), that turn too. Without a
  * system message: the BOS the template or the vocabulary puts first. */
-static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_chat_family fam,
+static int32_t shift_keep(const char *cmd, const woolly_model *m, const woolly_chat_format *fmt,
                           const chat_state *s, bool add_bos, const woolly_token *hist, int32_t n_hist)
 {
     const bool has_system = s->n > 0 && !strcmp(s->msgs[0].role, "system");
     int32_t keep = 0, keep_none = 0;
     for (size_t k = 0; k <= (has_system ? 2u : 0u) && k <= s->n; k++) {
-        char *text = render_n(fam, s, k, false);
+        char err[256];
+        char *text = render_n(fmt, s, k, false, err, sizeof err);
         int32_t n_ids = 0;
         woolly_token *ids = text ? cli_tokenize(cmd, m, text, add_bos, &n_ids) : NULL;
         free(text);
@@ -133,12 +126,13 @@ static int32_t shift_keep(const char *cmd, const woolly_model *m, enum woolly_ch
  * (trimmed, as some templates trim it); what follows it there (the turn's closing markup) and the new
  * turn are the added text. (size_t)-1 if the template does not render turn by turn (Mistral v3 moves
  * the system prompt to the last instruction). */
-static size_t added_text_start(enum woolly_chat_family fam, const chat_state *s, const char *prev,
+static size_t added_text_start(const woolly_chat_format *fmt, const chat_state *s, const char *prev,
                                const char *full)
 {
     if (s->n < 2)
         return (size_t)-1;
-    char *upto = render_n(fam, s, s->n - 1, false); /* up to and with the reply */
+    char err[256];
+    char *upto = render_n(fmt, s, s->n - 1, false, err, sizeof err); /* up to and with the reply */
     if (!upto)
         return (size_t)-1;
     const size_t lp = strlen(prev), lu = strlen(upto);
@@ -226,6 +220,7 @@ int woolly_cmd_chat(int argc, char **argv)
     char *line = NULL, *buf = NULL, *prompt = NULL, *prev_prompt = NULL;
     size_t line_cap = 0;
     chat_state chat = {0};
+    woolly_chat_format fmt = {0};
     text reply = {0};
     woolly_context_params cp;
     if (!m->tok) {
@@ -237,10 +232,9 @@ int woolly_cmd_chat(int argc, char **argv)
         cli_api_error(cmd);
         goto done;
     }
-    const enum woolly_chat_family fam =
-        forced >= 0 ? (enum woolly_chat_family)forced
-                    : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
-    if (fam == WOOLLY_CHAT_UNKNOWN) {
+    char who[64];
+    snprintf(who, sizeof who, "woolly %s", cmd);
+    if (woolly_chat_format_open_model(&fmt, m, forced, who)) {
         fprintf(stderr,
                 "woolly %s: %s: the model's chat template (tokenizer.chat_template) is not one Woolly "
                 "recognizes; choose the prompt format with --chat-template %s\n",
@@ -248,8 +242,8 @@ int woolly_cmd_chat(int argc, char **argv)
         goto done;
     }
     fprintf(stderr, "woolly %s: chat template %s; /exit or end of input quits\n", cmd,
-            woolly_chat_family_name(fam));
-    const bool add_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
+            woolly_chat_format_name(&fmt));
+    const bool add_bos = !fmt.bos_in_text && woolly_model_adds_bos(m);
     const int32_t n_ctx = woolly_context_n_ctx(c);
     size_t cap = 64;
     for (int32_t id = 0; id < woolly_tokenizer_n_vocab(m->tok); id++) {
@@ -285,9 +279,11 @@ int woolly_cmd_chat(int argc, char **argv)
         free(ids);
         ids = NULL;
         int32_t n_ids;
-        if (add_msg(&chat, "user", line, (size_t)len) || !(prompt = render(fam, &chat))) {
-            fprintf(stderr, "woolly %s: cannot render the conversation with the %s template\n", cmd,
-                    woolly_chat_family_name(fam));
+        char err[512] = "out of memory";
+        if (add_msg(&chat, "user", line, (size_t)len) ||
+            !(prompt = render_n(&fmt, &chat, chat.n, true, err, sizeof err))) {
+            fprintf(stderr, "woolly %s: cannot render the conversation with the %s template: %s\n", cmd,
+                    woolly_chat_format_name(&fmt), err);
             goto done;
         }
         if (shifted || !(ids = cli_tokenize(cmd, m, prompt, add_bos, &n_ids)) || n_ids >= n_ctx) {
@@ -301,19 +297,19 @@ int woolly_cmd_chat(int argc, char **argv)
                             cmd, n_ids, n_ctx, ctx_shift ? "" : ", or let --context-shift forget old turns");
                 goto done;
             }
-            const size_t hl = added_text_start(fam, &chat, prev_prompt, prompt);
+            const size_t hl = added_text_start(&fmt, &chat, prev_prompt, prompt);
             if (hl == (size_t)-1) {
                 fprintf(stderr,
                         "woolly %s: the %s template does not render the conversation turn by turn (it moves "
                         "the system prompt), so the context cannot be shifted; raise --ctx-size\n",
-                        cmd, woolly_chat_family_name(fam));
+                        cmd, woolly_chat_format_name(&fmt));
                 goto done;
             }
             free(ids);
             if (!(ids = cli_tokenize(cmd, m, prompt + hl, false, &n_ids)))
                 goto done;
             if (!shifted)
-                n_keep = shift_keep(cmd, m, fam, &chat, add_bos, hist, n_hist);
+                n_keep = shift_keep(cmd, m, &fmt, &chat, add_bos, hist, n_hist);
             shifted = true;
             if (n_hist + n_ids >= n_ctx &&
                 (n_hist = shift(cmd, c, hist, n_hist, n_keep, n_hist + n_ids - n_ctx + 1, verbose)) < 0)
@@ -370,7 +366,7 @@ int woolly_cmd_chat(int argc, char **argv)
                     goto done;
                 }
                 if (!shifted)
-                    n_keep = shift_keep(cmd, m, fam, &chat, add_bos, hist, n_hist);
+                    n_keep = shift_keep(cmd, m, &fmt, &chat, add_bos, hist, n_hist);
                 shifted = true;
                 if ((n_hist = shift(cmd, c, hist, n_hist, n_keep, 1, verbose)) < 0)
                     goto done;
@@ -400,6 +396,7 @@ done:
     free(prev_prompt);
     free(reply.p);
     free_chat(&chat);
+    woolly_chat_format_close(&fmt);
     free(prompt);
     free(ids);
     free(line);

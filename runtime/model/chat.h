@@ -1,6 +1,7 @@
 /* Chat templates. A GGUF model carries its chat template as a Jinja program
- * (`tokenizer.chat_template`); Woolly does not run Jinja, it recognizes the common families by their
- * markers and renders their documented formats itself:
+ * (`tokenizer.chat_template`); Woolly also recognizes the common families by their
+ * markers and renders their documented formats itself (the built-ins; woolly_chat_format below prefers
+ * the model's own template, rendered by the Jinja interpreter, and keeps these as the fallback):
  *
  *   granite  <|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n
  *            <|start_of_role|>assistant<|end_of_role|>
@@ -69,5 +70,41 @@ const char *woolly_chat_family_choices(void);
  * unknown family. */
 long woolly_chat_render(enum woolly_chat_family f, const woolly_chat_msg *msgs, size_t n, bool add_assistant,
                         char *out, size_t cap);
+
+/* ---- the format a command renders with ----
+ * A model's own template comes first: the Jinja interpreter (runtime/chat/jinja.h) renders
+ * tokenizer.chat_template as Hugging Face does. A built-in family renders when one is forced
+ * (--chat-template), when the file has no template (plain), or as the fallback when the interpreter
+ * cannot render the file's template (a construct it lacks): then the family its markers name renders,
+ * after one warning. */
+struct jinja_template;
+typedef struct woolly_chat_format {
+    enum woolly_chat_family family; /* the built-in (with a template: the one recognized, the fallback) */
+    struct jinja_template *jinja;   /* the model's template, or NULL: the built-in renders */
+    char *bos, *eos;                /* the vocabulary's BOS/EOS text (bos_token, eos_token) */
+    bool bos_in_text;               /* renderings start with BOS as text: the caller adds none */
+    const char *who;                /* prefix of warnings ("woolly serve") */
+    char name[64];                  /* what woolly_chat_format_name says */
+} woolly_chat_format;
+
+/* Chooses the format for template text `tmpl` (NULL: none) with the vocabulary's BOS/EOS texts (NULL:
+ * none); forced >= 0 is a built-in family to use regardless. Returns 0, or -1 when nothing can render
+ * (a template neither the interpreter nor a built-in handles): then family is WOOLLY_CHAT_UNKNOWN and
+ * rendering fails. Warnings go to stderr prefixed by `who`. */
+int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char *bos, const char *eos, int forced,
+                            const char *who);
+/* The same for a model: its tokenizer.chat_template and its vocabulary's BOS/EOS. */
+struct woolly_model;
+int woolly_chat_format_open_model(woolly_chat_format *f, const struct woolly_model *m, int forced, const char *who);
+void woolly_chat_format_close(woolly_chat_format *f);
+/* A format of a built-in family (static, never closed). */
+const woolly_chat_format *woolly_chat_builtin(enum woolly_chat_family fam);
+/* "the model's own (Jinja)", "the model's own (Jinja, recognized as llama3)", or the built-in's name. */
+const char *woolly_chat_format_name(const woolly_chat_format *f);
+/* Renders the conversation (and, if add_assistant, the opening of the assistant's turn) into *out (heap,
+ * NUL-terminated); returns its length, or -1 with a message in err: the template refused the
+ * conversation (its raise_exception), or the built-in cannot express it. */
+long woolly_chat_format_render(const woolly_chat_format *f, const woolly_chat_msg *msgs, size_t n,
+                               bool add_assistant, char **out, char *err, size_t err_cap);
 
 #endif

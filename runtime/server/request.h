@@ -25,7 +25,7 @@ typedef struct srv_gen_rules {
     int32_t max_tokens_limit;       /* the most tokens one request may ask for, and what it gets without
                                        asking */
     size_t json_room;               /* see srv_json_parse_object */
-    enum woolly_chat_family chat;   /* renders the messages of a chat request */
+    const woolly_chat_format *chat; /* renders the messages of a chat request */
 } srv_gen_rules;
 
 typedef struct srv_gen_request {

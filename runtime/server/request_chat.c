@@ -62,17 +62,15 @@ static const char *role_of(const json_t *msg, size_t i, srv_error *err)
     return NULL;
 }
 
-/* The first message alone, without the assistant's opening (heap), or NULL when out of memory. */
-static char *render_first(enum woolly_chat_family fam, const woolly_chat_msg *cm)
+/* The first message alone, without the assistant's opening (heap), or NULL when it cannot render alone
+ * (some templates refuse a conversation without a user message). */
+static char *render_first(const woolly_chat_format *fmt, const woolly_chat_msg *cm)
 {
-    const long len = woolly_chat_render(fam, cm, 1, false, NULL, 0);
-    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    if (text)
-        woolly_chat_render(fam, cm, 1, false, text, (size_t)len + 1);
-    return text;
+    char *text, err[256];
+    return woolly_chat_format_render(fmt, cm, 1, false, &text, err, sizeof err) < 0 ? NULL : text;
 }
 
-int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prompt, char **system,
+int srv_chat_prompt(const json_t *body, const woolly_chat_format *fmt, char **prompt, char **system,
                     srv_error *err)
 {
     *prompt = NULL;
@@ -88,7 +86,8 @@ int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prom
     const size_t n = json_array_size(msgs);
     if (n == 0)
         return srv_fail(err, 400, "invalid_value", "messages", "'messages' must hold at least one message");
-    if (fam == WOOLLY_CHAT_UNKNOWN) /* never guess a prompt format: a wrong one answers nonsense */
+    /* never guess a prompt format: a wrong one answers nonsense */
+    if (!fmt->jinja && fmt->family == WOOLLY_CHAT_UNKNOWN)
         return srv_fail(err, 400, "unsupported_chat_template", "messages",
                         "the model's chat template (tokenizer.chat_template) is not one Woolly recognizes: "
                         "start the server with --chat-template %s, or use /v1/completions",
@@ -117,21 +116,14 @@ int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prom
         }
         cm[i] = (woolly_chat_msg){role, texts[i].p ? texts[i].p : ""};
     }
-    const long len = woolly_chat_render(fam, cm, n, true, NULL, 0);
-    if (len < 0) {
-        srv_fail(err, 400, "invalid_value", "messages",
-                 "the model's %s chat template cannot express this conversation (a system message after the "
-                 "first turn)",
-                 woolly_chat_family_name(fam));
+    char why[512];
+    if (woolly_chat_format_render(fmt, cm, n, true, prompt, why, sizeof why) < 0) {
+        srv_fail(err, 400, "invalid_value", "messages", "the model's chat template cannot render this conversation: %s",
+                 why);
         goto done;
     }
-    if (!(*prompt = malloc((size_t)len + 1))) {
-        srv_fail(err, 500, NULL, NULL, "out of memory");
-        goto done;
-    }
-    woolly_chat_render(fam, cm, n, true, *prompt, (size_t)len + 1);
     if (strcmp(cm[0].role, "system") == 0 || strcmp(cm[0].role, "developer") == 0)
-        *system = render_first(fam, cm); /* NULL: a shift keeps BOS only */
+        *system = render_first(fmt, cm); /* NULL: a shift keeps BOS only */
     rc = 0;
 done:
     if (texts)

@@ -13,7 +13,7 @@
  * assistant. Renders them followed by the opening of the assistant's turn into *prompt (heap). 0 or -1
  * with a 400 naming the message at fault. When the first message is a system message, *system (heap) is
  * it rendered alone, the beginning of the prompt a context shift keeps; else NULL. */
-int srv_chat_prompt(const json_t *body, enum woolly_chat_family fam, char **prompt, char **system,
+int srv_chat_prompt(const json_t *body, const woolly_chat_format *fmt, char **prompt, char **system,
                     srv_error *err);
 
 #endif

@@ -23,6 +23,7 @@ struct woolly_server {
     srv_app app;
     srv_http *http;
     int parallel;
+    woolly_chat_format chat; /* how chat requests are rendered */
 };
 
 woolly_server_config woolly_server_default_config(void)
@@ -118,11 +119,7 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
     if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err)))
         return -1;
     const int32_t n_ctx = srv_scheduler_n_ctx(s->sched);
-    const enum woolly_chat_family fam =
-        c->chat_family >= 0
-            ? (enum woolly_chat_family)c->chat_family
-            : woolly_chat_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0);
-    if (fam == WOOLLY_CHAT_UNKNOWN)
+    if (woolly_chat_format_open_model(&s->chat, m, c->chat_family, "woolly serve"))
         fprintf(stderr,
                 "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
                 "get a 400 naming --chat-template (%s); completions work\n",
@@ -137,8 +134,8 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
                                .n_vocab = woolly_model_n_vocab(m),
                                .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
                                .json_room = (size_t)64 * (size_t)n_ctx,
-                               .chat = fam};
-    a->chat_bos = !woolly_chat_bos_in_text(fam) && woolly_model_adds_bos(m);
+                               .chat = &s->chat};
+    a->chat_bos = !s->chat.bos_in_text && woolly_model_adds_bos(m);
     a->fixed_seed = c->fixed_seed;
     a->context_shift = c->context_shift;
     a->sched = s->sched;
@@ -202,5 +199,6 @@ void woolly_server_close(woolly_server *s)
     srv_http_stop(s->http);
     srv_scheduler_close(s->sched);
     srv_metrics_destroy(&s->metrics);
+    woolly_chat_format_close(&s->chat);
     free(s);
 }
