@@ -367,13 +367,22 @@ static int check_decoder(const gguf_file *g, const char *label, const woolly_con
     if (c->n_rot % 2)
         return woolly_fail(err, "%s: rope.dimension_count %d must be even (RoPE rotates pairs)", label,
                            c->n_rot);
-    /* A mixture of experts: expert_used_count's range [0, expert_count] was checked as it was read. */
+    /* A mixture of experts: each token routed to 1 .. expert_count of them. */
+    char count_key[160];
+    snprintf(count_key, sizeof count_key, "%s", arch_key(c->arch, "expert_count"));
+    const char *used_key = arch_key(c->arch, "expert_used_count");
     if (c->arch->steps.moe_ffn && c->n_expert == 0)
         return woolly_fail(err, "%s: missing hyperparameter '%s' (the %s architecture is a mixture of experts)",
-                           label, arch_key(c->arch, "expert_count"), c->arch->name);
+                           label, count_key, c->arch->name);
+    if (c->n_expert == 0 && c->n_expert_used > 0)
+        return woolly_fail(err, "%s: hyperparameter '%s' = %d, but the model has no experts ('%s' absent or 0)",
+                           label, used_key, c->n_expert_used, count_key);
     if (c->n_expert > 0 && c->n_expert_used == 0)
-        return woolly_fail(err, "%s: hyperparameter '%s' must be at least 1 with %d experts", label,
-                           arch_key(c->arch, "expert_used_count"), c->n_expert);
+        return woolly_fail(err, "%s: hyperparameter '%s' must be at least 1 with %d experts ('%s')", label,
+                           used_key, c->n_expert, count_key);
+    if (c->n_expert_used > c->n_expert)
+        return woolly_fail(err, "%s: hyperparameter '%s' = %d exceeds '%s' = %d", label, used_key,
+                           c->n_expert_used, count_key, c->n_expert);
     return 0;
 }
 

@@ -34,7 +34,7 @@ static const woolly_arch_key LLAMA_KEYS[] = {
     /* Mixtral's layout: expert_count > 0 puts a mixture of experts (each as wide as feed_forward_length)
      * in place of every layer's dense FFN; absent or 0, the file is dense. */
     {INT_KEY("expert_count", n_expert), .lo = 0, .hi = WOOLLY_MAX_EXPERTS},
-    {INT_KEY("expert_used_count", n_expert_used), .lo = 0, .hi_field = WOOLLY_HP(n_expert)},
+    {INT_KEY("expert_used_count", n_expert_used), .lo = 0, .hi = WOOLLY_MAX_EXPERTS},
 };
 
 #define GLOBAL(f) .slot = (uint16_t)offsetof(woolly_weights, f)

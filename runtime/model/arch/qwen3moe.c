@@ -11,7 +11,7 @@ extern const woolly_arch woolly_arch_qwen3;
 
 static const woolly_arch_key KEYS[] = {
     {INT_KEY("expert_count", n_expert), .required = true, .lo = 1, .hi = WOOLLY_MAX_EXPERTS},
-    {INT_KEY("expert_used_count", n_expert_used), .required = true, .lo = 0, .hi_field = WOOLLY_HP(n_expert)},
+    {INT_KEY("expert_used_count", n_expert_used), .required = true, .lo = 0, .hi = WOOLLY_MAX_EXPERTS},
     {INT_KEY("expert_feed_forward_length", n_ff_exp), .def = WOOLLY_DIM(n_ff), .lo = 1, .hi = 1 << 30},
 };
 
