@@ -27,15 +27,15 @@ static gguf_str str(const char *s)
 
 Test(arch, the_registry_names_the_families)
 {
-    cr_expect_str_eq(woolly_arch_names(", "), "llama, granite, qwen2, qwen3, phi3, gemma3");
-    cr_expect_eq(woolly_arch_count(), 6);
+    cr_expect_str_eq(woolly_arch_names(", "), "llama, granite, qwen2, qwen3, phi3, gemma3, qwen3moe, granitemoe");
+    cr_expect_eq(woolly_arch_count(), 8);
     cr_expect_eq(woolly_arch_find(str("llama")), woolly_arch_get(0));
     cr_expect_eq(woolly_arch_find(str("granite")), woolly_arch_get(1));
     cr_expect_eq(woolly_arch_find(str("gemma3")), woolly_arch_get(5));
     cr_expect_null(woolly_arch_find(str("gpt2")));
     cr_expect_null(woolly_arch_find(str("decoder")), "the keys-only base is no architecture");
     cr_expect_null(woolly_arch_find(str("llam")), "a prefix is not a name");
-    cr_expect_null(woolly_arch_get(6));
+    cr_expect_null(woolly_arch_get(8));
     for (int i = 0; i < woolly_arch_count(); i++)
         for (int j = 0; j < i; j++)
             cr_expect_str_neq(woolly_arch_get(i)->name, woolly_arch_get(j)->name);
@@ -104,8 +104,8 @@ Test(arch, every_table_names_its_tensors_consistently)
             }
 
             /* A matrix is multiplied by: the repack gives it a layout and the tuner measures it for the
-             * classes it names; nothing else has classes. */
-            if (t->kind == WOOLLY_TENSOR_MATRIX) {
+             * classes it names (each expert of an experts tensor too); nothing else has classes. */
+            if (t->kind == WOOLLY_TENSOR_MATRIX || t->kind == WOOLLY_TENSOR_EXPERTS) {
                 matrices++;
                 cr_expect(t->classes != 0 && !(t->classes & ~WOOLLY_CLASSES_ALL),
                           "%s: matrix '%s' names no batch classes for the tuner", a->name, t->name);
@@ -191,9 +191,8 @@ Test(arch, the_forward_pass_runs_every_table_and_names_what_it_lacks)
         cr_expect(woolly_forward_runs(woolly_arch_get(i), why, sizeof why), "%s: %s",
                   woolly_arch_get(i)->name, why);
     woolly_arch moe = *woolly_arch_find(str("llama"));
-    moe.steps.moe_ffn = true;
-    cr_expect_not(woolly_forward_runs(&moe, why, sizeof why));
-    cr_expect_str_eq(why, "a mixture-of-experts FFN");
+    moe.steps.moe_ffn = true; /* the last step it lacked */
+    cr_expect(woolly_forward_runs(&moe, why, sizeof why), "%s", why);
 }
 
 Test(arch, granite_is_llama_and_its_scales)
@@ -416,24 +415,11 @@ Test(arch, another_architecture_is_refused_naming_the_supported_ones)
     woolly_error err = {{0}};
     cr_expect_eq(woolly_arch_read_config(g, "m.gguf", &c, &err), -1);
     cr_expect_str_eq(err.msg, "m.gguf: architecture 'falcon' is not supported (supported: llama, granite, "
-                              "qwen2, qwen3, phi3, gemma3)");
+                              "qwen2, qwen3, phi3, gemma3, qwen3moe, granitemoe)");
     gguf_close(g);
 }
 
-/* ---- tensors: recognition and shapes, with a table that names experts ---------------------------- */
-
-extern const woolly_arch woolly_arch_llama;
-static const woolly_arch_tensor MOE_TENSORS[] = {
-    {"ffn_gate_inp.weight", .per_block = true, .kind = WOOLLY_TENSOR_MATRIX,
-     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_expert)}, .classes = WOOLLY_CLASSES_ALL},
-    {"ffn_up_exps.weight", .per_block = true, .kind = WOOLLY_TENSOR_EXPERTS,
-     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff), WOOLLY_DIM(n_expert)}},
-};
-static const woolly_arch MOE = {.name = "test-moe",
-                                .base = &woolly_arch_llama,
-                                .tensors = MOE_TENSORS,
-                                .n_tensors = 2,
-                                .steps = {.moe_ffn = true}};
+/* ---- tensors: recognition and shapes, with llama's experts ---------------------------------------- */
 
 static gguf_tensor file_tensor(const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2)
 {
@@ -442,15 +428,20 @@ static gguf_tensor file_tensor(const char *name, uint64_t ne0, uint64_t ne1, uin
 
 Test(arch, a_3d_experts_tensor_passes_as_the_kind_its_table_names)
 {
-    const woolly_config c = {.arch = &MOE, .n_embd = 8, .n_ff = 16, .n_expert = 4};
+    const woolly_arch *llama = woolly_arch_find(str("llama"));
+    const woolly_config c = {.arch = llama, .n_embd = 8, .n_ff = 32, .n_ff_exp = 16, .n_expert = 4};
     int layer;
-    const woolly_arch_tensor *t = woolly_arch_match(&MOE, "blk.3.ffn_up_exps.weight", &layer);
+    const woolly_arch_tensor *t = woolly_arch_match(llama, "blk.3.ffn_up_exps.weight", &layer);
     cr_assert(t != NULL, "the table's own tensor is recognized");
     cr_expect_eq(layer, 3);
     cr_expect_eq(t->kind, WOOLLY_TENSOR_EXPERTS);
-    cr_expect(woolly_arch_match(&MOE, "blk.0.attn_q.weight", &layer) != NULL, "the base's tensors too");
-    cr_expect_null(woolly_arch_match(woolly_arch_find(str("llama")), "blk.3.ffn_up_exps.weight", &layer),
-                   "llama names no experts");
+    cr_expect(woolly_arch_tensor_applies(t, &c), "with experts");
+    const woolly_arch_tensor *dense = woolly_arch_match(llama, "blk.0.ffn_up.weight", &layer);
+    cr_assert(dense != NULL);
+    cr_expect_not(woolly_arch_tensor_applies(dense, &c), "the dense FFN is not a file with experts'");
+    const woolly_config no_experts = {.arch = llama, .n_embd = 8, .n_ff = 32};
+    cr_expect(woolly_arch_tensor_applies(dense, &no_experts));
+    cr_expect_not(woolly_arch_tensor_applies(t, &no_experts), "no experts in a dense file");
 
     woolly_error err = {{0}};
     gguf_tensor right = file_tensor("blk.3.ffn_up_exps.weight", 8, 16, 4);
@@ -466,14 +457,11 @@ Test(arch, a_3d_experts_tensor_passes_as_the_kind_its_table_names)
     cr_expect(strstr(err.msg, "has shape [8, 64, 1, 1], expected [8, 16, 4]") != NULL, "%s", err.msg);
 
     /* A matrix stays 2-D: the same 3-D tensor where the table names a matrix is refused. */
-    const woolly_arch_tensor *gate = woolly_arch_match(&MOE, "blk.0.ffn_gate_inp.weight", &layer);
+    const woolly_arch_tensor *gate = woolly_arch_match(llama, "blk.0.ffn_gate_inp.weight", &layer);
     gguf_tensor cube = file_tensor("blk.0.ffn_gate_inp.weight", 8, 4, 4);
     cr_assert(gate != NULL);
     cr_expect_eq(woolly_arch_check_shape(gate, &c, &cube, "m.gguf", &err), -1);
     cr_expect(strstr(err.msg, "expected [8, 4] (ne[0] = row length)") != NULL, "%s", err.msg);
-
-    char why[160];
-    cr_expect_not(woolly_forward_runs(&MOE, why, sizeof why), "its MoE step is not run yet");
 }
 
 Test(arch, block_names_need_a_block_number)
@@ -635,7 +623,7 @@ Test(arch, synth_presets_write_the_tables_tensors)
         }
         for (int j = 0; j < woolly_arch_n_tensors(a); j++) {
             const woolly_arch_tensor *d = woolly_arch_tensor_at(a, j);
-            if (!d->optional)
+            if (!d->optional && woolly_arch_tensor_applies(d, &c))
                 cr_expect_eq(found[j][d->per_block], d->per_block ? c.n_layer : 1, "%s: '%s'", presets[p],
                              d->name);
         }
@@ -693,14 +681,48 @@ Test(arch, the_tuner_sees_the_models_matrices_and_attention)
     }
 }
 
-/* A file of an architecture the runtime does not run: its matrices by name, its attention as the plain
- * decoder's keys read under its own name. */
+/* The tiny qwen3moe file as an architecture the runtime does not know ("qwen3x"): its keys renamed. */
+static const char *unknown_arch_file(void)
+{
+    const char *path = tu_tmp_path("arch_unknown.gguf");
+    woolly_error err = {{0}};
+    gguf_file *g = gguf_open(tu_data("models/tiny-qwen3moe-f16.gguf"), &err);
+    cr_assert(g != NULL, "%s", err.msg);
+    gguf_writer *w = gguf_writer_open(path, &err);
+    cr_assert(w != NULL, "%s", err.msg);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        gguf_kv kv = g->kv[i];
+        char key[256];
+        if (gguf_str_eq(kv.key, "general.architecture"))
+            continue;
+        if (kv.key.len > 9 && !memcmp(kv.key.ptr, "qwen3moe.", 9)) {
+            snprintf(key, sizeof key, "qwen3x.%.*s", (int)kv.key.len - 9, kv.key.ptr + 9);
+            kv.key = str(key);
+        }
+        gguf_writer_copy_kv(w, &kv);
+    }
+    gguf_writer_set_str(w, "general.architecture", "qwen3x");
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        cr_assert_geq(gguf_writer_add_tensor(w, g->tensors[i].name, g->tensors[i].type, g->tensors[i].n_dims,
+                                             g->tensors[i].ne),
+                      0);
+    cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        cr_assert_eq(gguf_writer_write_data(w, g->tensors[i].data, g->tensors[i].nbytes, &err), 0, "%s",
+                     err.msg);
+    cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
+    gguf_close(g);
+    return path;
+}
+
+/* A file of an architecture the runtime does not run: its matrices by name (in every table), its
+ * attention as the plain decoder's keys read under its own name. */
 Test(arch, the_tuner_reads_another_architecture_as_a_plain_decoder)
 {
     woolly_tune_model tm;
     woolly_error err = {{0}};
-    cr_assert_eq(woolly_tune_model_from_gguf(tu_data("models/tiny-qwen3moe-f16.gguf"), &tm, &err), 0, "%s",
-                 err.msg);
+    const char *path = unknown_arch_file();
+    cr_assert_eq(woolly_tune_model_from_gguf(path, &tm, &err), 0, "%s", err.msg);
     cr_expect_eq(tm.n_layer, 2);
     cr_expect_eq(tm.n_head, 4);
     cr_expect_eq(tm.n_head_kv, 2);
@@ -708,8 +730,36 @@ Test(arch, the_tuner_reads_another_architecture_as_a_plain_decoder)
     int n_tensors = 0;
     for (int s = 0; s < tm.n_shapes; s++)
         n_tensors += tm.shapes[s].n_tensors;
-    cr_expect_eq(n_tensors, 2 * 4 + 1,
-                 "two layers' attention matrices (its experts are no table's) and the tied embedding as the "
-                 "output");
+    cr_expect_eq(n_tensors, 2 * (4 + 1 + 3) + 1,
+                 "two layers' attention matrices, routers and experts (llama's table names them) and the tied "
+                 "embedding as the output");
     woolly_tune_model_free(&tm);
+    remove(path);
+}
+
+/* An MoE model the runtime runs: each expert is a matrix of the model (one per expert and tensor), and
+ * the tuner measures their shape with the table's classes. */
+Test(arch, the_tuner_sees_the_experts)
+{
+    woolly_error err = {{0}};
+    setenv("WOOLLY_REPACK_CACHE", "off", 1);
+    woolly_model *m = woolly_model_load(tu_data("models/tiny-qwen3moe-q4_k_m.gguf"), &err);
+    cr_assert(m != NULL, "%s", err.msg);
+    cr_expect_eq(m->n_mats, 2 * (4 + 1 + 3 * 8) + 1, "attention, router, 8 experts x 3, per layer; output");
+    woolly_tune_model tm;
+    cr_assert_eq(woolly_tune_model_from_gguf(tu_data("models/tiny-qwen3moe-q4_k_m.gguf"), &tm, &err), 0, "%s",
+                 err.msg);
+    for (int32_t i = 0; i < m->n_mats; i++) {
+        const woolly_matrix *w = m->mats[i];
+        bool found = false;
+        for (int s = 0; s < tm.n_shapes; s++) {
+            const woolly_tune_shape *sh = &tm.shapes[s];
+            if (sh->type == w->type && sh->rows == w->rows && sh->cols == w->cols)
+                found = sh->classes[WOOLLY_TOKENS_1] && sh->classes[WOOLLY_TOKENS_SMALL];
+        }
+        cr_expect(found, "%s (%lld x %lld): its shape is not tuned for 1 and few tokens", w->name,
+                  (long long)w->rows, (long long)w->cols);
+    }
+    woolly_tune_model_free(&tm);
+    woolly_model_close(m);
 }

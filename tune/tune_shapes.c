@@ -48,15 +48,18 @@ static bool tensor_classes(const woolly_arch *a, const file_tensors *f, const ch
         int layer;
         const woolly_arch_tensor *t = woolly_arch_match(b, name, &layer);
         if (t)
-            bits |= (t->kind == WOOLLY_TENSOR_MATRIX ? t->classes : 0) | tied_classes(b, f, name);
+            bits |= (t->kind == WOOLLY_TENSOR_MATRIX || t->kind == WOOLLY_TENSOR_EXPERTS ? t->classes : 0) |
+                    tied_classes(b, f, name);
     }
     for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
         classes[c] = bits & WOOLLY_CLASS_BIT(c);
     return bits != 0;
 }
 
+/* `copies`: how many matrices of the shape the tensor holds (a mixture of experts' 3-D tensor: one per
+ * expert, each repacked and multiplied as a matrix of its own). */
 static int add_shape(woolly_tune_model *m, const woolly_arch *a, const file_tensors *f, const char *name,
-                     enum woolly_type type, int64_t rows, int64_t cols, woolly_error *err)
+                     enum woolly_type type, int64_t rows, int64_t cols, int64_t copies, woolly_error *err)
 {
     bool classes[WOOLLY_TOKENS_CLASSES];
     if (!tensor_classes(a, f, name, classes))
@@ -65,7 +68,7 @@ static int add_shape(woolly_tune_model *m, const woolly_arch *a, const file_tens
     if (!rb || rows < 1)
         return woolly_fail(err, "tensor '%s': %lld columns of its type do not make whole rows", name,
                            (long long)cols);
-    m->matrix_bytes += (double)rb * (double)rows;
+    m->matrix_bytes += (double)rb * (double)rows * (double)copies;
     for (int i = 0; i < m->n_shapes; i++) {
         woolly_tune_shape *s = &m->shapes[i];
         if (s->type == type && s->rows == rows && s->cols == cols) {
@@ -95,9 +98,9 @@ static int add_tensor(woolly_tune_model *m, const woolly_arch *a, const woolly_c
     int layer;
     const woolly_arch_tensor *t = a ? woolly_arch_match(a, name, &layer) : NULL;
     if (!t || t->kind != WOOLLY_TENSOR_MATRIX || !t->n_parts || woolly_arch_rows(t, c) != rows)
-        return add_shape(m, a, f, name, type, rows, cols, err);
+        return add_shape(m, a, f, name, type, rows, cols, 1, err);
     for (int j = 0; j < t->n_parts; j++)
-        if (add_shape(m, a, f, name, type, woolly_dim_value(&t->parts[j].rows, c), cols, err))
+        if (add_shape(m, a, f, name, type, woolly_dim_value(&t->parts[j].rows, c), cols, 1, err))
             return -1;
     return 0;
 }
@@ -148,6 +151,9 @@ int woolly_tune_model_from_gguf(const char *path, woolly_tune_model *m, woolly_e
         const gguf_tensor *t = &g->tensors[i];
         if (t->n_dims == 2 || (t->n_dims > 2 && t->ne[2] == 1 && t->ne[3] == 1))
             rc = add_tensor(m, a, &c, &f, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], err);
+        else if (t->n_dims == 3 && t->ne[3] == 1) /* experts: each one's matrix (classes: the table's) */
+            rc = add_shape(m, a, &f, t->name, t->type, (int64_t)t->ne[1], (int64_t)t->ne[0], (int64_t)t->ne[2],
+                           err);
     }
     gguf_close(g);
     if (!rc && m->n_shapes == 0)

@@ -10,9 +10,10 @@
 
 /* Every architecture the runtime runs; a new one is its table file (arch/<name>.c) and a line here. */
 extern const woolly_arch woolly_arch_llama, woolly_arch_granite, woolly_arch_qwen2, woolly_arch_qwen3,
-    woolly_arch_phi3, woolly_arch_gemma3;
-static const woolly_arch *const ARCHS[] = {&woolly_arch_llama, &woolly_arch_granite, &woolly_arch_qwen2,
-                                           &woolly_arch_qwen3, &woolly_arch_phi3,    &woolly_arch_gemma3};
+    woolly_arch_phi3, woolly_arch_gemma3, woolly_arch_qwen3moe, woolly_arch_granitemoe;
+static const woolly_arch *const ARCHS[] = {&woolly_arch_llama,     &woolly_arch_granite, &woolly_arch_qwen2,
+                                           &woolly_arch_qwen3,     &woolly_arch_phi3,    &woolly_arch_gemma3,
+                                           &woolly_arch_qwen3moe,  &woolly_arch_granitemoe};
 enum { N_ARCHS = sizeof ARCHS / sizeof ARCHS[0] };
 
 _Static_assert(offsetof(woolly_config, arch) == 0, "WOOLLY_HP reads offset 0 as no field");
@@ -92,6 +93,19 @@ const woolly_arch_tensor *woolly_arch_match(const woolly_arch *a, const char *na
     return NULL;
 }
 
+bool woolly_arch_tensor_applies(const woolly_arch_tensor *t, const woolly_config *c)
+{
+    switch (t->when) {
+    case WOOLLY_WHEN_ALWAYS:
+        return true;
+    case WOOLLY_WHEN_DENSE:
+        return c->n_expert == 0;
+    case WOOLLY_WHEN_EXPERTS:
+        return c->n_expert > 0;
+    }
+    return false;
+}
+
 const char *woolly_arch_tensor_name(const woolly_arch_tensor *t, int layer, char *buf, size_t n)
 {
     if (t->per_block)
@@ -149,6 +163,8 @@ static const struct {
     FIELD(n_ctx_train, WOOLLY_KEY_INT),
     FIELD(n_rot, WOOLLY_KEY_INT),
     FIELD(n_expert, WOOLLY_KEY_INT),
+    FIELD(n_expert_used, WOOLLY_KEY_INT),
+    FIELD(n_ff_exp, WOOLLY_KEY_INT),
     FIELD(n_swa, WOOLLY_KEY_INT),
     FIELD(swa_pattern, WOOLLY_KEY_INT),
     FIELD(rope_orig_ctx, WOOLLY_KEY_INT),
@@ -351,6 +367,22 @@ static int check_decoder(const gguf_file *g, const char *label, const woolly_con
     if (c->n_rot % 2)
         return woolly_fail(err, "%s: rope.dimension_count %d must be even (RoPE rotates pairs)", label,
                            c->n_rot);
+    /* A mixture of experts: each token routed to 1 .. expert_count of them. */
+    char count_key[160];
+    snprintf(count_key, sizeof count_key, "%s", arch_key(c->arch, "expert_count"));
+    const char *used_key = arch_key(c->arch, "expert_used_count");
+    if (c->arch->steps.moe_ffn && c->n_expert == 0)
+        return woolly_fail(err, "%s: missing hyperparameter '%s' (the %s architecture is a mixture of experts)",
+                           label, count_key, c->arch->name);
+    if (c->n_expert == 0 && c->n_expert_used > 0)
+        return woolly_fail(err, "%s: hyperparameter '%s' = %d, but the model has no experts ('%s' absent or 0)",
+                           label, used_key, c->n_expert_used, count_key);
+    if (c->n_expert > 0 && c->n_expert_used == 0)
+        return woolly_fail(err, "%s: hyperparameter '%s' must be at least 1 with %d experts ('%s')", label,
+                           used_key, c->n_expert, count_key);
+    if (c->n_expert_used > c->n_expert)
+        return woolly_fail(err, "%s: hyperparameter '%s' = %d exceeds '%s' = %d", label, used_key,
+                           c->n_expert_used, count_key, c->n_expert);
     return 0;
 }
 
@@ -411,7 +443,11 @@ int woolly_arch_read_keys(const gguf_file *g, const char *label, const woolly_ar
                           woolly_error *err)
 {
     *c = (woolly_config){.arch = a};
-    if (read_keys(g, label, c, WOOLLY_KEY_INT, err) || check_decoder(g, label, c, err))
+    if (read_keys(g, label, c, WOOLLY_KEY_INT, err))
+        return -1;
+    if (c->n_ff_exp == 0) /* experts as wide as the dense FFN would be (llama, granite) */
+        c->n_ff_exp = c->n_ff;
+    if (check_decoder(g, label, c, err))
         return -1;
     /* The plain decoder's values, which a FLOAT key without a default of its own keeps when absent. */
     c->embedding_scale = c->residual_scale = c->logit_scale = 1.0f;

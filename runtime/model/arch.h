@@ -19,6 +19,9 @@
 #include "gguf.h"
 #include "model.h"
 
+/* The most experts a mixture-of-experts FFN may have (expert_count). */
+#define WOOLLY_MAX_EXPERTS 1024
+
 /* A field of woolly_config, named by its offset: an int32_t for sizes and INT keys, a float for FLOAT
  * keys. Offset 0 is the config's `arch` pointer, so 0 means "no field". */
 #define WOOLLY_HP(field) ((uint16_t)offsetof(woolly_config, field))
@@ -86,7 +89,16 @@ enum woolly_tensor_kind {
     WOOLLY_TENSOR_MATRIX,     /* [rows][cols] multiplied by: kernels for its type, a layout from the repack, a
                                  place in the model's matrix list (table order); slot: woolly_matrix */
     WOOLLY_TENSOR_EXPERTS,    /* [n][rows][cols]: n matrices one after the other (a mixture of experts' FFN);
-                                 slot: woolly_matrix of n * rows rows */
+                                 slot: woolly_experts (each expert a matrix of its own) */
+};
+
+/* Which files of the architecture hold a tensor: every one, or only those with (expert_count > 0) or
+ * without experts (llama: Mixtral's experts in place of the dense FFN). A tensor that does not apply is
+ * neither required nor allowed. */
+enum woolly_tensor_when {
+    WOOLLY_WHEN_ALWAYS,
+    WOOLLY_WHEN_DENSE,   /* n_expert == 0 */
+    WOOLLY_WHEN_EXPERTS, /* n_expert > 0 */
 };
 
 /* Bits of enum woolly_tokens_class: the batch sizes the tuner measures a matrix for. */
@@ -118,6 +130,7 @@ typedef struct woolly_arch_tensor {
      * matrix is bound whole into `slot`. */
     woolly_arch_part parts[WOOLLY_ARCH_MAX_PARTS];
     int n_parts;
+    enum woolly_tensor_when when;
 } woolly_arch_tensor;
 
 /* ---- the architecture ---------------------------------------------------------------------------- */
@@ -133,7 +146,8 @@ typedef struct woolly_arch_steps {
     bool qk_norm;        /* an RMSNorm of each query and key head before RoPE */
     bool post_norms;     /* an RMSNorm of the attention's and the FFN's outputs before their residual add */
     bool gelu_ffn;       /* the FFN's gate is GELU (tanh form), not SiLU: gelu(h Wgate) * (h Wup) */
-    bool moe_ffn;        /* the feed-forward is a mixture of experts (EXPERTS tensors, a router) */
+    bool moe_ffn;        /* the feed-forward is always a mixture of experts: expert_count > 0 is required
+                            (llama runs one when its file gives expert_count, without this flag) */
     bool sliding_window; /* some layers attend to a window of recent positions only */
 } woolly_arch_steps;
 
@@ -167,6 +181,8 @@ const woolly_arch_tensor *woolly_arch_tensor_at(const woolly_arch *a, int i);
 /* The tensor of `a` a file's tensor name is, with its block in *layer (-1 for a global one), or NULL:
  * "blk.<digits>.<name>" for a block's tensor. */
 const woolly_arch_tensor *woolly_arch_match(const woolly_arch *a, const char *name, int *layer);
+/* Whether a file with hyperparameters c holds tensor t (its `when`). */
+bool woolly_arch_tensor_applies(const woolly_arch_tensor *t, const woolly_config *c);
 /* The file's name of tensor t (of block `layer`) in buf. */
 const char *woolly_arch_tensor_name(const woolly_arch_tensor *t, int layer, char *buf, size_t n);
 /* Where tensor t (of block `layer`) is bound in w: a woolly_matrix or a const float *, by its kind. */

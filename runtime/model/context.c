@@ -61,6 +61,7 @@ static int alloc_state(woolly_context *c, woolly_error *err)
     const size_t q_dim = (size_t)p->n_head * p->head_dim, kv_dim = (size_t)p->n_head_kv * p->head_dim;
     const size_t n_ffn = nb < WOOLLY_FFN_TOKENS ? nb : WOOLLY_FFN_TOKENS;
     const size_t n_swa_rope = p->n_swa > 0 ? nb * (size_t)(p->n_rot / 2) : 0;
+    const size_t n_hidden = (size_t)(p->n_ff_exp > p->n_ff ? p->n_ff_exp : p->n_ff);
     woolly_run_state *s = &c->s;
     struct {
         float **ptr;
@@ -74,8 +75,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
         {&s->att, nb * q_dim},
         {&s->att_part, (size_t)c->attn_parts * q_dim},
         {&s->att_ml, (size_t)c->attn_parts * (size_t)p->n_head * 2},
-        {&s->hb, n_ffn * p->n_ff},
-        {&s->hb2, n_ffn * p->n_ff},
+        {&s->hb, n_ffn * n_hidden},
+        {&s->hb2, n_ffn * n_hidden},
         {&s->rope_cos, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_sin, nb * (size_t)(p->n_rot / 2)},
         {&s->rope_cos_swa, n_swa_rope},
@@ -90,6 +91,8 @@ static int alloc_state(woolly_context *c, woolly_error *err)
             return woolly_fail(
                 err, "out of memory for the run state (%zu floats); try a smaller --batch-size", bufs[i].n);
     }
+    if (woolly_moe_state_alloc(&s->moe, p, nb, n_ffn, err))
+        return -1;
     s->inv_freq = malloc(sizeof(double) * (size_t)(p->n_rot / 2));
     if (!s->inv_freq)
         return woolly_fail(err, "out of memory");
@@ -136,6 +139,7 @@ static void free_state(woolly_run_state *s)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->embd);
+    woolly_moe_state_free(&s->moe);
     free(s->inv_freq);
     free(s->inv_freq_swa);
     free(s->pack);

@@ -9,6 +9,7 @@
 #include "kv_cache.h"
 #include "matmul.h"
 #include "model.h"
+#include "moe.h"
 #include "small_ops.h"
 #include "threadpool.h"
 #include "woolly.h"
@@ -32,7 +33,8 @@ typedef struct woolly_run_state {
     float *att;                 /* [n][n_head * head_dim] attention output, heads concatenated */
     float *att_part;            /* [parts][n_head * head_dim] one token's partial attention outputs */
     float *att_ml;              /* [parts][n_head][2] their running maxima and sums */
-    float *hb, *hb2;            /* [min(n, WOOLLY_FFN_TOKENS)][n_ff] feed-forward hidden: gate, up */
+    float *hb, *hb2;            /* [min(n, WOOLLY_FFN_TOKENS)][max(n_ff, n_ff_exp)] feed-forward hidden:
+                                   gate, up (of the dense FFN or of one expert) */
     float *logits;              /* [n_logits_max][n_vocab] the tokens that asked for logits */
     float *embd;                /* [n][n_embd] final hidden states, normed (woolly_set_embeddings); NULL
                                    until first asked for */
@@ -46,6 +48,7 @@ typedef struct woolly_run_state {
     double rope_mscale_swa;
     void *pack;     /* packed activations, when a plan packs (non-F32 activations) */
     void *embd_row; /* one token embedding row in GGUF's format, when the matrix is repacked */
+    woolly_moe_state moe; /* the mixture of experts' routing and sums (moe.h); empty without experts */
 } woolly_run_state;
 
 struct woolly_context {

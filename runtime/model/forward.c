@@ -15,6 +15,9 @@
  *       h = rmsnorm(x) * ffn_norm
  *       f = (act(h Wgate) * (h Wup)) Wdown                   (act: SiLU, or GELU (tanh form) for gemma3;
  *                                                             phi3: Wgate, Wup are views of one ffn_up)
+ *         or f = sum over h's top-k experts e of w_e * (silu(h Wgate_e) * (h Wup_e)) Wdown_e
+ *                                                            (a mixture of experts: qwen3moe, granitemoe,
+ *                                                             llama with expert_count; moe.c)
  *       [f = rmsnorm(f) * ffn_post_norm]                     (gemma3)
  *       x += residual_scale * f
  *   logits = (rmsnorm(x) * output_norm) Wout / logit_scale
@@ -40,11 +43,11 @@
 
 /* The optional steps (arch.h) woolly_forward does not run yet. A step is written in its place in
  * woolly_forward, then struck from this list; until then, a model whose table needs it is refused at
- * load. */
+ * load. (Every step runs now.) */
 bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
 {
-    const woolly_arch_steps *s = &a->steps;
-    const char *lacks = s->moe_ffn ? "a mixture-of-experts FFN" : NULL;
+    (void)a;
+    const char *lacks = NULL;
     if (lacks)
         snprintf(why, n, "%s", lacks);
     return !lacks;
@@ -299,9 +302,14 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
             rmsnorm(c, s->xb, s->xb, L->attn_post_norm, n, d, p->rms_eps);
         residual_add(s->x, s->xb, (size_t)n * d, p->residual_scale);
 
-        /* Feed-forward. */
+        /* Feed-forward: dense, or a mixture of experts (moe.c). */
         rmsnorm(c, s->xb, s->x, L->ffn_norm, n, d, p->rms_eps);
-        feed_forward(c, L, n);
+        if (p->n_expert > 0) {
+            woolly_moe_ffn(c, L, n);
+            residual_add(s->x, s->xb, (size_t)n * d, p->residual_scale);
+        } else {
+            feed_forward(c, L, n);
+        }
     }
 
     /* The final hidden states, when asked for (embeddings): every token's, normed as for the logits. */

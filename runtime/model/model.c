@@ -110,6 +110,23 @@ static int bind_parts(woolly_model *m, const woolly_arch_tensor *t, const gguf_t
     return 0;
 }
 
+/* A mixture of experts' 3-D tensor: bound whole (its shape and type checked as a matrix of n_expert *
+ * rows rows), then each expert as a view of its rows in *experts, which moves past them. */
+static int bind_experts(woolly_model *m, const woolly_arch_tensor *t, const gguf_tensor *gt,
+                        woolly_experts *out, woolly_matrix **experts, woolly_error *err)
+{
+    if (bind_matrix(m, t, gt, &out->all, err))
+        return -1;
+    const int64_t n = woolly_dim_value(&t->ne[2], &m->cfg), rows = out->all.rows / n;
+    const size_t rb = woolly_row_bytes(out->all.type, out->all.cols);
+    out->each = *experts;
+    for (int64_t e = 0; e < n; e++)
+        out->each[e] = woolly_matrix_rows((const char *)out->all.data + (size_t)(e * rows) * rb, out->all.type,
+                                          rows, out->all.cols, gt->name);
+    *experts += n;
+    return 0;
+}
+
 /* The token embedding: its rows are the vocabulary (the key vocab_size, if present, must agree), read
  * one at a time, so any type we can dequantize a row of. */
 static int bind_embedding(woolly_model *m, const woolly_arch_tensor *t, const gguf_tensor *gt,
@@ -141,7 +158,7 @@ static int bind_embedding(woolly_model *m, const woolly_arch_tensor *t, const gg
  * which moves past them. An absent optional tensor leaves its slot empty, or binds the tensor it is
  * tied to in its place. */
 static int bind_tensor(woolly_model *m, const woolly_arch_tensor *t, int layer, float **spare,
-                       woolly_error *err)
+                       woolly_matrix **experts, woolly_error *err)
 {
     char name[96];
     woolly_arch_tensor_name(t, layer, name, sizeof name);
@@ -172,7 +189,7 @@ static int bind_tensor(woolly_model *m, const woolly_arch_tensor *t, int layer, 
     case WOOLLY_TENSOR_MATRIX:
         return t->n_parts ? bind_parts(m, t, gt, layer, err) : bind_matrix(m, t, gt, slot, err);
     case WOOLLY_TENSOR_EXPERTS:
-        return bind_matrix(m, t, gt, slot, err);
+        return bind_experts(m, t, gt, slot, experts, err);
     }
     return woolly_fail(err, "%s: tensor '%s' is of an unknown kind", m->label, name);
 }
@@ -187,11 +204,17 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     for (uint64_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];
         int layer;
-        if (!woolly_arch_match(a, t->name, &layer))
+        const woolly_arch_tensor *at = woolly_arch_match(a, t->name, &layer);
+        if (!at)
             return woolly_fail(err,
                                "%s: tensor '%s' is not part of the %s architecture as supported (a bias or "
                                "a variant this engine does not compute)",
                                m->label, t->name, m->arch_name);
+        if (!woolly_arch_tensor_applies(at, c))
+            return woolly_fail(err, "%s: tensor '%s' is not part of a %s model with '%s.expert_count' = %d (%s)",
+                               m->label, t->name, m->arch_name, m->arch_name, c->n_expert,
+                               at->when == WOOLLY_WHEN_EXPERTS ? "experts need expert_count > 0"
+                                                               : "the experts replace the dense FFN");
         if (layer >= c->n_layer)
             return woolly_fail(err, "%s: tensor '%s' belongs to a block beyond block_count %d", m->label,
                                t->name, c->n_layer);
@@ -204,31 +227,39 @@ static int bind_weights(woolly_model *m, woolly_error *err)
     float *none = NULL;
     for (int i = 0; i < n_tensors; i++) {
         const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-        if (t->kind == WOOLLY_TENSOR_EMBEDDING && bind_tensor(m, t, -1, &none, err))
+        if (t->kind == WOOLLY_TENSOR_EMBEDDING && bind_tensor(m, t, -1, &none, NULL, err))
             return -1;
     }
 
-    size_t n_floats = 0; /* of the vectors, converted or copied */
+    size_t n_floats = 0, n_experts = 0; /* of the vectors, converted or copied; of the experts' views */
     for (int i = 0; i < n_tensors; i++) {
         const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+        const size_t copies = t->per_block ? (size_t)c->n_layer : 1;
+        if (!woolly_arch_tensor_applies(t, c))
+            continue;
         if (t->kind == WOOLLY_TENSOR_VECTOR)
-            n_floats += (size_t)woolly_dim_value(&t->ne[0], c) * (t->per_block ? (size_t)c->n_layer : 1);
+            n_floats += (size_t)woolly_dim_value(&t->ne[0], c) * copies;
+        if (t->kind == WOOLLY_TENSOR_EXPERTS)
+            n_experts += (size_t)woolly_dim_value(&t->ne[2], c) * copies;
     }
     m->owned = malloc(sizeof(float) * (n_floats ? n_floats : 1));
     m->w.layers = calloc((size_t)c->n_layer, sizeof *m->w.layers);
-    if (!m->owned || !m->w.layers)
+    m->expert_mats = calloc(n_experts ? n_experts : 1, sizeof *m->expert_mats);
+    if (!m->owned || !m->w.layers || !m->expert_mats)
         return woolly_fail(err, "%s: out of memory for %d layers", m->label, c->n_layer);
 
     float *spare = m->owned;
+    woolly_matrix *experts = m->expert_mats;
     for (int i = 0; i < n_tensors; i++) {
         const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-        if (!t->per_block && t->kind != WOOLLY_TENSOR_EMBEDDING && bind_tensor(m, t, -1, &spare, err))
+        if (!t->per_block && t->kind != WOOLLY_TENSOR_EMBEDDING && woolly_arch_tensor_applies(t, c) &&
+            bind_tensor(m, t, -1, &spare, &experts, err))
             return -1;
     }
     for (int l = 0; l < c->n_layer; l++)
         for (int i = 0; i < n_tensors; i++) {
             const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-            if (t->per_block && bind_tensor(m, t, l, &spare, err))
+            if (t->per_block && woolly_arch_tensor_applies(t, c) && bind_tensor(m, t, l, &spare, &experts, err))
                 return -1;
         }
     return 0;
@@ -324,6 +355,7 @@ void woolly_model_close(woolly_model *m)
     free(m->chat_template);
     free(m->w.layers);
     free(m->owned);
+    free(m->expert_mats);
     free(m->mats);
     free(m->path);
     woolly_model_release_repacked(m);

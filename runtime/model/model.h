@@ -52,6 +52,8 @@ typedef struct woolly_config {
     float logit_scale;     /* divides the logits */
     float logit_softcap;   /* logits = cap * tanh(logits / cap) (gemma3's final_logit_softcapping); 0: none */
     int32_t n_expert;      /* experts of a mixture-of-experts FFN; 0 without one */
+    int32_t n_expert_used; /* experts each token is routed to (top-k); 0 without experts */
+    int32_t n_ff_exp;      /* hidden width of each expert: expert_feed_forward_length, else n_ff */
     /* Sliding-window attention: a sliding layer's token sees itself and the n_swa - 1 positions before
      * it. 0: no layer slides. swa_pattern 0: every layer slides (Mistral); else layer l is global when
      * l % swa_pattern == swa_pattern - 1 (Gemma 3: every 6th). */
@@ -66,6 +68,14 @@ static inline int32_t woolly_layer_window(const woolly_config *p, int32_t l)
         return 0;
     return p->swa_pattern > 0 && l % p->swa_pattern == p->swa_pattern - 1 ? 0 : p->n_swa;
 }
+
+/* A mixture of experts' 3-D tensor: n_expert matrices one after the other in the file, each bound as a
+ * matrix of its own (a view of its rows), so that each is repacked, planned and multiplied like any
+ * other matrix (model_repack.c, moe.c). */
+typedef struct woolly_experts {
+    woolly_matrix all;   /* the file's tensor as n_expert * rows rows: its type and shape (never multiplied) */
+    woolly_matrix *each; /* [n_expert] expert e's rows [e * rows, (e + 1) * rows) */
+} woolly_experts;
 
 /* Optional fields are NULL where the architecture or the file has none. */
 typedef struct woolly_layer {
@@ -82,6 +92,11 @@ typedef struct woolly_layer {
     woolly_matrix w_up;           /* [n_ff][n_embd] */
     woolly_matrix w_down;         /* [n_embd][n_ff] */
     const float *ffn_post_norm;   /* [n_embd] RMSNorm of the FFN's output (gemma3) */
+    /* A mixture-of-experts FFN in place of w_gate, w_up, w_down (n_expert > 0). */
+    woolly_matrix router;      /* [n_expert][n_embd] ffn_gate_inp: each expert's router logit */
+    woolly_experts gate_exps;  /* [n_expert] x [n_ff_exp][n_embd] */
+    woolly_experts up_exps;    /* [n_expert] x [n_ff_exp][n_embd] */
+    woolly_experts down_exps;  /* [n_expert] x [n_embd][n_ff_exp] */
 } woolly_layer;
 
 typedef struct woolly_weights {
@@ -106,6 +121,7 @@ struct woolly_model {
     woolly_error tok_err;
     char *chat_template; /* tokenizer.chat_template (NUL-terminated copy) or NULL */
     float *owned;        /* norm vectors converted to F32 when not stored as F32 */
+    woolly_matrix *expert_mats; /* every woolly_experts' `each`, in one allocation */
 
     /* Every matrix the forward pass multiplies by (layers' then the output), each once; a matrix's
      * index here is its `id`, which contexts key their per-matrix plans by. */

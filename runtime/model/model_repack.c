@@ -49,20 +49,32 @@ int woolly_model_pick_layouts(woolly_model *m, woolly_error *err)
     size_t cap = 0;
     for (int32_t i = 0; i < n_tensors; i++) {
         const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
+        const size_t copies = t->per_block ? (size_t)n_layer : 1;
         if (t->kind == WOOLLY_TENSOR_MATRIX)
-            cap += (size_t)woolly_arch_n_matrices(t) * (t->per_block ? (size_t)n_layer : 1);
+            cap += (size_t)woolly_arch_n_matrices(t) * copies;
+        if (t->kind == WOOLLY_TENSOR_EXPERTS)
+            cap += (size_t)woolly_dim_value(&t->ne[2], &m->cfg) * copies;
     }
     m->mats = calloc(cap ? cap : 1, sizeof *m->mats);
     if (!m->mats)
         return woolly_fail(err, "%s: out of memory", m->label);
-    /* The layers' matrices layer by layer, each in table order (a fused tensor's parts in theirs), then
+    /* The layers' matrices layer by layer, each in table order (a fused tensor's parts in theirs, an
+     * experts tensor's experts in theirs: each expert a matrix with a layout and a plan of its own), then
      * the global ones (the output): the order the contexts' plans and the repack cache's key index them
      * by. */
     for (int32_t k = 0; k <= n_layer; k++)
         for (int32_t i = 0; i < n_tensors; i++) {
             const int32_t layer = k < n_layer ? k : -1; /* the layers', then the global ones */
             const woolly_arch_tensor *t = woolly_arch_tensor_at(a, i);
-            if (t->kind != WOOLLY_TENSOR_MATRIX || t->per_block != (layer >= 0))
+            if (t->per_block != (layer >= 0))
+                continue;
+            if (t->kind == WOOLLY_TENSOR_EXPERTS) {
+                const woolly_experts *x = woolly_arch_slot(&m->w, t, layer);
+                for (int64_t e = 0; x->each && e < woolly_dim_value(&t->ne[2], &m->cfg); e++)
+                    m->mats[m->n_mats++] = &x->each[e];
+                continue;
+            }
+            if (t->kind != WOOLLY_TENSOR_MATRIX)
                 continue;
             for (int j = 0; j < woolly_arch_n_matrices(t); j++) {
                 woolly_matrix *w = woolly_arch_matrix(&m->w, t, layer, j);

@@ -31,6 +31,10 @@ static const woolly_arch_key LLAMA_KEYS[] = {
      * config has a 4096 window, runs there with full attention): a file that gives a window is run with it,
      * as the model was trained; 0 or absent: none. */
     {INT_KEY("attention.sliding_window", n_swa), .lo = 0, .hi = BIG},
+    /* Mixtral's layout: expert_count > 0 puts a mixture of experts (each as wide as feed_forward_length)
+     * in place of every layer's dense FFN; absent or 0, the file is dense. */
+    {INT_KEY("expert_count", n_expert), .lo = 0, .hi = WOOLLY_MAX_EXPERTS},
+    {INT_KEY("expert_used_count", n_expert_used), .lo = 0, .hi = WOOLLY_MAX_EXPERTS},
 };
 
 #define GLOBAL(f) .slot = (uint16_t)offsetof(woolly_weights, f)
@@ -61,11 +65,26 @@ static const woolly_arch_tensor TENSORS[] = {
      .ne = {WOOLLY_DIM2(n_head, head_dim), WOOLLY_DIM(n_embd)}, .classes = WOOLLY_CLASSES_ALL},
     {"ffn_norm.weight", BLOCK(ffn_norm), .kind = WOOLLY_TENSOR_VECTOR, .ne = {WOOLLY_DIM(n_embd)}},
     {"ffn_gate.weight", BLOCK(w_gate), .kind = WOOLLY_TENSOR_MATRIX,
-     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff)}, .classes = WOOLLY_CLASSES_ALL},
+     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff)}, .classes = WOOLLY_CLASSES_ALL, .when = WOOLLY_WHEN_DENSE},
     {"ffn_up.weight", BLOCK(w_up), .kind = WOOLLY_TENSOR_MATRIX, .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff)},
-     .classes = WOOLLY_CLASSES_ALL},
+     .classes = WOOLLY_CLASSES_ALL, .when = WOOLLY_WHEN_DENSE},
     {"ffn_down.weight", BLOCK(w_down), .kind = WOOLLY_TENSOR_MATRIX,
-     .ne = {WOOLLY_DIM(n_ff), WOOLLY_DIM(n_embd)}, .classes = WOOLLY_CLASSES_ALL},
+     .ne = {WOOLLY_DIM(n_ff), WOOLLY_DIM(n_embd)}, .classes = WOOLLY_CLASSES_ALL, .when = WOOLLY_WHEN_DENSE},
+    /* A mixture of experts (moe.c), in a file whose expert_count is > 0: the router, then each expert's
+     * SwiGLU matrices, n_expert of each in one 3-D tensor. Each expert multiplies the few tokens routed
+     * to it (one, decoding), so the small classes are the ones that count. */
+    {"ffn_gate_inp.weight", BLOCK(router), .kind = WOOLLY_TENSOR_MATRIX,
+     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_expert)}, .classes = WOOLLY_CLASSES_ALL,
+     .when = WOOLLY_WHEN_EXPERTS},
+    {"ffn_gate_exps.weight", BLOCK(gate_exps), .kind = WOOLLY_TENSOR_EXPERTS,
+     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff_exp), WOOLLY_DIM(n_expert)}, .classes = WOOLLY_CLASSES_ALL,
+     .when = WOOLLY_WHEN_EXPERTS},
+    {"ffn_up_exps.weight", BLOCK(up_exps), .kind = WOOLLY_TENSOR_EXPERTS,
+     .ne = {WOOLLY_DIM(n_embd), WOOLLY_DIM(n_ff_exp), WOOLLY_DIM(n_expert)}, .classes = WOOLLY_CLASSES_ALL,
+     .when = WOOLLY_WHEN_EXPERTS},
+    {"ffn_down_exps.weight", BLOCK(down_exps), .kind = WOOLLY_TENSOR_EXPERTS,
+     .ne = {WOOLLY_DIM(n_ff_exp), WOOLLY_DIM(n_embd), WOOLLY_DIM(n_expert)}, .classes = WOOLLY_CLASSES_ALL,
+     .when = WOOLLY_WHEN_EXPERTS},
 };
 
 /* Keys only: not an architecture of the registry. */

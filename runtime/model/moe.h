@@ -1,0 +1,40 @@
+/* A mixture-of-experts feed-forward (moe.c): the router, each token's top-k experts, and each chosen
+ * expert's SwiGLU over the tokens routed to it, their outputs summed with the routing weights. */
+#ifndef WOOLLY_MOE_H
+#define WOOLLY_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "model.h"
+
+struct woolly_context;
+
+/* A context's buffers for the step (allocated once with the context; all NULL for a dense model).
+ * "[n]": one row per token of a batch of up to n_batch. */
+typedef struct woolly_moe_state {
+    float *logits;   /* [n][n_expert] the router's logits */
+    int32_t *chosen; /* [n][k] each token's experts, the most probable first */
+    float *weight;   /* [n][k] their weights, summing to 1 */
+    int32_t *start;  /* [n_expert + 1] where each expert's pairs begin in token/pair_w */
+    int32_t *token;  /* [n * k] the (token, expert) pairs grouped by expert, tokens in batch order */
+    float *pair_w;   /* [n * k] the pair's weight */
+    float *in;       /* [WOOLLY_FFN_TOKENS][n_embd] an expert's tokens' inputs, gathered */
+    float *out;      /* [WOOLLY_FFN_TOKENS][n_embd] its outputs for them */
+    float *sum;      /* [n][n_embd] the weighted sum of each token's experts */
+} woolly_moe_state;
+
+int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
+                           woolly_error *err);
+void woolly_moe_state_free(woolly_moe_state *s);
+
+/* Each token's experts and weights from its router logits (n_expert of them): softmax over all experts,
+ * the k most probable (a tie goes to the lower index), their probabilities renormalized to sum 1. */
+void woolly_moe_route(const float *logits, int32_t n_expert, int32_t k, int32_t *chosen, float *weight);
+
+/* The FFN of layer L on the n normalized rows of c->s.xb: the mixture's output replaces them (the
+ * caller adds it to the residual stream). */
+void woolly_moe_ffn(struct woolly_context *c, const woolly_layer *L, int32_t n);
+
+#endif
