@@ -6,11 +6,11 @@
 
 #include "grammar_impl.h"
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
+bool grammar_grow(void **p, uint32_t *cap, uint32_t need, size_t size, uint32_t first)
 {
     if (need <= *cap)
         return true;
-    uint32_t c = *cap ? *cap * 2 : 8;
+    uint32_t c = *cap ? *cap * 2 : first;
     while (c < need)
         c *= 2;
     void *q = realloc(*p, (size_t)c * size);
@@ -19,6 +19,11 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
     *p = q;
     *cap = c;
     return true;
+}
+
+static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
+{
+    return grammar_grow(p, cap, need, size, 8);
 }
 
 void gb_init(gbuilder *b)

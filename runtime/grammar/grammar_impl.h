@@ -50,6 +50,10 @@ static inline bool gclass_matches(const woolly_grammar *g, uint32_t cls, uint32_
 /* Whether the class matches some code point in [lo, hi]. */
 bool gclass_intersects(const woolly_grammar *g, uint32_t cls, uint32_t lo, uint32_t hi);
 
+/* Grows the array *p of *cap elements of `size` bytes to hold at least `need` (doubling, from `first`);
+ * false when out of memory, *p and *cap then unchanged. */
+bool grammar_grow(void **p, uint32_t *cap, uint32_t need, size_t size, uint32_t first);
+
 /* ---- builder ---- */
 typedef struct gb_seq {
     uint32_t *e;

@@ -55,17 +55,7 @@ struct woolly_gmatch {
 
 static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
 {
-    if (need <= *cap)
-        return true;
-    uint32_t c = *cap ? *cap * 2 : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * size);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = c;
-    return true;
+    return grammar_grow(p, cap, need, size, 64);
 }
 
 static inline uint32_t mix(uint32_t h, uint32_t v)
