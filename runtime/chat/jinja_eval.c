@@ -558,35 +558,13 @@ static jv eval(jstate *s, jframe *f, const jnode *n)
 
 /* ---- statements ---- */
 
-/* The items a for loop walks: a list's items, a dict's keys, a string's characters. */
-static jlist *iterable(jstate *s, int line, jv v)
+/* The items a for loop walks (jv_items). */
+static const jlist *iterable(jstate *s, int line, jv v)
 {
-    switch (v.t) {
-    case JV_LIST:
-        return v.l;
-    case JV_DICT: {
-        jlist *l = jv_list(s->a).l;
-        for (size_t i = 0; i < v.d->n; i++)
-            jlist_push(s->a, l, v.d->k[i]);
-        return l;
-    }
-    case JV_STR: {
-        jlist *l = jv_list(s->a).l;
-        for (size_t i = 0; i < v.s->len;) {
-            size_t e = i + 1;
-            while (e < v.s->len && ((unsigned char)v.s->p[e] & 0xc0) == 0x80)
-                e++;
-            jlist_push(s->a, l, jv_str(s->a, v.s->p + i, e - i));
-            i = e;
-        }
-        return l;
-    }
-    case JV_UNDEF:
-    case JV_NONE:
-        return jv_list(s->a).l;
-    default:
+    const jlist *l = jv_items(s->a, v);
+    if (!l)
         jthrow(s->err, line, "a %s is not iterable", jv_type_name(v));
-    }
+    return l;
 }
 
 static void bind_targets(jstate *s, jframe *f, const jnode *n, jv v)

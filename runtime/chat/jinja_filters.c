@@ -26,28 +26,10 @@ static jstr *want_str(jstate *s, int line, const char *what, jv v)
 
 static const jlist *want_seq(jstate *s, int line, const char *what, jv v)
 {
-    if (v.t == JV_LIST)
-        return v.l;
-    if (v.t == JV_DICT) { /* a dict as a sequence is its keys */
-        jlist *l = jv_list(s->a).l;
-        for (size_t i = 0; i < v.d->n; i++)
-            jlist_push(s->a, l, v.d->k[i]);
-        return l;
-    }
-    if (v.t == JV_STR) {
-        jlist *l = jv_list(s->a).l;
-        for (size_t i = 0; i < v.s->len;) {
-            size_t e = i + 1;
-            while (e < v.s->len && ((unsigned char)v.s->p[e] & 0xc0) == 0x80)
-                e++;
-            jlist_push(s->a, l, jv_str(s->a, v.s->p + i, e - i));
-            i = e;
-        }
-        return l;
-    }
-    if (v.t == JV_UNDEF || v.t == JV_NONE)
-        return jv_list(s->a).l;
-    jthrow(s->err, line, "%s: a %s is not a sequence", what, jv_type_name(v));
+    const jlist *l = jv_items(s->a, v); /* a dict as a sequence is its keys */
+    if (!l)
+        jthrow(s->err, line, "%s: a %s is not a sequence", what, jv_type_name(v));
+    return l;
 }
 
 /* The attribute `attr` of an item, with dotted paths ("function.name") as Jinja2 resolves them. */

@@ -108,6 +108,9 @@ bool jv_truthy(jv v);
 bool jv_equal(jv a, jv b);
 int jv_compare(jerr *e, int line, jv a, jv b); /* <0, 0, >0; throws for values without an order */
 const char *jv_type_name(jv v);
+/* The items a loop or a sequence filter walks: a list's items, a dict's keys, a string's characters
+ * (UTF-8 sequences), none for undefined and none; NULL for a value that is not iterable. */
+const jlist *jv_items(jarena *a, jv v);
 
 /* Growable text in the arena. */
 typedef struct jbuf {

@@ -234,6 +234,36 @@ int jv_compare(jerr *e, int line, jv a, jv b)
     jthrow(e, line, "cannot compare %s with %s", jv_type_name(a), jv_type_name(b));
 }
 
+const jlist *jv_items(jarena *a, jv v)
+{
+    switch (v.t) {
+    case JV_LIST:
+        return v.l;
+    case JV_DICT: {
+        jlist *l = jv_list(a).l;
+        for (size_t i = 0; i < v.d->n; i++)
+            jlist_push(a, l, v.d->k[i]);
+        return l;
+    }
+    case JV_STR: {
+        jlist *l = jv_list(a).l;
+        for (size_t i = 0; i < v.s->len;) {
+            size_t e = i + 1;
+            while (e < v.s->len && ((unsigned char)v.s->p[e] & 0xc0) == 0x80)
+                e++;
+            jlist_push(a, l, jv_str(a, v.s->p + i, e - i));
+            i = e;
+        }
+        return l;
+    }
+    case JV_UNDEF:
+    case JV_NONE:
+        return jv_list(a).l;
+    default:
+        return NULL;
+    }
+}
+
 const char *jv_type_name(jv v)
 {
     static const char *const names[] = {"undefined", "none", "boolean", "integer",  "float",
