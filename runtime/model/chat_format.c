@@ -117,7 +117,7 @@ static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
         }
         put_str(&t, "]");
     }
-    put(&t, ", \"add_generation_prompt\": ", 28);
+    put_str(&t, ", \"add_generation_prompt\": ");
     put(&t, add_assistant ? "true" : "false", add_assistant ? 4 : 5);
     put(&t, ", \"bos_token\": ", 15);
     put_json_str(&t, f->bos ? f->bos : "");
