@@ -142,6 +142,7 @@ long woolly_chat_format_render(const woolly_chat_format *f, const woolly_chat_ms
  * its family's tool syntax (chat_tools.c). */
 long woolly_chat_format_render_tools(const woolly_chat_format *f, const woolly_chat_msg *msgs,
                                      const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
-                                     size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap);
+                                     size_t n_tools, bool add_assistant, char **out, char *err,
+                                     size_t err_cap);
 
 #endif

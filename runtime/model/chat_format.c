@@ -85,8 +85,9 @@ static void put_tool_calls(text *t, const woolly_chat_msg_tools *m)
 
 /* The variables Hugging Face gives a chat template: messages (with their tool_calls, tool_call_id and
  * name when given), tools (when given), add_generation_prompt, bos_token, eos_token. */
-static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m, const woolly_chat_msg_tools *parts,
-                          size_t n, const char *const *tools, size_t n_tools, bool add_assistant)
+static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
+                          const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                          size_t n_tools, bool add_assistant)
 {
     text t = {0};
     put(&t, "{\"messages\": [", 14);
@@ -131,9 +132,9 @@ static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
     return t.p;
 }
 
-static long render_jinja(const woolly_chat_format *f, const woolly_chat_msg *m, const woolly_chat_msg_tools *parts,
-                         size_t n, const char *const *tools, size_t n_tools, bool add_assistant, char **out,
-                         char *err, size_t err_cap)
+static long render_jinja(const woolly_chat_format *f, const woolly_chat_msg *m,
+                         const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                         size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap)
 {
     char *ctx = context_json(f, m, parts, n, tools, n_tools, add_assistant);
     if (!ctx) {
@@ -169,9 +170,9 @@ static long render_plain_turns(enum woolly_chat_family fam, const woolly_chat_ms
     return len;
 }
 
-static long render_builtin(enum woolly_chat_family fam, const woolly_chat_msg *m, const woolly_chat_msg_tools *parts,
-                           size_t n, const char *const *tools, size_t n_tools, bool add_assistant, char **out,
-                           char *err, size_t err_cap)
+static long render_builtin(enum woolly_chat_family fam, const woolly_chat_msg *m,
+                           const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                           size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap)
 {
     *out = NULL;
     if (!n_tools && !woolly_chat_has_tool_parts(m, parts, n))
@@ -203,7 +204,8 @@ long woolly_chat_format_render(const woolly_chat_format *f, const woolly_chat_ms
 
 long woolly_chat_format_render_tools(const woolly_chat_format *f, const woolly_chat_msg *m,
                                      const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
-                                     size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap)
+                                     size_t n_tools, bool add_assistant, char **out, char *err,
+                                     size_t err_cap)
 {
     *out = NULL;
     if (!f->jinja)

@@ -120,9 +120,10 @@ static void add_tools_text(str *s, enum woolly_chat_tool_syntax syn, const char 
     }
     switch (syn) {
     case WOOLLY_TOOLS_HERMES:
-        adds(s, "\n</tools>\n\nTo call a function, answer with its name and its arguments as a JSON object "
-                "within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
-                "<arguments object>}\n</tool_call>");
+        adds(s,
+             "\n</tools>\n\nTo call a function, answer with its name and its arguments as a JSON object "
+             "within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
+             "<arguments object>}\n</tool_call>");
         break;
     case WOOLLY_TOOLS_LLAMA3:
         adds(s, "\n\nTo call a function, answer with nothing but the JSON object {\"name\": <function name>, "
@@ -203,8 +204,9 @@ static const char *keep(woolly_chat_lowered *l, str *s)
     return p;
 }
 
-int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m, const woolly_chat_msg_tools *parts,
-                            size_t n, const char *const *tools, size_t n_tools, woolly_chat_lowered *out)
+int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m,
+                            const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                            size_t n_tools, woolly_chat_lowered *out)
 {
     *out = (woolly_chat_lowered){0};
     const enum woolly_chat_tool_syntax syn = woolly_chat_tool_syntax_of(f);

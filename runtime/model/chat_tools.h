@@ -22,8 +22,9 @@ typedef struct woolly_chat_lowered {
 } woolly_chat_lowered;
 
 /* Lowers m[0 .. n) with tools[0 .. n_tools) (JSON texts) for family f. 0, or -1 when out of memory. */
-int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m, const woolly_chat_msg_tools *parts,
-                            size_t n, const char *const *tools, size_t n_tools, woolly_chat_lowered *out);
+int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m,
+                            const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                            size_t n_tools, woolly_chat_lowered *out);
 void woolly_chat_lowered_free(woolly_chat_lowered *l);
 
 #endif

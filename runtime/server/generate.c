@@ -266,10 +266,12 @@ static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
         srv_job *j = g->j[i];
         size_t offset = 0, content_end = 0;
         json_t *lp = logprobs_json(app, g, j, 0, j->n_lp, &offset);
-        json_t *calls = g->tools ? srv_tool_calls_parse(g->syntax, j->text.p, j->text.len, &content_end) : NULL;
-        json_array_append_new(choices, calls ? srv_oai_choice_calls(i, j->text.p, content_end, calls, "tool_calls", lp)
-                                             : srv_oai_choice(g->kind, i, j->text.p, j->text.len,
-                                                              srv_finish_name(j->finish), lp));
+        json_t *calls =
+            g->tools ? srv_tool_calls_parse(g->syntax, j->text.p, j->text.len, &content_end) : NULL;
+        json_array_append_new(
+            choices,
+            calls ? srv_oai_choice_calls(i, j->text.p, content_end, calls, "tool_calls", lp)
+                  : srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish), lp));
     }
     srv_respond_json(r, 200, srv_oai_response(&head, choices, jobs_usage(g)), NULL, NULL);
 }
@@ -317,17 +319,20 @@ static int held_events(gen_stream *g, int c, srv_job *j, srv_buf *out)
     const size_t to = calls ? content_end : j->text.len;
     int rc = 0;
     if (to > from || (!calls && lp)) {
-        rc = add_chunk(out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, g->include_usage), c, lp);
+        rc = add_chunk(
+            out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, g->include_usage), c, lp);
         lp = NULL;
     }
     for (size_t k = 0; !rc && k < json_array_size(calls); k++) {
         const json_t *call = json_array_get(calls, k);
         const char *args = json_string_value(json_object_get(json_object_get(call, "function"), "arguments"));
-        rc = add_chunk(out, srv_oai_chunk_call(&g->head, (int)k, call, true, NULL, 0, g->include_usage), c, lp);
+        rc = add_chunk(out, srv_oai_chunk_call(&g->head, (int)k, call, true, NULL, 0, g->include_usage), c,
+                       lp);
         lp = NULL;
         if (!rc)
-            rc = add_chunk(out, srv_oai_chunk_call(&g->head, (int)k, call, false, args, strlen(args), g->include_usage),
-                           c, NULL);
+            rc = add_chunk(
+                out, srv_oai_chunk_call(&g->head, (int)k, call, false, args, strlen(args), g->include_usage),
+                c, NULL);
     }
     json_decref(lp);
     const bool called = calls != NULL;
@@ -344,8 +349,8 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
     const bool usage_null = g->include_usage;
     int rc = 0;
     pthread_mutex_lock(&j->lock);
-    const size_t content = g->jobs.tools ? srv_tool_calls_content_prefix(g->jobs.syntax, j->text.p, j->text.len)
-                                         : j->text.len;
+    const size_t content =
+        g->jobs.tools ? srv_tool_calls_content_prefix(g->jobs.syntax, j->text.p, j->text.len) : j->text.len;
     for (; g->sent[c] < j->n_pieces && !rc && j->piece_end[g->sent[c]] <= content; g->sent[c]++) {
         const int32_t k = g->sent[c];
         const size_t from = k ? j->piece_end[k - 1] : 0, to = j->piece_end[k];
@@ -379,9 +384,10 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
     }
     g->closed[c] = true;
     const char *empty = g->head.kind == SRV_GEN_CHAT ? NULL : "";
-    return add_chunk(out, srv_oai_chunk(&g->head, false, empty, 0, called ? "tool_calls" : srv_finish_name(finish),
-                                        usage_null),
-                     c, NULL);
+    return add_chunk(
+        out,
+        srv_oai_chunk(&g->head, false, empty, 0, called ? "tool_calls" : srv_finish_name(finish), usage_null),
+        c, NULL);
 }
 
 static int stream_next(void *ud, srv_stream *s, srv_buf *out)

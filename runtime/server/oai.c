@@ -69,14 +69,14 @@ json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size
                                             index, "logprobs", logprobs, "finish_reason", finish);
 }
 
-json_t *srv_oai_choice_calls(int index, const char *content, size_t len, json_t *tool_calls, const char *finish,
-                             json_t *logprobs)
+json_t *srv_oai_choice_calls(int index, const char *content, size_t len, json_t *tool_calls,
+                             const char *finish, json_t *logprobs)
 {
     if (!logprobs)
         logprobs = json_null();
-    return json_pack("{s:i, s:{s:s, s:o, s:n, s:o}, s:o, s:s?}", "index", index, "message", "role", "assistant",
-                     "content", content && len ? text_value(content, len) : json_null(), "refusal", "tool_calls",
-                     tool_calls, "logprobs", logprobs, "finish_reason", finish);
+    return json_pack("{s:i, s:{s:s, s:o, s:n, s:o}, s:o, s:s?}", "index", index, "message", "role",
+                     "assistant", "content", content && len ? text_value(content, len) : json_null(),
+                     "refusal", "tool_calls", tool_calls, "logprobs", logprobs, "finish_reason", finish);
 }
 
 json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage)
@@ -121,12 +121,13 @@ json_t *srv_oai_chunk_call(const srv_oai_head *h, int k, const json_t *call, boo
 {
     json_t *o = object_head(h, "chat.completion.chunk");
     const json_t *f = json_object_get(call, "function");
-    json_t *part = first ? json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", k, "id", json_object_get(call, "id"),
-                                     "type", "function", "function", "name", json_object_get(f, "name"),
-                                     "arguments", "")
-                         : json_pack("{s:i, s:{s:o}}", "index", k, "function", "arguments", text_value(args, len));
-    json_object_set_new(o, "choices", json_pack("[{s:i, s:{s:[o]}, s:n, s:n}]", "index", 0, "delta", "tool_calls",
-                                                part, "logprobs", "finish_reason"));
+    json_t *part =
+        first ? json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", k, "id", json_object_get(call, "id"),
+                          "type", "function", "function", "name", json_object_get(f, "name"), "arguments", "")
+              : json_pack("{s:i, s:{s:o}}", "index", k, "function", "arguments", text_value(args, len));
+    json_object_set_new(o, "choices",
+                        json_pack("[{s:i, s:{s:[o]}, s:n, s:n}]", "index", 0, "delta", "tool_calls", part,
+                                  "logprobs", "finish_reason"));
     if (usage_null)
         json_object_set_new(o, "usage", json_null());
     return o;

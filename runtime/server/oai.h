@@ -30,8 +30,8 @@ json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size
                        json_t *logprobs);
 /* A chat choice whose message calls tools: content the text before the calls (NULL or empty: null),
  * tool_calls (taken) as srv_tool_calls_parse gives them. */
-json_t *srv_oai_choice_calls(int index, const char *content, size_t len, json_t *tool_calls, const char *finish,
-                             json_t *logprobs);
+json_t *srv_oai_choice_calls(int index, const char *content, size_t len, json_t *tool_calls,
+                             const char *finish, json_t *logprobs);
 /* The whole response with its choices and usage (both taken). */
 json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage);
 /* The whole response of one choice without logprobs (takes usage). text must be UTF-8. */

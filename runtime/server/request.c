@@ -278,8 +278,9 @@ static int parse_tools(const json_t *body, const srv_gen_rules *rules, srv_gen_r
         return 0;
     if (r->grammar) {
         woolly_grammar_close(call);
-        return srv_fail(err, 400, "invalid_value", "tool_choice",
-                        "a 'tool_choice' that requires a call and a 'response_format' or 'grammar' exclude each other");
+        return srv_fail(
+            err, 400, "invalid_value", "tool_choice",
+            "a 'tool_choice' that requires a call and a 'response_format' or 'grammar' exclude each other");
     }
     r->grammar = call;
     return 0;
@@ -358,7 +359,9 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
         goto done;
     r->n_keep = (int32_t)keep;
     if (kind == SRV_GEN_CHAT)
-        rc = parse_tools(root, rules, r, err) ? -1 : srv_chat_prompt(root, rules->chat, &r->tools, &r->prompt, &r->system, err);
+        rc = parse_tools(root, rules, r, err)
+                 ? -1
+                 : srv_chat_prompt(root, rules->chat, &r->tools, &r->prompt, &r->system, err);
     else
         rc = parse_prompt(root, rules, r, err);
 done:

@@ -1,8 +1,8 @@
 /* The JSON body of a generation request (POST /v1/chat/completions, POST /v1/completions), parsed and
  * checked field by field against the OpenAI API's types and ranges and this server's limits. A field
- * of the wrong type or out of range, a value the server does not support (echo, tools on a completion) or an unknown model is
- * an error naming the field; fields the server does not know are ignored, as the API asks of servers that
- * implement part of it. */
+ * of the wrong type or out of range, a value the server does not support (echo, tools on a completion) or an
+ * unknown model is an error naming the field; fields the server does not know are ignored, as the API asks of
+ * servers that implement part of it. */
 #ifndef WOOLLY_SRV_REQUEST_H
 #define WOOLLY_SRV_REQUEST_H
 

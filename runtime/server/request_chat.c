@@ -57,8 +57,8 @@ static const char *role_of(const json_t *msg, size_t i, srv_error *err)
     if (!strcmp(role, "user") || !strcmp(role, "assistant") || !strcmp(role, "tool"))
         return role;
     srv_fail(err, 400, "invalid_value", "messages",
-             "'messages[%zu].role' is '%s': only system, developer, user, assistant and tool are supported", i,
-             role);
+             "'messages[%zu].role' is '%s': only system, developer, user, assistant and tool are supported",
+             i, role);
     return NULL;
 }
 
@@ -67,8 +67,8 @@ static const char *role_of(const json_t *msg, size_t i, srv_error *err)
 static char *render_first(const woolly_chat_format *fmt, const woolly_chat_msg *cm, const srv_tools *tools)
 {
     char *text, err[256];
-    return woolly_chat_format_render_tools(fmt, cm, NULL, 1, (const char *const *)tools->texts, tools->n, false, &text,
-                                           err, sizeof err) < 0
+    return woolly_chat_format_render_tools(fmt, cm, NULL, 1, (const char *const *)tools->texts, tools->n,
+                                           false, &text, err, sizeof err) < 0
                ? NULL
                : text;
 }
@@ -100,8 +100,8 @@ static int keep_args(msg_store *st, char *text, srv_error *err)
 /* messages[i].tool_calls: each {id, type: "function", function: {name, arguments}}; arguments (a JSON
  * text, as the API has it) go to the template as the object they encode, as Hugging Face's templates
  * expect, or as the string when they are not a JSON object. */
-static int parse_tool_calls(const json_t *m, size_t i, const char *role, woolly_chat_msg_tools *cm, msg_store *st,
-                            srv_error *err)
+static int parse_tool_calls(const json_t *m, size_t i, const char *role, woolly_chat_msg_tools *cm,
+                            msg_store *st, srv_error *err)
 {
     const json_t *tc = json_object_get(m, "tool_calls");
     if (!tc || json_is_null(tc) || (json_is_array(tc) && json_array_size(tc) == 0))
@@ -118,12 +118,13 @@ static int parse_tool_calls(const json_t *m, size_t i, const char *role, woolly_
         const json_t *c = json_array_get(tc, k), *f = json_object_get(c, "function");
         const json_t *name = json_object_get(f, "name"), *args = json_object_get(f, "arguments"),
                      *id = json_object_get(c, "id");
-        if (!json_is_object(c) || !json_is_string(name) || (args && !json_is_string(args) && !json_is_object(args)) ||
-            (id && !json_is_string(id)))
-            return srv_fail(err, 400, "invalid_value", "messages",
-                            "'messages[%zu].tool_calls[%zu]' must be {\"id\", \"type\": \"function\", \"function\": "
-                            "{\"name\", \"arguments\"}} with strings",
-                            i, k);
+        if (!json_is_object(c) || !json_is_string(name) ||
+            (args && !json_is_string(args) && !json_is_object(args)) || (id && !json_is_string(id)))
+            return srv_fail(
+                err, 400, "invalid_value", "messages",
+                "'messages[%zu].tool_calls[%zu]' must be {\"id\", \"type\": \"function\", \"function\": "
+                "{\"name\", \"arguments\"}} with strings",
+                i, k);
         if (json_is_string(args) && memchr(json_string_value(args), 0, json_string_length(args)))
             return srv_fail(err, 400, "invalid_value", "messages",
                             "'messages[%zu].tool_calls[%zu].function.arguments' holds a NUL character", i, k);
@@ -221,7 +222,8 @@ int srv_chat_prompt(const json_t *body, const woolly_chat_format *fmt, const srv
     }
     char why[512];
     const char *const *defs = (const char *const *)tools->texts;
-    if (woolly_chat_format_render_tools(fmt, cm, parts, n, defs, tools->n, true, prompt, why, sizeof why) < 0) {
+    if (woolly_chat_format_render_tools(fmt, cm, parts, n, defs, tools->n, true, prompt, why, sizeof why) <
+        0) {
         srv_fail(err, 400, "invalid_value", "messages", "the model's chat template cannot render this conversation: %s",
                  why);
         goto done;

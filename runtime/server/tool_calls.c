@@ -65,7 +65,8 @@ static bool valid_name(const char *s, size_t n)
         return false;
     for (size_t i = 0; i < n; i++) {
         const char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-'))
             return false;
     }
     return true;
@@ -89,16 +90,18 @@ static int check_tool(const json_t *tools, size_t i, srv_error *err)
         return srv_fail(err, 400, jname ? "invalid_type" : "missing_field", "tools",
                         "'tools[%zu].function.name' is required, a string", i);
     if (desc && !json_is_null(desc) && !json_is_string(desc))
-        return srv_fail(err, 400, "invalid_type", "tools", "'tools[%zu].function.description' must be a string", i);
+        return srv_fail(err, 400, "invalid_type", "tools",
+                        "'tools[%zu].function.description' must be a string", i);
     const char *name = json_string_value(jname);
     if (!valid_name(name, json_string_length(jname)))
         return srv_fail(err, 400, "invalid_value", "tools",
-                        "'tools[%zu].function.name' must be 1 to %d letters, digits, '_' or '-'", i, MAX_NAME);
+                        "'tools[%zu].function.name' must be 1 to %d letters, digits, '_' or '-'", i,
+                        MAX_NAME);
     for (size_t k = 0; k < i; k++)
         if (json_equal(json_object_get(json_object_get(json_array_get(tools, k), "function"), "name"),
                        json_object_get(f, "name")))
-            return srv_fail(err, 400, "invalid_value", "tools", "'tools[%zu]' and 'tools[%zu]' are both named '%s'",
-                            k, i, name);
+            return srv_fail(err, 400, "invalid_value", "tools",
+                            "'tools[%zu]' and 'tools[%zu]' are both named '%s'", k, i, name);
     const json_t *p = json_object_get(f, "parameters");
     if (!p || json_is_null(p))
         return 0;
@@ -113,8 +116,8 @@ static int check_tool(const json_t *tools, size_t i, srv_error *err)
     char *gbnf = woolly_json_schema_to_gbnf(text, strlen(text), &e);
     free(text);
     if (!gbnf)
-        return srv_fail(err, 400, "invalid_value", "tools", "'tools[%zu].function.parameters' cannot be used: %s", i,
-                        e.msg);
+        return srv_fail(err, 400, "invalid_value", "tools",
+                        "'tools[%zu].function.parameters' cannot be used: %s", i, e.msg);
     free(gbnf);
     return 0;
 }
@@ -137,17 +140,19 @@ static int parse_choice(const json_t *body, const json_t *tools, srv_tools *out,
         else if (!strcmp(s, "required"))
             out->choice = SRV_TOOL_CHOICE_REQUIRED;
         else
-            return srv_fail(err, 400, "invalid_value", "tool_choice",
-                            "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a function, "
-                            "not \"%s\"",
-                            s);
+            return srv_fail(
+                err, 400, "invalid_value", "tool_choice",
+                "'tool_choice' must be \"none\", \"auto\", \"required\" or an object naming a function, "
+                "not \"%s\"",
+                s);
     } else if (json_is_object(c)) {
         const json_t *type = json_object_get(c, "type"), *f = json_object_get(c, "function");
-        if (!json_is_string(type) || strcmp(json_string_value(type), "function") ||
-            !json_is_object(f) || !json_is_string(json_object_get(f, "name")))
-            return srv_fail(err, 400, "invalid_value", "tool_choice",
-                            "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": "
-                            "...}}");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_object(f) ||
+            !json_is_string(json_object_get(f, "name")))
+            return srv_fail(
+                err, 400, "invalid_value", "tool_choice",
+                "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": "
+                "...}}");
         *named = json_string_value(json_object_get(f, "name"));
         out->choice = SRV_TOOL_CHOICE_NAMED;
     } else {
@@ -160,8 +165,8 @@ static int parse_choice(const json_t *body, const json_t *tools, srv_tools *out,
                         "'tool_choice' asks for a tool call, but the request gives no 'tools'");
     if (*named) {
         for (size_t i = 0; i < out->n; i++)
-            if (!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tools, i), "function"),
-                                                          "name")),
+            if (!strcmp(json_string_value(
+                            json_object_get(json_object_get(json_array_get(tools, i), "function"), "name")),
                         *named))
                 return 0;
         return srv_fail(err, 400, "invalid_value", "tool_choice",
@@ -178,11 +183,12 @@ int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv
     const json_t *tools = json_object_get(body, "tools");
     if (tools && !json_is_null(tools)) {
         if (!json_is_array(tools))
-            return srv_fail(err, 400, "invalid_type", "tools", "invalid type for 'tools': expected an array, got %s",
-                            srv_json_type_name(tools));
+            return srv_fail(err, 400, "invalid_type", "tools",
+                            "invalid type for 'tools': expected an array, got %s", srv_json_type_name(tools));
         if (json_array_size(tools) > MAX_TOOLS)
-            return srv_fail(err, 400, "invalid_value", "tools", "'tools' has %zu tools; at most %d are allowed",
-                            json_array_size(tools), MAX_TOOLS);
+            return srv_fail(err, 400, "invalid_value", "tools",
+                            "'tools' has %zu tools; at most %d are allowed", json_array_size(tools),
+                            MAX_TOOLS);
         const size_t n = json_array_size(tools);
         if (n && !(out->texts = calloc(n, sizeof *out->texts)))
             return srv_fail(err, 500, NULL, NULL, "out of memory");
@@ -252,8 +258,8 @@ static int hoist_defs(json_t *root, json_t *params, char *err, size_t err_cap)
 }
 
 /* The JSON Schema of one call of the tools (the only one when `only`), as the syntax writes it. */
-static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only, char *err,
-                           size_t err_cap)
+static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only,
+                           char *err, size_t err_cap)
 {
     json_t *root = json_object(), *alts = json_array();
     const char *args_key = syntax == WOOLLY_TOOLS_LLAMA3 ? "parameters" : "arguments";
@@ -273,8 +279,8 @@ static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *to
             return NULL;
         }
         json_array_append_new(alts, json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object",
-                                              "properties", "name", "const", name, args_key, params, "required",
-                                              "name", args_key, "additionalProperties", 0));
+                                              "properties", "name", "const", name, args_key, params,
+                                              "required", "name", args_key, "additionalProperties", 0));
     }
     if (json_array_size(alts) == 1)
         json_object_update(root, json_array_get(alts, 0));
@@ -284,8 +290,8 @@ static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *to
     return root;
 }
 
-char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only, char *err,
-                         size_t err_cap)
+char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only,
+                         char *err, size_t err_cap)
 {
     json_t *schema = call_schema(syntax, tools, only, err, err_cap);
     if (!schema)
@@ -372,8 +378,8 @@ static json_t *api_call(enum woolly_chat_tool_syntax syntax, const json_t *o)
         text = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text)
         return NULL;
-    json_t *c = json_pack("{s:o, s:s, s:{s:O, s:s}}", "id", fresh_id(syntax), "type", "function", "function", "name",
-                          name, "arguments", text);
+    json_t *c = json_pack("{s:o, s:s, s:{s:O, s:s}}", "id", fresh_id(syntax), "type", "function", "function",
+                          "name", name, "arguments", text);
     free(text);
     return c;
 }
@@ -436,7 +442,8 @@ static bool parse_objects(const char *t, size_t len, size_t i, json_t *calls)
 }
 
 /* Mistral and Granite: one JSON array of call objects. */
-static bool parse_array(enum woolly_chat_tool_syntax syntax, const char *t, size_t len, size_t i, json_t *calls)
+static bool parse_array(enum woolly_chat_tool_syntax syntax, const char *t, size_t len, size_t i,
+                        json_t *calls)
 {
     i = skip_space(t, len, i);
     if (i >= len || t[i] != '[')

@@ -22,10 +22,11 @@ static void run_cases(const char *flags, bool quick)
 {
     struct stat st;
     if (stat(JS_DIR "/node_modules/ajv/package.json", &st) != 0)
-        cr_assert_eq(system("cd '" JS_DIR "' && npm ci --no-audit --no-fund >&2"), 0, "npm ci in %s failed", JS_DIR);
+        cr_assert_eq(system("cd '" JS_DIR "' && npm ci --no-audit --no-fund >&2"), 0, "npm ci in %s failed",
+                     JS_DIR);
     th_server s;
-    th_start(&s, NULL, "-m %s -c 2048 -t 2 --parallel %d --api-key tools-key %s", tu_data("models/stories260K.gguf"),
-             SLOTS, flags);
+    th_start(&s, NULL, "-m %s -c 2048 -t 2 --parallel %d --api-key tools-key %s",
+             tu_data("models/stories260K.gguf"), SLOTS, flags);
     char url[128], slots[8];
     snprintf(url, sizeof url, "%s/v1", s.base);
     snprintf(slots, sizeof slots, "%d", SLOTS);
