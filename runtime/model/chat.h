@@ -48,10 +48,40 @@ enum woolly_chat_family {
     WOOLLY_CHAT_UNKNOWN,
 };
 
+/* A call an assistant message made (the API's tool_calls[i]): arguments is JSON text, an object when
+ * arguments_json (then templates see it as an object, as Hugging Face's do), else a string as sent. */
+typedef struct woolly_chat_tool_call {
+    const char *id, *name, *arguments;
+    bool arguments_json;
+} woolly_chat_tool_call;
+
 typedef struct woolly_chat_msg {
-    const char *role; /* "system", "user", "assistant" */
+    const char *role; /* "system", "user", "assistant", "tool" */
     const char *content;
 } woolly_chat_msg;
+
+/* A message's tool parts, beside it (see woolly_chat_format_render_tools). */
+typedef struct woolly_chat_msg_tools {
+    const woolly_chat_tool_call *tool_calls; /* an assistant's calls, or NULL */
+    size_t n_tool_calls;
+    const char *tool_call_id, *name; /* a tool result's call id and function name, or NULL */
+} woolly_chat_msg_tools;
+
+/* How a family's models write a tool call (parsed back by the server, written by the built-ins):
+ *   hermes   <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (Qwen, ChatML, the default)
+ *   llama3   {"name": "f", "parameters": {...}}, maybe after <|python_tag|>
+ *   mistral  [TOOL_CALLS][{"name": "f", "arguments": {...}}]
+ *   granite  <|tool_call|>[{"name": "f", "arguments": {...}}]
+ * The markers of llama3, mistral and granite are control tokens in those models' vocabularies: they
+ * decode to no text, so the JSON alone must be recognized too. */
+enum woolly_chat_tool_syntax {
+    WOOLLY_TOOLS_HERMES,
+    WOOLLY_TOOLS_LLAMA3,
+    WOOLLY_TOOLS_MISTRAL,
+    WOOLLY_TOOLS_GRANITE,
+};
+enum woolly_chat_tool_syntax woolly_chat_tool_syntax_of(enum woolly_chat_family f);
+const char *woolly_chat_tool_syntax_name(enum woolly_chat_tool_syntax s);
 
 /* The family of a template text: plain for none (NULL), unknown for one Woolly does not recognize. */
 enum woolly_chat_family woolly_chat_detect(const char *tmpl, size_t len);
@@ -106,5 +136,13 @@ const char *woolly_chat_format_name(const woolly_chat_format *f);
  * conversation (its raise_exception), or the built-in cannot express it. */
 long woolly_chat_format_render(const woolly_chat_format *f, const woolly_chat_msg *msgs, size_t n,
                                bool add_assistant, char **out, char *err, size_t err_cap);
+/* The same with tools: parts[i] (parts may be NULL) are msgs[i]'s tool calls or tool result, tools[i]
+ * the JSON text of the API's tools[i] ({"type": "function", "function": {...}}). The model's template
+ * gets them as `tools` and as the messages' tool_calls, tool_call_id and name; a built-in writes them in
+ * its family's tool syntax (chat_tools.c). */
+long woolly_chat_format_render_tools(const woolly_chat_format *f, const woolly_chat_msg *msgs,
+                                     const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                                     size_t n_tools, bool add_assistant, char **out, char *err,
+                                     size_t err_cap);
 
 #endif

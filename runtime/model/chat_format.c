@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "chat_tools.h"
 #include "jinja.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -58,9 +59,35 @@ static void put_json_str(text *t, const char *s)
     put(t, "\"", 1);
 }
 
-/* The variables Hugging Face gives a chat template: messages, add_generation_prompt, bos_token,
- * eos_token (tools only when given, which Woolly does not do yet). */
-static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m, size_t n, bool add_assistant)
+static void put_str(text *t, const char *s)
+{
+    put(t, s, strlen(s));
+}
+
+static void put_tool_calls(text *t, const woolly_chat_msg_tools *m)
+{
+    put_str(t, ", \"tool_calls\": [");
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        const woolly_chat_tool_call *c = &m->tool_calls[k];
+        put_str(t, k ? ", {\"id\": " : "{\"id\": ");
+        put_json_str(t, c->id ? c->id : "");
+        put_str(t, ", \"type\": \"function\", \"function\": {\"name\": ");
+        put_json_str(t, c->name);
+        put_str(t, ", \"arguments\": ");
+        if (c->arguments_json) /* JSON text the caller checked: the object itself */
+            put_str(t, c->arguments);
+        else
+            put_json_str(t, c->arguments ? c->arguments : "");
+        put_str(t, "}}");
+    }
+    put_str(t, "]");
+}
+
+/* The variables Hugging Face gives a chat template: messages (with their tool_calls, tool_call_id and
+ * name when given), tools (when given), add_generation_prompt, bos_token, eos_token. */
+static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
+                          const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                          size_t n_tools, bool add_assistant)
 {
     text t = {0};
     put(&t, "{\"messages\": [", 14);
@@ -69,9 +96,29 @@ static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
         put_json_str(&t, m[i].role);
         put(&t, ", \"content\": ", 13);
         put_json_str(&t, m[i].content);
+        if (parts && parts[i].n_tool_calls)
+            put_tool_calls(&t, &parts[i]);
+        if (parts && parts[i].tool_call_id) {
+            put_str(&t, ", \"tool_call_id\": ");
+            put_json_str(&t, parts[i].tool_call_id);
+        }
+        if (parts && parts[i].name) {
+            put_str(&t, ", \"name\": ");
+            put_json_str(&t, parts[i].name);
+        }
         put(&t, "}", 1);
     }
-    put(&t, "], \"add_generation_prompt\": ", 28);
+    put_str(&t, "]");
+    if (n_tools) { /* JSON texts the caller checked */
+        put_str(&t, ", \"tools\": [");
+        for (size_t i = 0; i < n_tools; i++) {
+            if (i)
+                put_str(&t, ", ");
+            put_str(&t, tools[i]);
+        }
+        put_str(&t, "]");
+    }
+    put_str(&t, ", \"add_generation_prompt\": ");
     put(&t, add_assistant ? "true" : "false", add_assistant ? 4 : 5);
     put(&t, ", \"bos_token\": ", 15);
     put_json_str(&t, f->bos ? f->bos : "");
@@ -85,10 +132,11 @@ static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
     return t.p;
 }
 
-static long render_jinja(const woolly_chat_format *f, const woolly_chat_msg *m, size_t n, bool add_assistant,
-                         char **out, char *err, size_t err_cap)
+static long render_jinja(const woolly_chat_format *f, const woolly_chat_msg *m,
+                         const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                         size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap)
 {
-    char *ctx = context_json(f, m, n, add_assistant);
+    char *ctx = context_json(f, m, parts, n, tools, n_tools, add_assistant);
     if (!ctx) {
         snprintf(err, err_cap, "out of memory");
         return -1;
@@ -99,10 +147,9 @@ static long render_jinja(const woolly_chat_format *f, const woolly_chat_msg *m, 
     return *out ? (long)len : -1;
 }
 
-static long render_builtin(enum woolly_chat_family fam, const woolly_chat_msg *m, size_t n,
-                           bool add_assistant, char **out, char *err, size_t err_cap)
+static long render_plain_turns(enum woolly_chat_family fam, const woolly_chat_msg *m, size_t n,
+                               bool add_assistant, char **out, char *err, size_t err_cap)
 {
-    *out = NULL;
     const long len = woolly_chat_render(fam, m, n, add_assistant, NULL, 0);
     if (len < 0) {
         if (fam == WOOLLY_CHAT_UNKNOWN)
@@ -123,6 +170,23 @@ static long render_builtin(enum woolly_chat_family fam, const woolly_chat_msg *m
     return len;
 }
 
+static long render_builtin(enum woolly_chat_family fam, const woolly_chat_msg *m,
+                           const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                           size_t n_tools, bool add_assistant, char **out, char *err, size_t err_cap)
+{
+    *out = NULL;
+    if (!n_tools && !woolly_chat_has_tool_parts(m, parts, n))
+        return render_plain_turns(fam, m, n, add_assistant, out, err, err_cap);
+    woolly_chat_lowered low;
+    if (woolly_chat_lower_tools(fam, m, parts, n, tools, n_tools, &low)) {
+        snprintf(err, err_cap, "out of memory");
+        return -1;
+    }
+    const long len = render_plain_turns(fam, low.msgs, low.n, add_assistant, out, err, err_cap);
+    woolly_chat_lowered_free(&low);
+    return len;
+}
+
 /* A template that raise_exception()s refuses the conversation: that is the answer, not a failure of
  * the interpreter (jinja_methods.c words the message so). */
 static bool refused(const char *err)
@@ -135,17 +199,25 @@ static _Atomic bool warned_fallback;
 long woolly_chat_format_render(const woolly_chat_format *f, const woolly_chat_msg *m, size_t n,
                                bool add_assistant, char **out, char *err, size_t err_cap)
 {
+    return woolly_chat_format_render_tools(f, m, NULL, n, NULL, 0, add_assistant, out, err, err_cap);
+}
+
+long woolly_chat_format_render_tools(const woolly_chat_format *f, const woolly_chat_msg *m,
+                                     const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
+                                     size_t n_tools, bool add_assistant, char **out, char *err,
+                                     size_t err_cap)
+{
     *out = NULL;
     if (!f->jinja)
-        return render_builtin(f->family, m, n, add_assistant, out, err, err_cap);
-    const long len = render_jinja(f, m, n, add_assistant, out, err, err_cap);
+        return render_builtin(f->family, m, parts, n, tools, n_tools, add_assistant, out, err, err_cap);
+    const long len = render_jinja(f, m, parts, n, tools, n_tools, add_assistant, out, err, err_cap);
     if (len >= 0 || refused(err) || f->family == WOOLLY_CHAT_UNKNOWN || f->family == WOOLLY_CHAT_PLAIN)
         return len;
     if (!atomic_exchange(&warned_fallback, true))
         fprintf(stderr,
                 "%s: warning: the model's chat template failed (%s); rendering its %s format instead\n",
                 f->who ? f->who : "woolly", err, woolly_chat_family_name(f->family));
-    return render_builtin(f->family, m, n, add_assistant, out, err, err_cap);
+    return render_builtin(f->family, m, parts, n, tools, n_tools, add_assistant, out, err, err_cap);
 }
 
 static bool starts_with(const char *s, const char *prefix)
@@ -172,7 +244,7 @@ int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char 
     if (f->jinja) { /* a probe: the template must render a plain exchange */
         static const woolly_chat_msg probe[] = {{"user", "Hi"}};
         char *text = NULL;
-        if (render_jinja(f, probe, 1, true, &text, err, sizeof err) >= 0) {
+        if (render_jinja(f, probe, NULL, 1, NULL, 0, true, &text, err, sizeof err) >= 0) {
             f->bos_in_text = starts_with(text, f->bos);
             if (f->family == WOOLLY_CHAT_UNKNOWN)
                 snprintf(f->name, sizeof f->name, "the model's own (Jinja)");

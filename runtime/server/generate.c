@@ -11,6 +11,7 @@
 #include "model.h"
 #include "oai.h"
 #include "routes.h"
+#include "tool_calls.h"
 
 /* How often a waiting connection thread checks that its client is still there. A session id longer
  * than SESSION_MAX is not echoed (it is still passed on by the balancer). */
@@ -88,6 +89,8 @@ typedef struct gen_jobs {
     int n;
     enum srv_gen_kind kind;
     bool logprobs;
+    bool tools; /* the outputs may call tools: parsed in `syntax` */
+    enum woolly_chat_tool_syntax syntax;
 } gen_jobs;
 
 static void jobs_release(gen_jobs *g)
@@ -141,7 +144,10 @@ static int32_t keep_of(const srv_app *app, const srv_gen_request *g, const wooll
  * seed. 0, or -1 when out of memory (ids freed). */
 static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_request *g, gen_jobs *out)
 {
-    *out = (gen_jobs){.kind = g->kind, .logprobs = g->logprobs};
+    *out = (gen_jobs){.kind = g->kind,
+                      .logprobs = g->logprobs,
+                      .tools = g->kind == SRV_GEN_CHAT && g->tools.choice != SRV_TOOL_CHOICE_NONE,
+                      .syntax = g->tools.syntax};
     const int32_t n_keep = keep_of(app, g, ids, n);
     const uint64_t seed = !g->seed_given && !app->fixed_seed ? fresh_seed() : g->sp.seed;
     for (int c = 0; c < g->n; c++) {
@@ -258,10 +264,14 @@ static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
     json_t *choices = json_array();
     for (int i = 0; i < g->n; i++) {
         srv_job *j = g->j[i];
-        size_t offset = 0;
-        json_array_append_new(choices,
-                              srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish),
-                                             logprobs_json(app, g, j, 0, j->n_lp, &offset)));
+        size_t offset = 0, content_end = 0;
+        json_t *lp = logprobs_json(app, g, j, 0, j->n_lp, &offset);
+        json_t *calls =
+            g->tools ? srv_tool_calls_parse(g->syntax, j->text.p, j->text.len, &content_end) : NULL;
+        json_array_append_new(
+            choices,
+            calls ? srv_oai_choice_calls(i, j->text.p, content_end, calls, "tool_calls", lp)
+                  : srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish), lp));
     }
     srv_respond_json(r, 200, srv_oai_response(&head, choices, jobs_usage(g)), NULL, NULL);
 }
@@ -296,6 +306,40 @@ static int add_chunk(srv_buf *out, json_t *chunk, int index, json_t *logprobs)
     return add_event(out, chunk);
 }
 
+/* With tools, text that may begin a call is held back until the choice is done; then it goes out as
+ * the calls (one chunk with each call's id and name, one with its arguments) or as the content it was.
+ * The held tokens' logprobs go with the first chunk after the hold. */
+static int held_events(gen_stream *g, int c, srv_job *j, srv_buf *out)
+{
+    const size_t from = g->sent[c] ? j->piece_end[g->sent[c] - 1] : 0;
+    json_t *lp = logprobs_json(g->app, &g->jobs, j, g->sent[c], j->n_lp, &g->offset[c]);
+    g->sent[c] = j->n_pieces;
+    size_t content_end = 0;
+    json_t *calls = srv_tool_calls_parse(g->jobs.syntax, j->text.p, j->text.len, &content_end);
+    const size_t to = calls ? content_end : j->text.len;
+    int rc = 0;
+    if (to > from || (!calls && lp)) {
+        rc = add_chunk(
+            out, srv_oai_chunk(&g->head, false, j->text.p + from, to - from, NULL, g->include_usage), c, lp);
+        lp = NULL;
+    }
+    for (size_t k = 0; !rc && k < json_array_size(calls); k++) {
+        const json_t *call = json_array_get(calls, k);
+        const char *args = json_string_value(json_object_get(json_object_get(call, "function"), "arguments"));
+        rc = add_chunk(out, srv_oai_chunk_call(&g->head, (int)k, call, true, NULL, 0, g->include_usage), c,
+                       lp);
+        lp = NULL;
+        if (!rc)
+            rc = add_chunk(
+                out, srv_oai_chunk_call(&g->head, (int)k, call, false, args, strlen(args), g->include_usage),
+                c, NULL);
+    }
+    json_decref(lp);
+    const bool called = calls != NULL;
+    json_decref(calls);
+    return rc ? -1 : called;
+}
+
 /* Appends the events of choice c that are ready: its new pieces (each with its token's logprobs), and
  * its closing chunk when it is done. Returns 0, 1 when the stream must end now (an error event was
  * written), -1 to abort it. Sets *wrote when it appended anything. */
@@ -305,7 +349,9 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
     const bool usage_null = g->include_usage;
     int rc = 0;
     pthread_mutex_lock(&j->lock);
-    for (; g->sent[c] < j->n_pieces && !rc; g->sent[c]++) {
+    const size_t content =
+        g->jobs.tools ? srv_tool_calls_content_prefix(g->jobs.syntax, j->text.p, j->text.len) : j->text.len;
+    for (; g->sent[c] < j->n_pieces && !rc && j->piece_end[g->sent[c]] <= content; g->sent[c]++) {
         const int32_t k = g->sent[c];
         const size_t from = k ? j->piece_end[k - 1] : 0, to = j->piece_end[k];
         /* Piece k is generated token k's; the piece of held text released at the end has no token. */
@@ -314,7 +360,14 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
                        lp);
         *wrote = true;
     }
-    const srv_finish finish = g->sent[c] == j->n_pieces ? j->finish : SRV_FINISH_NONE;
+    srv_finish finish = g->sent[c] == j->n_pieces || g->jobs.tools ? j->finish : SRV_FINISH_NONE;
+    bool called = false;
+    if (!rc && g->jobs.tools && (finish == SRV_FINISH_STOP || finish == SRV_FINISH_LENGTH)) {
+        const int h = held_events(g, c, j, out);
+        *wrote = true;
+        rc = h < 0 ? -1 : 0;
+        called = h == 1;
+    }
     const bool shutdown = j->shutdown;
     char error[sizeof j->error];
     memcpy(error, j->error, sizeof error);
@@ -331,8 +384,10 @@ static int choice_events(gen_stream *g, int c, srv_buf *out, bool *wrote)
     }
     g->closed[c] = true;
     const char *empty = g->head.kind == SRV_GEN_CHAT ? NULL : "";
-    return add_chunk(out, srv_oai_chunk(&g->head, false, empty, 0, srv_finish_name(finish), usage_null), c,
-                     NULL);
+    return add_chunk(
+        out,
+        srv_oai_chunk(&g->head, false, empty, 0, called ? "tool_calls" : srv_finish_name(finish), usage_null),
+        c, NULL);
 }
 
 static int stream_next(void *ud, srv_stream *s, srv_buf *out)

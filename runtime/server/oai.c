@@ -69,6 +69,16 @@ json_t *srv_oai_choice(enum srv_gen_kind kind, int index, const char *text, size
                                             index, "logprobs", logprobs, "finish_reason", finish);
 }
 
+json_t *srv_oai_choice_calls(int index, const char *content, size_t len, json_t *tool_calls,
+                             const char *finish, json_t *logprobs)
+{
+    if (!logprobs)
+        logprobs = json_null();
+    return json_pack("{s:i, s:{s:s, s:o, s:n, s:o}, s:o, s:s?}", "index", index, "message", "role",
+                     "assistant", "content", content && len ? text_value(content, len) : json_null(),
+                     "refusal", "tool_calls", tool_calls, "logprobs", logprobs, "finish_reason", finish);
+}
+
 json_t *srv_oai_response(const srv_oai_head *h, json_t *choices, json_t *usage)
 {
     json_t *o = object_head(h, h->kind == SRV_GEN_CHAT ? "chat.completion" : "text_completion");
@@ -101,6 +111,23 @@ json_t *srv_oai_chunk(const srv_oai_head *h, bool role, const char *text, size_t
                            "finish_reason", finish);
     }
     json_object_set_new(o, "choices", json_pack("[o]", choice));
+    if (usage_null)
+        json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+json_t *srv_oai_chunk_call(const srv_oai_head *h, int k, const json_t *call, bool first, const char *args,
+                           size_t len, bool usage_null)
+{
+    json_t *o = object_head(h, "chat.completion.chunk");
+    const json_t *f = json_object_get(call, "function");
+    json_t *part =
+        first ? json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", k, "id", json_object_get(call, "id"),
+                          "type", "function", "function", "name", json_object_get(f, "name"), "arguments", "")
+              : json_pack("{s:i, s:{s:o}}", "index", k, "function", "arguments", text_value(args, len));
+    json_object_set_new(o, "choices",
+                        json_pack("[{s:i, s:{s:[o]}, s:n, s:n}]", "index", 0, "delta", "tool_calls", part,
+                                  "logprobs", "finish_reason"));
     if (usage_null)
         json_object_set_new(o, "usage", json_null());
     return o;

@@ -130,7 +130,7 @@ static int parse_max_tokens(const json_t *body, const srv_gen_rules *rules, srv_
 }
 
 /* Fields whose other values this server does not implement. */
-static int unsupported(const json_t *body, srv_error *err)
+static int unsupported(const json_t *body, enum srv_gen_kind kind, srv_error *err)
 {
     long long n = 1;
     if (srv_json_integer(body, "best_of", 1, INT32_MAX, &n, err) < 0)
@@ -144,6 +144,8 @@ static int unsupported(const json_t *body, srv_error *err)
         return srv_fail(err, 400, "unsupported_value", "echo", "'echo' is not supported");
     static const char *const NOT_NULL[] = {"suffix", "tools", "functions"};
     for (size_t i = 0; i < sizeof NOT_NULL / sizeof NOT_NULL[0]; i++) {
+        if (kind == SRV_GEN_CHAT && !strcmp(NOT_NULL[i], "tools"))
+            continue; /* tool_calls.c */
         const json_t *v = json_object_get(body, NOT_NULL[i]);
         if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
             !(json_is_string(v) && json_string_length(v) == 0))
@@ -266,6 +268,24 @@ static int parse_constraint(const json_t *body, srv_gen_request *r, srv_error *e
     return rc;
 }
 
+/* A chat's tools; a call it requires is the output's constraint. */
+static int parse_tools(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
+{
+    woolly_grammar *call = NULL;
+    if (srv_tools_parse(body, woolly_chat_tool_syntax_of(rules->chat->family), &r->tools, &call, err))
+        return -1;
+    if (!call)
+        return 0;
+    if (r->grammar) {
+        woolly_grammar_close(call);
+        return srv_fail(
+            err, 400, "invalid_value", "tool_choice",
+            "a 'tool_choice' that requires a call and a 'response_format' or 'grammar' exclude each other");
+    }
+    r->grammar = call;
+    return 0;
+}
+
 static int parse_prompt(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
 {
     const json_t *v = json_object_get(body, "prompt");
@@ -332,14 +352,16 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
             goto done;
     }
     long long keep = SRV_KEEP_DEFAULT;
-    if (unsupported(root, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
+    if (unsupported(root, kind, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
         parse_sampling(root, rules, r, err) || parse_max_tokens(root, rules, r, err) ||
         parse_stop(root, r, err) || parse_constraint(root, r, err) ||
         srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
         goto done;
     r->n_keep = (int32_t)keep;
     if (kind == SRV_GEN_CHAT)
-        rc = srv_chat_prompt(root, rules->chat, &r->prompt, &r->system, err);
+        rc = parse_tools(root, rules, r, err)
+                 ? -1
+                 : srv_chat_prompt(root, rules->chat, &r->tools, &r->prompt, &r->system, err);
     else
         rc = parse_prompt(root, rules, r, err);
 done:
@@ -355,5 +377,6 @@ void srv_gen_request_free(srv_gen_request *r)
     free(r->system);
     free(r->ids);
     woolly_grammar_close(r->grammar);
+    srv_tools_free(&r->tools);
     *r = (srv_gen_request){0};
 }

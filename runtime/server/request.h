@@ -1,8 +1,8 @@
 /* The JSON body of a generation request (POST /v1/chat/completions, POST /v1/completions), parsed and
  * checked field by field against the OpenAI API's types and ranges and this server's limits. A field
- * of the wrong type or out of range, a value the server does not support (tools, echo) or an unknown model is
- * an error naming the field; fields the server does not know are ignored, as the API asks of servers that
- * implement part of it. */
+ * of the wrong type or out of range, a value the server does not support (echo, tools on a completion) or an
+ * unknown model is an error naming the field; fields the server does not know are ignored, as the API asks of
+ * servers that implement part of it. */
 #ifndef WOOLLY_SRV_REQUEST_H
 #define WOOLLY_SRV_REQUEST_H
 
@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "job.h"
 #include "stop.h"
+#include "tool_calls.h"
 #include "woolly.h"
 
 enum srv_gen_kind { SRV_GEN_CHAT, SRV_GEN_COMPLETION };
@@ -49,7 +50,9 @@ typedef struct srv_gen_request {
     int n;            /* choices, 1 .. SRV_MAX_CHOICES (the server's slots are checked later) */
     bool logprobs;    /* chat: logprobs; completions: logprobs given as a number */
     int top_logprobs; /* chat: top_logprobs; completions: the number logprobs gave */
-    woolly_grammar *grammar; /* response_format json_object/json_schema or `grammar` (GBNF), or NULL */
+    woolly_grammar *grammar; /* response_format json_object/json_schema, `grammar` (GBNF), a required tool
+                                call (tool_calls.h), or NULL */
+    srv_tools tools;         /* a chat's tools and tool_choice */
 } srv_gen_request;
 
 enum { SRV_KEEP_DEFAULT = -2 };

@@ -45,6 +45,14 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                            "parameters": {"type": "object", "properties": {
                                                "city": {"type": "string", "description": "City name"}},
                                                "required": ["city"]}}}]
+TOOLS2 = TOOLS + [{"type": "function", "function": {"name": "now", "description": "The time"}},
+                  {"type": "function", "function": {"name": "walk", "description": "Walk \"there\"",
+                                                    "parameters": {"type": "object", "properties": {
+                                                        "to": {"type": "array", "items": {"type": "number"}},
+                                                        "fast": {"type": "boolean"}},
+                                                        "required": ["to"], "additionalProperties": False}}}]
+CALL_PARIS = {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+CALL_NOW = {"id": "call00002", "type": "function", "function": {"name": "now", "arguments": {}}}
 CONTEXTS = {
     "user": {"messages": [{"role": "user", "content": "Hello there"}], "add_generation_prompt": True},
     "system_user": {"messages": [{"role": "system", "content": "You are terse."},
@@ -71,6 +79,24 @@ CONTEXTS = {
                                 "content": "{\"temp\": 21}"},
                                {"role": "user", "content": "Thanks"}],
                   "tools": TOOLS, "add_generation_prompt": True},
+    # what the server passes for an agent's next step: parallel calls (content empty), their results
+    "tool_round": {"messages": [{"role": "system", "content": "Use tools."},
+                                {"role": "user", "content": "Weather in Paris, and the time?"},
+                                {"role": "assistant", "content": "", "tool_calls": [CALL_PARIS, CALL_NOW]},
+                                {"role": "tool", "tool_call_id": "call00001", "name": "get_weather",
+                                 "content": "{\"temp\": 21}"},
+                                {"role": "tool", "tool_call_id": "call00002", "name": "now", "content": "12:00"}],
+                   "tools": TOOLS2, "add_generation_prompt": True},
+    "tool_call_text": {"messages": [{"role": "user", "content": "Walk to 1,2"},
+                                    {"role": "assistant", "content": "Walking.", "tool_calls": [
+                                        {"id": "call00003", "type": "function",
+                                         "function": {"name": "walk", "arguments": {"to": [1, 2.5], "fast": True}}}]},
+                                    {"role": "tool", "tool_call_id": "call00003", "name": "walk", "content": "done"},
+                                    {"role": "assistant", "content": "Arrived."},
+                                    {"role": "user", "content": "Now the time?"}],
+                       "tools": TOOLS2, "add_generation_prompt": True},
+    "tools_no_system": {"messages": [{"role": "user", "content": "What time is it?"}],
+                        "tools": TOOLS2, "add_generation_prompt": True},
     "thinking": {"messages": [{"role": "user", "content": "2+2?"},
                               {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"},
                               {"role": "user", "content": "3+3?"}], "add_generation_prompt": True},

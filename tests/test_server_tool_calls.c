@@ -1,0 +1,392 @@
+/* Tool calls on their own (runtime/server/tool_calls.c): each family's call syntax parsed back from fixed
+ * strings (with and without its marker, with content before, several calls, and text that is not a
+ * call), the streaming hold-back, the grammar of a required call against strings it must accept and
+ * refuse, and the request checks that answer 400 naming the field. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar.h"
+#include "request.h"
+#include "testutil.h"
+#include "tool_calls.h"
+
+/* calls[k].function.name and .arguments (as parsed JSON, compared with want_args). */
+static void expect_call(enum woolly_chat_tool_syntax syntax, const json_t *calls, size_t k, const char *name,
+                        const char *want_args)
+{
+    const json_t *c = json_array_get(calls, k);
+    cr_assert(json_is_object(c), "no call %zu", k);
+    const char *id = json_string_value(json_object_get(c, "id"));
+    cr_assert(id != NULL);
+    if (syntax == WOOLLY_TOOLS_MISTRAL) /* what Mistral's templates accept back */
+        cr_expect(strlen(id) == 9 &&
+                      strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == 9,
+                  "id %s", id);
+    else
+        cr_expect(!strncmp(id, "call_", 5), "id %s", id);
+    cr_expect_str_eq(json_string_value(json_object_get(c, "type")), "function");
+    const json_t *f = json_object_get(c, "function");
+    cr_expect_str_eq(json_string_value(json_object_get(f, "name")), name);
+    const char *args = json_string_value(json_object_get(f, "arguments"));
+    cr_assert(args != NULL);
+    json_t *got = json_loads(args, JSON_DECODE_ANY, NULL),
+           *want = json_loads(want_args, JSON_DECODE_ANY, NULL);
+    cr_expect(got && want && json_equal(got, want), "arguments %s, want %s", args, want_args);
+    json_decref(got);
+    json_decref(want);
+}
+
+static const struct {
+    enum woolly_chat_tool_syntax syntax;
+    const char *text;
+    size_t n_calls;      /* 0: no call, all content */
+    const char *content; /* the content before the calls */
+    const char *name0, *args0, *name1, *args1;
+} PARSE_CASES[] = {
+    {WOOLLY_TOOLS_HERMES,
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 1, "",
+     "get_weather", "{\"city\": \"Paris\"}", NULL, NULL},
+    {WOOLLY_TOOLS_HERMES,
+     "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>{\"name\": "
+     "\"b\", "
+     "\"arguments\": {\"x\": [1, 2]}}</tool_call>\n",
+     2, "Let me check.", "a", "{}", "b", "{\"x\": [1, 2]}"},
+    {WOOLLY_TOOLS_HERMES,
+     "<think>\nhm\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"q\\\": 1}\"}", 1,
+     "<think>\nhm\n</think>", "f", "{\"q\": 1}", NULL, NULL}, /* arguments as a string; close tag cut off */
+    {WOOLLY_TOOLS_HERMES, "{\"name\": \"f\", \"arguments\": {}}", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"argu", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_HERMES, "<tool_call>{\"arguments\": {}}</tool_call>", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_HERMES, "<tool_call>{\"name\": \"f\"}</tool_call> and more words", 0, NULL, NULL, NULL,
+     NULL, NULL},
+    {WOOLLY_TOOLS_HERMES, "Just text.", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 1, "",
+     "get_weather", "{\"city\": \"Oslo\"}", NULL, NULL},
+    {WOOLLY_TOOLS_LLAMA3,
+     "  <|python_tag|>{\"name\": \"a\", \"parameters\": {\"n\": 1}}; {\"name\": \"b\", \"parameters\": {}}",
+     2, "", "a", "{\"n\": 1}", "b", "{}"},
+    {WOOLLY_TOOLS_LLAMA3, "Sure: <|python_tag|>{\"name\": \"a\", \"arguments\": {\"n\": 2}}", 1, "Sure:", "a",
+     "{\"n\": 2}", NULL, NULL},
+    {WOOLLY_TOOLS_LLAMA3, "I think {\"name\": \"a\"} is it", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_LLAMA3, "{\"answer\": 42}", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL,
+     "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}, \"id\": \"abc123def\"}]",
+     1, "", "get_weather", "{\"city\": \"Rome\"}", NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL,
+     "[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"s\": \"t\"}}]", 2, "", "a",
+     "{}", "b", "{\"s\": \"t\"}"},
+    {WOOLLY_TOOLS_MISTRAL, "[1, 2, 3]", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS][]", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_GRANITE, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}]",
+     1, "", "get_weather", "{\"city\": \"Lima\"}", NULL, NULL},
+    {WOOLLY_TOOLS_GRANITE, "Checking.<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"k\": null}}]\n", 1,
+     "Checking.", "a", "{\"k\": null}", NULL, NULL},
+    {WOOLLY_TOOLS_GRANITE, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}] trailing", 0, NULL, NULL,
+     NULL, NULL, NULL},
+};
+
+Test(server_tool_calls, each_family_parses_back)
+{
+    for (size_t i = 0; i < sizeof PARSE_CASES / sizeof PARSE_CASES[0]; i++) {
+        const char *t = PARSE_CASES[i].text;
+        size_t content_end = 12345;
+        json_t *calls = srv_tool_calls_parse(PARSE_CASES[i].syntax, t, strlen(t), &content_end);
+        if (!PARSE_CASES[i].n_calls) {
+            cr_expect(calls == NULL, "case %zu (%s): parsed as a call", i, t);
+            json_decref(calls);
+            continue;
+        }
+        cr_assert(json_is_array(calls), "case %zu (%s): no call parsed", i, t);
+        cr_expect_eq(json_array_size(calls), PARSE_CASES[i].n_calls, "case %zu", i);
+        cr_expect_eq(content_end, strlen(PARSE_CASES[i].content), "case %zu: content ends at %zu", i,
+                     content_end);
+        cr_expect(!strncmp(t, PARSE_CASES[i].content, content_end), "case %zu", i);
+        expect_call(PARSE_CASES[i].syntax, calls, 0, PARSE_CASES[i].name0, PARSE_CASES[i].args0);
+        if (PARSE_CASES[i].n_calls > 1)
+            expect_call(PARSE_CASES[i].syntax, calls, 1, PARSE_CASES[i].name1, PARSE_CASES[i].args1);
+        /* ids differ between calls */
+        if (PARSE_CASES[i].n_calls > 1)
+            cr_expect_str_neq(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
+                              json_string_value(json_object_get(json_array_get(calls, 1), "id")));
+        json_decref(calls);
+    }
+}
+
+Test(server_tool_calls, streaming_holds_back_what_may_begin_a_call)
+{
+    static const struct {
+        enum woolly_chat_tool_syntax syntax;
+        const char *text;
+        size_t prefix;
+    } CASES[] = {
+        {WOOLLY_TOOLS_HERMES, "Hello there", 11},
+        {WOOLLY_TOOLS_HERMES, "Hello <tool", 6},
+        {WOOLLY_TOOLS_HERMES, "Hello <", 6},
+        {WOOLLY_TOOLS_HERMES, "Hi <tool_call>\n{\"na", 3},
+        {WOOLLY_TOOLS_HERMES, "a < b", 5},
+        {WOOLLY_TOOLS_LLAMA3, "  ", 0},
+        {WOOLLY_TOOLS_LLAMA3, " {\"name\"", 0},
+        {WOOLLY_TOOLS_LLAMA3, "Sure <|python", 5},
+        {WOOLLY_TOOLS_LLAMA3, "Sure thing", 10},
+        {WOOLLY_TOOLS_MISTRAL, "[{\"na", 0},
+        {WOOLLY_TOOLS_MISTRAL, "Ok [TOOL_CALLS][", 3},
+        {WOOLLY_TOOLS_GRANITE, "Ok <|tool_c", 3},
+        {WOOLLY_TOOLS_GRANITE, "", 0},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+        cr_expect_eq(srv_tool_calls_content_prefix(CASES[i].syntax, CASES[i].text, strlen(CASES[i].text)),
+                     CASES[i].prefix, "case %zu (%s)", i, CASES[i].text);
+}
+
+/* Whether the grammar accepts text as a whole sentence. */
+static bool accepts(const woolly_grammar *g, const char *text)
+{
+    woolly_error e;
+    woolly_gmatch *m = woolly_gmatch_open(g, &e);
+    cr_assert(m != NULL, "%s", e.msg);
+    const bool ok = woolly_gmatch_accept(m, text, strlen(text)) == 0 && woolly_gmatch_can_end(m);
+    woolly_gmatch_free(m);
+    return ok;
+}
+
+static const char TOOLS[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+    "\"object\", "
+    "\"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": "
+    "[\"city\", "
+    "\"days\"], \"additionalProperties\": false}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"now\"}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"walk\", \"parameters\": {\"$defs\": {\"pt\": "
+    "{\"type\": \"array\", "
+    "\"items\": {\"type\": \"number\"}, \"minItems\": 2, \"maxItems\": 2}}, \"type\": \"object\", "
+    "\"properties\": {\"to\": "
+    "{\"$ref\": \"#/$defs/pt\"}}, \"required\": [\"to\"], \"additionalProperties\": false}}}]";
+
+static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const char *only)
+{
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    cr_assert(tools != NULL);
+    char err[512];
+    char *gbnf = srv_tool_call_gbnf(syntax, tools, only, err, sizeof err);
+    cr_assert(gbnf != NULL, "%s", err);
+    woolly_error e;
+    woolly_grammar *g = woolly_grammar_from_gbnf(gbnf, strlen(gbnf), &e);
+    cr_assert(g != NULL, "%s\n%s", e.msg, gbnf);
+    free(gbnf);
+    json_decref(tools);
+    return g;
+}
+
+Test(server_tool_calls, the_grammar_of_a_required_call)
+{
+    woolly_grammar *g = call_grammar(WOOLLY_TOOLS_HERMES, NULL);
+    cr_expect(accepts(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", "
+                         "\"days\": 3}}\n</tool_call>"));
+    cr_expect(accepts(g, "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
+    cr_expect(
+        accepts(g, "<tool_call>\n{\"name\": \"walk\", \"arguments\": {\"to\": [1.5, -2]}}\n</tool_call>"));
+    cr_expect(!accepts(
+        g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+    cr_expect(!accepts(g, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"));
+    cr_expect(!accepts(g, "<tool_call>\n{\"name\": \"walk\", \"arguments\": {\"to\": [1]}}\n</tool_call>"));
+    cr_expect(!accepts(g, "{\"name\": \"now\", \"arguments\": {}}"));
+    woolly_grammar_free(g);
+
+    g = call_grammar(WOOLLY_TOOLS_LLAMA3, "now");
+    cr_expect(accepts(g, "{\"name\": \"now\", \"parameters\": {}}"));
+    cr_expect(!accepts(g, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"a\", \"days\": 1}}"));
+    woolly_grammar_free(g);
+
+    g = call_grammar(WOOLLY_TOOLS_MISTRAL, "get_weather");
+    cr_expect(accepts(g, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\", \"days\": 1}}]"));
+    cr_expect(!accepts(g, "[{\"name\": \"now\", \"arguments\": {}}]"));
+    woolly_grammar_free(g);
+
+    g = call_grammar(WOOLLY_TOOLS_GRANITE, NULL);
+    cr_expect(accepts(g, "[{\"name\": \"now\", \"arguments\": {}}]"));
+    woolly_grammar_free(g);
+}
+
+static srv_gen_rules rules(enum woolly_chat_family fam)
+{
+    return (srv_gen_rules){.model_id = "m",
+                           .defaults = woolly_sampler_default_params(),
+                           .n_vocab = 100,
+                           .max_tokens_limit = 64,
+                           .chat = woolly_chat_builtin(fam)};
+}
+
+#define WEATHER                                                                                              \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather\", "      \
+    "\"parameters\": "                                                                                       \
+    "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}"
+#define USER "\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}]"
+
+Test(server_tool_calls, bad_requests_name_the_field)
+{
+    static const struct {
+        const char *body, *param, *in_message;
+    } CASES[] = {
+        {"{" USER ", \"tools\": {}}", "tools", "array"},
+        {"{" USER ", \"tools\": [5]}", "tools", "tools[0]"},
+        {"{" USER ", \"tools\": [{\"type\": \"code\"}]}", "tools", "function"},
+        {"{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", "tools",
+         "name"},
+        {"{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {}}]}", "tools", "name"},
+        {"{" USER ", \"tools\": [" WEATHER ", " WEATHER "]}", "tools", "both named"},
+        {"{" USER
+         ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+         "\"string\", \"pattern\": \"a+\"}}}]}",
+         "tools", "pattern"},
+        {"{" USER
+         ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": 7}}]}",
+         "tools", "parameters"},
+        {"{" USER ", \"tools\": [" WEATHER "], \"tool_choice\": \"always\"}", "tool_choice", "always"},
+        {"{" USER ", \"tools\": [" WEATHER "], \"tool_choice\": 3}", "tool_choice", "tool_choice"},
+        {"{" USER ", \"tools\": [" WEATHER
+         "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+         "\"get_time\"}}}",
+         "tool_choice", "get_time"},
+        {"{" USER ", \"tools\": [" WEATHER "], \"tool_choice\": {\"type\": \"function\"}}", "tool_choice",
+         "name"},
+        {"{" USER ", \"tool_choice\": \"required\"}", "tool_choice", "no 'tools'"},
+        {"{" USER
+         ", \"tools\": [], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}}",
+         "tool_choice", "no 'tools'"},
+        {"{" USER ", \"tools\": [" WEATHER
+         "], \"tool_choice\": \"required\", \"response_format\": {\"type\": "
+         "\"json_object\"}}",
+         "tool_choice", "exclude"},
+        {"{\"messages\": [{\"role\": \"tool\", \"content\": \"21\"}]}", "messages", "tool_call_id"},
+        {"{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c\", "
+         "\"type\": "
+         "\"function\", \"function\": {\"arguments\": \"{}\"}}]}]}",
+         "messages", "tool_calls[0]"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": [{\"id\": \"c\"}]}]}",
+         "messages", "assistant"},
+        {"{\"prompt\": \"x\", \"tools\": [" WEATHER "]}", "tools", "not supported"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const srv_gen_rules ru = rules(WOOLLY_CHAT_CHATML);
+        srv_gen_request r;
+        srv_error e = {0};
+        const enum srv_gen_kind kind =
+            strstr(CASES[i].body, "\"prompt\"") ? SRV_GEN_COMPLETION : SRV_GEN_CHAT;
+        cr_expect_eq(srv_gen_request_parse(CASES[i].body, strlen(CASES[i].body), kind, &ru, &r, &e), -1,
+                     "case %zu", i);
+        cr_expect_eq(e.status, 400, "case %zu: %d %s", i, e.status, e.message);
+        cr_expect_str_eq(e.param, CASES[i].param, "case %zu: %s", i, e.message);
+        cr_expect(strstr(e.message, CASES[i].in_message) != NULL, "case %zu: '%s' does not mention '%s'", i,
+                  e.message, CASES[i].in_message);
+        srv_gen_request_free(&r);
+    }
+}
+
+/* A conversation with tools, a call and its result renders through each built-in in its family's syntax;
+ * tool_choice sets the request's constraint. */
+Test(server_tool_calls, built_ins_render_tools_calls_and_results)
+{
+    static const char BODY[] =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+        "\"content\": \"Weather?\"}, "
+        "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"call_9\", \"type\": "
+        "\"function\", "
+        "\"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, "
+        "{\"role\": \"tool\", \"tool_call_id\": \"call_9\", \"content\": \"sunny\"}], \"tools\": [" WEATHER
+        "], "
+        "\"tool_choice\": \"required\"}";
+    static const struct {
+        enum woolly_chat_family fam;
+        const char *tools, *call, *result;
+    } CASES[] = {
+        {WOOLLY_CHAT_CHATML, "<tools>\n{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"",
+         "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+         "{\"city\":\"Paris\"}}\n</tool_call><|im_end|>",
+         "<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>"},
+        {WOOLLY_CHAT_LLAMA3, "\"parameters\": <arguments object>",
+         "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": "
+         "{\"city\":\"Paris\"}}",
+         "<|start_header_id|>ipython<|end_header_id|>\n\nsunny<|eot_id|>"},
+        {WOOLLY_CHAT_GRANITE, "<|tool_call|> followed by",
+         "<|start_of_role|>assistant<|end_of_role|><|tool_call|>[{\"name\": \"get_weather\", \"arguments\": "
+         "{\"city\":\"Paris\"}}]",
+         "<|start_of_role|>tool_response<|end_of_role|>sunny<|end_of_text|>"},
+        {WOOLLY_CHAT_MISTRAL_V7, "[TOOL_CALLS] followed by",
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}]</s>",
+         "[INST][TOOL_RESULTS]{\"content\": \"sunny\"}[/TOOL_RESULTS][/INST]"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const srv_gen_rules ru = rules(CASES[i].fam);
+        srv_gen_request r;
+        srv_error e = {0};
+        cr_assert_eq(srv_gen_request_parse(BODY, strlen(BODY), SRV_GEN_CHAT, &ru, &r, &e), 0, "%s",
+                     e.message);
+        cr_expect(strstr(r.prompt, CASES[i].tools) != NULL, "%s: no tools in\n%s",
+                  woolly_chat_family_name(CASES[i].fam), r.prompt);
+        cr_expect(strstr(r.prompt, CASES[i].call) != NULL, "%s: no call in\n%s",
+                  woolly_chat_family_name(CASES[i].fam), r.prompt);
+        cr_expect(strstr(r.prompt, CASES[i].result) != NULL, "%s: no result in\n%s",
+                  woolly_chat_family_name(CASES[i].fam), r.prompt);
+        cr_expect(r.grammar != NULL);
+        cr_expect_eq(r.tools.choice, SRV_TOOL_CHOICE_REQUIRED);
+        cr_expect_eq(r.tools.syntax, woolly_chat_tool_syntax_of(CASES[i].fam));
+        srv_gen_request_free(&r);
+    }
+}
+
+/* The model's own template gets the tools, the calls (their arguments as objects) and the results:
+ * the families' published templates render them in their own syntax. */
+Test(server_tool_calls, own_templates_render_tools_calls_and_results)
+{
+    static const char BODY[] =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, "
+        "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": "
+        "\"function\", "
+        "\"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, "
+        "{\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"sunny\"}], \"tools\": [" WEATHER
+        "]}";
+    static const struct {
+        const char *file, *tools, *call, *result;
+    } CASES[] = {
+        {"qwen3.jinja", "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+         "<tool_response>\nsunny\n</tool_response>"},
+        {"qwen2.5-instruct.jinja",
+         "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+         "<tool_response>\nsunny\n</tool_response>"},
+        {"llama-3.1-instruct.jinja", "\"name\": \"get_weather\"",
+         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+         "<|start_header_id|>ipython<|end_header_id|>\n\n\"sunny\"<|eot_id|>"},
+        /* Granite 3.3's template writes an assistant's content only, not its tool_calls */
+        {"granite-3.3-instruct.jinja",
+         "<|start_of_role|>available_tools<|end_of_role|>[\n    {\n        \"type\": \"function\"",
+         "<|start_of_role|>assistant<|end_of_role|><|end_of_text|>",
+         "<|start_of_role|>tool<|end_of_role|>sunny<|end_of_text|>"},
+        {"mistral-small-3.2-instruct-2506.jinja", "[AVAILABLE_TOOLS]",
+         "[TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{\"city\": \"Paris\"}", "[TOOL_RESULTS]"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/data/chat/%s", WOOLLY_SOURCE_DIR, CASES[i].file);
+        char *tmpl = tu_read_file(path, NULL);
+        woolly_chat_format f;
+        cr_assert_eq(woolly_chat_format_open(&f, tmpl, "<s>", "</s>", -1, "test"), 0, "%s", CASES[i].file);
+        cr_assert(f.jinja != NULL, "%s: the interpreter does not take it", CASES[i].file);
+        srv_gen_rules ru = rules(WOOLLY_CHAT_CHATML);
+        ru.chat = &f;
+        srv_gen_request r;
+        srv_error e = {0};
+        cr_assert_eq(srv_gen_request_parse(BODY, strlen(BODY), SRV_GEN_CHAT, &ru, &r, &e), 0, "%s: %s",
+                     CASES[i].file, e.message);
+        cr_expect(strstr(r.prompt, CASES[i].tools) != NULL, "%s: no tools in\n%s", CASES[i].file, r.prompt);
+        cr_expect(strstr(r.prompt, CASES[i].call) != NULL, "%s: no call in\n%s", CASES[i].file, r.prompt);
+        cr_expect(strstr(r.prompt, CASES[i].result) != NULL, "%s: no result in\n%s", CASES[i].file, r.prompt);
+        cr_expect_eq(r.tools.choice, SRV_TOOL_CHOICE_AUTO);
+        cr_expect(r.grammar == NULL, "auto is free text");
+        srv_gen_request_free(&r);
+        woolly_chat_format_close(&f);
+        free(tmpl);
+    }
+}
