@@ -49,12 +49,12 @@ static void run_cases(const char *flags, bool quick)
     cr_expect_eq(th_stop(&s, NULL), 0);
 }
 
-Test(server_tools, every_required_call_validates, .timeout = 900)
+Test(server_tools, every_required_call_validates)
 {
     run_cases("", false);
 }
 
-Test(server_tools, each_family_syntax_round_trips, .timeout = 900)
+Test(server_tools, each_family_syntax_round_trips)
 {
     static const char *const FAMILIES[] = {"chatml", "llama3", "mistral-v7", "granite"};
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) {
