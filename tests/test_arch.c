@@ -587,8 +587,9 @@ Test(arch, a_fused_matrix_is_bound_as_views_of_its_rows)
  * the table's (every tensor known and of the table's shape, every required one present). */
 Test(arch, synth_presets_write_the_tables_tensors)
 {
-    const char *presets[] = {"tiny",     "tiny-granite", "llama-1b",  "granite-8b", "qwen2.5-1.5b",
-                             "qwen3-4b", "gemma3-1b",    "phi3-mini", "mistral-7b"};
+    const char *presets[] = {"tiny",       "tiny-granite",  "llama-1b",            "granite-8b", "qwen2.5-1.5b",
+                             "qwen3-4b",   "gemma3-1b",     "phi3-mini",           "mistral-7b",
+                             "granitemoe-3b", "qwen3moe-30b-a3b-12l"};
     for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         woolly_synth_config s;
         woolly_error err = {{0}};
@@ -603,7 +604,10 @@ Test(arch, synth_presets_write_the_tables_tensors)
                                  .n_head_kv = (int32_t)s.n_head_kv,
                                  .head_dim = (int32_t)woolly_synth_head_dim(&s),
                                  .n_ff = (int32_t)s.n_ff,
-                                 .n_rot = (int32_t)woolly_synth_head_dim(&s)};
+                                 .n_rot = (int32_t)woolly_synth_head_dim(&s),
+                                 .n_expert = (int32_t)s.n_expert,
+                                 .n_expert_used = (int32_t)s.n_expert_used,
+                                 .n_ff_exp = (int32_t)(s.n_ff_exp > 0 ? s.n_ff_exp : s.n_ff)};
         const size_t n = woolly_synth_tensor_table(&s, NULL, 0);
         woolly_synth_tensor *t = calloc(n, sizeof *t);
         cr_assert(t != NULL);
@@ -615,7 +619,7 @@ Test(arch, synth_presets_write_the_tables_tensors)
             const woolly_arch_tensor *d = woolly_arch_match(a, t[i].name, &layer);
             cr_assert(d != NULL, "%s: '%s' is not in the %s table", presets[p], t[i].name, a->name);
             const gguf_tensor g = {
-                .name = t[i].name, .n_dims = t[i].n_dims, .ne = {t[i].ne[0], t[i].ne[1], 1, 1}};
+                .name = t[i].name, .n_dims = t[i].n_dims, .ne = {t[i].ne[0], t[i].ne[1], t[i].ne[2], 1}};
             cr_expect_eq(woolly_arch_check_shape(d, &c, &g, presets[p], &err), 0, "%s", err.msg);
             for (int j = 0; j < woolly_arch_n_tensors(a); j++)
                 if (woolly_arch_tensor_at(a, j) == d)

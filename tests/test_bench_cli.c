@@ -304,6 +304,39 @@ Test(bench_cli, roofline_counts_the_kv_cache_a_decode_reads)
     }
 }
 
+/* A mixture of experts' token reads the k experts its router chose, not all n: tiny-mixtral-f16 has 2
+ * layers of F16 attention (q and output 128x128, k and v 64x128), an F32 router of 8 x 128 and 8 experts
+ * of 3 F16 128x128 matrices, 2 of them a token, and an F16 output matrix of 4000 x 128. */
+Test(bench_cli, roofline_counts_the_experts_a_token_reads)
+{
+    char cmd[8192], *out, *err;
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 16 -n 2 -r 1 -t 1 --roofline --format json",
+             tu_data("models/tiny-mixtral-f16.gguf"));
+    const int st = tu_run_cli(cmd, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s failed (%d):\n%s\n%s", cmd, st, out, err);
+    json_t *a = parse_tests(out, 2);
+    const double attn = 2.0 * 128 * 128 + 2.0 * 64 * 128, router = 8.0 * 128, expert = 3.0 * 128 * 128;
+    const json_t *pp = json_object_get(json_array_get(a, 0), "roofline");
+    const json_t *tg = json_object_get(json_array_get(a, 1), "roofline");
+    cr_assert(json_is_object(pp) && json_is_object(tg), "%s", out);
+    const double macs = 2 * (attn + router + 2 * expert) + 4000.0 * 128 / 16;
+    cr_expect(fabs(num(pp, "macs_per_token") - macs) < 1, "%g MACs per token, expected %g (2 of 8 experts)",
+              num(pp, "macs_per_token"), macs);
+    const double bytes = 2 * (2 * attn + 4 * router + 2 * 2 * expert) + 2 * 4000.0 * 128;
+    cr_expect(fabs(num(tg, "weight_bytes_per_token") - bytes) < 1, "%g weight bytes per token, expected %g",
+              num(tg, "weight_bytes_per_token"), bytes);
+    cr_expect_eq(num(tg, "experts"), 8);
+    cr_expect_eq(num(tg, "experts_used"), 2);
+    cr_expect_eq(num(tg, "expert_bytes"), 2 * 8 * 2 * expert);
+    json_decref(a);
+    free(out), free(err);
+
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 0 -n 2 -r 1 -t 1 --roofline", tu_data("models/tiny-mixtral-f16.gguf"));
+    cr_assert_eq(tu_run_cli(cmd, &out, &err), 0, "woolly %s failed:\n%s", cmd, err);
+    cr_expect(strstr(out, "reads 2 of each layer's 8 experts") != NULL, "%s", out);
+    free(out), free(err);
+}
+
 /* `woolly bench -m tiny ARGS` must fail with exit status 2 and a message containing `needle`. */
 static void expect_usage_error(const char *args, const char *needle)
 {

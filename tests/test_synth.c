@@ -148,6 +148,55 @@ Test(synth, new_families_are_laid_out_like_the_references)
                                         "--n-head-kv 2 --n-ctx 4096 --rope-base 10000 --norm-eps 1e-5 --untied");
 }
 
+Test(synth, mixtures_of_experts_are_laid_out_like_the_references)
+{
+    assert_family_like("tiny-qwen3moe-f16", "--arch qwen3moe --n-embd 256 --n-ff 512 --n-ff-exp 256 --n-expert 8 "
+                                            "--n-expert-used 2 --n-layer 2 --n-head 4 --n-head-kv 2 --head-dim 128 "
+                                            "--n-ctx 4096 --rope-base 1e6 --norm-eps 1e-6 --tied");
+    assert_family_like("tiny-granitemoe-f16", "--arch granitemoe --n-embd 128 --n-ff 128 --n-expert 8 "
+                                              "--n-expert-used 2 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ctx 4096 "
+                                              "--rope-base 10000 --norm-eps 1e-6 --tied --embedding-scale 6 "
+                                              "--residual-scale 0.4 --attention-scale 0.25 --logit-scale 8");
+    assert_family_like("tiny-mixtral-f16", "--arch llama --n-embd 128 --n-ff 128 --n-expert 8 --n-expert-used 2 "
+                                           "--n-layer 2 --n-head 4 --n-head-kv 2 --n-ctx 4096 --rope-base 1e6 "
+                                           "--norm-eps 1e-5 --untied");
+}
+
+/* Q4_K_M as llama.cpp's quantizer picks it for a mixture (not of 8 experts, whose attention it also
+ * widens): the experts' down matrices follow ffn_down's rule (Q6_K in the last of 2 layers), gate and up
+ * are Q4_K, the router stays F32; and the file runs. */
+Test(synth, mixture_of_experts_q4_k_m_types_and_run)
+{
+    char *out = synth("tiny-qwen3moe-q4km.gguf", "--arch qwen3moe --n-embd 256 --n-ff 512 --n-ff-exp 256 "
+                                                 "--n-expert 6 --n-expert-used 2 --n-layer 2 --n-head 4 "
+                                                 "--n-head-kv 2 --head-dim 64 --tied");
+    gguf_file *g = tu_gguf_open(out);
+    const struct {
+        const char *name;
+        enum woolly_type type;
+    } WANT[] = {
+        {"blk.0.ffn_down_exps.weight", WOOLLY_TYPE_Q4_K}, {"blk.1.ffn_down_exps.weight", WOOLLY_TYPE_Q6_K},
+        {"blk.0.ffn_gate_exps.weight", WOOLLY_TYPE_Q4_K}, {"blk.1.ffn_up_exps.weight", WOOLLY_TYPE_Q4_K},
+        {"blk.0.ffn_gate_inp.weight", WOOLLY_TYPE_F32},   {"blk.1.ffn_gate_inp.weight", WOOLLY_TYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof WANT / sizeof WANT[0]; i++) {
+        const gguf_tensor *t = NULL;
+        for (uint64_t j = 0; j < g->n_tensors && !t; j++)
+            if (strcmp(g->tensors[j].name, WANT[i].name) == 0)
+                t = &g->tensors[j];
+        cr_assert(t != NULL, "no %s", WANT[i].name);
+        cr_expect_eq(t->type, WANT[i].type, "%s is %s, expected %s", WANT[i].name, woolly_type_get(t->type)->name,
+                     woolly_type_get(WANT[i].type)->name);
+    }
+    gguf_close(g);
+    char cmd[8192], *so, *se;
+    snprintf(cmd, sizeof cmd, "run -m %s -p hello -n 4", out);
+    const int st = tu_run_cli(cmd, &so, &se);
+    cr_expect_eq(st, 0, "woolly %s exited %d: %s", cmd, st, se);
+    free(so), free(se);
+    remove(out), free(out);
+}
+
 Test(synth, shape_flags_override_a_preset)
 {
     /* the tiny-granite preset is the tiny preset with granite's flags: the same bytes */
@@ -538,6 +587,12 @@ Test(synth, bad_flags_fail_with_a_message)
     FAILS("--n-vocab 100", "n_vocab is 100");
     FAILS("--n-vocab 260 --chat-template llama3", "n_vocab is 260");
     FAILS("--preset tiny --preset llama-1b", "more than once");
+    FAILS("--arch qwen3moe", "qwen3moe needs experts");
+    FAILS("--arch qwen2 --n-expert 8 --n-expert-used 2", "qwen2 has no mixture of experts");
+    FAILS("--n-expert 8 --n-expert-used 9", "n_expert_used is 9");
+    FAILS("--n-expert 8", "n_expert_used is 0");
+    FAILS("--n-expert-used 2", "n_expert_used is 2 without experts");
+    FAILS("--n-expert 8 --n-expert-used 2 --n-ff-exp 64", "qwen3moe's only");
     FAILS("-t 0", "-t 0 is out of range [1, 256]");
     FAILS("--frobnicate 3", "unknown option '--frobnicate'");
     FAILS("--arch granite --logit-scale -1", "logit scale");

@@ -30,7 +30,8 @@ static int preset_names(char names[MAX_PRESETS][32])
 }
 
 /* The weights of the preset's matrices as synth writes them: every 2-D tensor but the token embedding,
- * which is a matrix only when it doubles as the output (tied). */
+ * which is a matrix only when it doubles as the output (tied), and one expert's of a mixture's 3-D
+ * tensor (the tuner's table holds one matrix of its shape per tensor, as for a file). */
 static double synth_matrix_elements(const woolly_synth_config *c)
 {
     const size_t n = woolly_synth_tensor_table(c, NULL, 0);
@@ -38,7 +39,7 @@ static double synth_matrix_elements(const woolly_synth_config *c)
     cr_assert(t != NULL && woolly_synth_tensor_table(c, t, n) == n);
     double sum = 0;
     for (size_t i = 0; i < n; i++) {
-        if (t[i].n_dims != 2 || (!c->tied_embd && !strcmp(t[i].name, "token_embd.weight")))
+        if (t[i].n_dims < 2 || (!c->tied_embd && !strcmp(t[i].name, "token_embd.weight")))
             continue;
         sum += (double)t[i].ne[0] * (double)t[i].ne[1];
     }
@@ -94,8 +95,9 @@ Test(tune_shapes, every_preset_from_the_synth_table)
         const int64_t hd = woolly_synth_head_dim(&c);
         cr_expect(has_rows(&m, c.n_head * hd, c.n_embd), "%s: no Q shape", names[i]);
         cr_expect(has_rows(&m, c.n_head_kv * hd, c.n_embd), "%s: no K/V shape", names[i]);
-        cr_expect(has_rows(&m, c.n_ff, c.n_embd), "%s: no gate/up shape", names[i]);
-        cr_expect(has_rows(&m, c.n_embd, c.n_ff), "%s: no down shape", names[i]);
+        const int64_t ff = c.n_expert > 0 && c.n_ff_exp > 0 ? c.n_ff_exp : c.n_ff; /* an expert's, if any */
+        cr_expect(has_rows(&m, ff, c.n_embd), "%s: no gate/up shape", names[i]);
+        cr_expect(has_rows(&m, c.n_embd, ff), "%s: no down shape", names[i]);
         if (!strcmp(c.arch, "phi3")) { /* the fused tensors by their parts */
             cr_expect(!has_rows(&m, (c.n_head + 2 * c.n_head_kv) * hd, c.n_embd), "%s: attn_qkv fused", names[i]);
             cr_expect(!has_rows(&m, 2 * c.n_ff, c.n_embd), "%s: ffn_up fused", names[i]);

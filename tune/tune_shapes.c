@@ -193,6 +193,9 @@ int woolly_tune_model_from_preset(const char *preset, woolly_tune_model *m, wool
         if (t[i].n_dims == 2)
             rc = add_tensor(m, a, &hp, &f, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0],
                             err);
+        else if (t[i].n_dims == 3) /* experts, as woolly_tune_model_from_gguf takes them */
+            rc = add_shape(m, a, &f, t[i].name, t[i].type, (int64_t)t[i].ne[1], (int64_t)t[i].ne[0],
+                           (int64_t)t[i].ne[2], err);
     free(t);
     if (rc)
         woolly_tune_model_free(m);

@@ -110,6 +110,13 @@ void bench_md_footer(FILE *f, const bench_run *r)
             "position (GB/s against DRAM read bandwidth); prefill does %s multiply-adds per token plus %s "
             "for the output matrix on the last token (GMAC/s against the int8 rate)\n",
             r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs);
+    if (r->n_expert > 0)
+        fprintf(f,
+                "roofline: a mixture of experts: a token reads %d of each layer's %d experts, so the weights "
+                "per token are the shared matrices plus %.2f of the experts' %.2f MiB (the active bytes; "
+                "the decode limit is active bytes / DRAM bandwidth)\n",
+                r->n_expert_used, r->n_expert, r->expert_bytes * r->n_expert_used / r->n_expert / (1024.0 * 1024.0),
+                r->expert_bytes / (1024.0 * 1024.0));
     for (int i = 0; i < r->n_tests; i++) {
         const bench_test *t = &r->tests[i];
         if (!t->has_roof || (i > 0 && t->threads == r->tests[i - 1].threads))
@@ -206,6 +213,11 @@ void bench_write_json(FILE *f, const bench_run *r)
                 json_number(f, r->bytes_per_token);
                 fputs(", \"kv_bytes_per_position\": ", f);
                 json_number(f, r->kv_bytes_per_position);
+                if (r->n_expert > 0) {
+                    fprintf(f, ", \"experts\": %d, \"experts_used\": %d, \"expert_bytes\": ", r->n_expert,
+                            r->n_expert_used);
+                    json_number(f, r->expert_bytes);
+                }
             }
             fputs(", \"work_rate\": ", f);
             json_number(f, t->work_rate);

@@ -44,7 +44,9 @@ typedef struct bench_run {
     bench_test *tests;
     int n_tests;
     bool roofline;
-    double bytes_per_token; /* weights read per decoded token */
+    double bytes_per_token; /* weights read per decoded token: of a mixture of experts, the active ones */
+    int n_expert, n_expert_used; /* a mixture of experts' n and k per layer (0: none) */
+    double expert_bytes;         /* all its experts' bytes (of which k/n are in bytes_per_token) */
     double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
                                      type: what each position of the context adds to a token's reads */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */

@@ -3,10 +3,54 @@
 
 #include <stdio.h>
 
+#include "arch.h"
 #include "cli_common.h"
 #include "context.h"
+#include "gguf.h"
 #include "machine_limits.h"
 #include "tune.h"
+
+/* A mixture of experts' token reads k of each layer's n experts (the k its router chose): of each expert
+ * tensor's bytes, which the tuner's table counts whole, k/n; of its multiply-adds, which the table
+ * counts once (one matrix of the shape per tensor), k times. Sets r->n_expert, r->n_expert_used and
+ * r->expert_bytes (all experts' bytes), and corrects r->bytes_per_token and r->macs_layers. A model
+ * without experts, or of an architecture the runtime does not know, is left as it is. */
+static int count_active_experts(const char *cmd, bench_run *r)
+{
+    woolly_error err = {{0}};
+    gguf_file *g = gguf_open(r->model_path, &err);
+    if (!g) {
+        fprintf(stderr, "woolly %s: --roofline: %s\n", cmd, err.msg);
+        return -1;
+    }
+    gguf_str name;
+    woolly_config c = {0};
+    const woolly_arch *a = NULL;
+    if (gguf_get_str(g, "general.architecture", &name, &err) && (a = woolly_arch_find(name)) &&
+        woolly_arch_read_config(g, r->model_path, &c, &err)) {
+        fprintf(stderr, "woolly %s: --roofline: %s\n", cmd, err.msg);
+        gguf_close(g);
+        return -1;
+    }
+    if (a && c.n_expert > 0)
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const gguf_tensor *t = &g->tensors[i];
+            int layer;
+            const woolly_arch_tensor *d = woolly_arch_match(a, t->name, &layer);
+            if (!d || d->kind != WOOLLY_TENSOR_EXPERTS || t->n_dims != 3)
+                continue;
+            const double rows = (double)t->ne[1], cols = (double)t->ne[0];
+            const double bytes = (double)woolly_row_bytes(t->type, (int64_t)t->ne[0]) * rows * (double)t->ne[2];
+            const double k = c.n_expert_used, n = (double)t->ne[2];
+            r->expert_bytes += bytes;
+            r->bytes_per_token -= bytes * (1.0 - k / n);
+            r->macs_layers += rows * cols * (k - 1.0);
+        }
+    r->n_expert = a ? c.n_expert : 0;
+    r->n_expert_used = a ? c.n_expert_used : 0;
+    gguf_close(g);
+    return 0;
+}
 
 int bench_work_per_token(const char *cmd, bench_run *r)
 {
@@ -32,7 +76,7 @@ int bench_work_per_token(const char *cmd, bench_run *r)
             r->macs_output += macs;
     }
     woolly_tune_model_free(&tm);
-    return 0;
+    return count_active_experts(cmd, r);
 }
 
 int bench_measure_roof(const char *cmd, int threads, bench_roof *out)

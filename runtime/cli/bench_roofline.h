@@ -3,8 +3,12 @@
  *
  *   decode (tgN)   every matrix is streamed once per token, the output matrix included, and so is the
  *                  KV cache of the positions before it (depth + half the test's tokens on average):
- *                  bytes per token x tokens/s, against the DRAM read bandwidth;
- *   prefill (ppN)  rows x cols multiply-adds per token for every layer matrix, plus the output matrix's
+ *                  bytes per token x tokens/s, against the DRAM read bandwidth; of a mixture of
+ *                  experts, only the k experts a token's router chose in each layer are read: the
+ *                  attention's and other shared matrices plus k/n of the experts' bytes (the active
+ *                  bytes), so that the limit is active bytes / bandwidth;
+ *   prefill (ppN)  rows x cols multiply-adds per token for every layer matrix (k of a layer's n
+ *                  experts), plus the output matrix's
  *                  once per prompt (only the last token's logits are computed), x tokens/s, against the
  *                  int8 multiply-add rate of the instruction the active ISA level's kernels use.
  * Prefill's attention (float work that grows with the depth) and the small ops are not counted: the
@@ -14,8 +18,9 @@
 
 #include "bench_report.h"
 
-/* Fills r->bytes_per_token, r->kv_bytes_per_position (for r->kv_type), r->macs_layers and
- * r->macs_output from the GGUF file at r->model_path. Returns 0, or -1 after a message. */
+/* Fills r->bytes_per_token, r->kv_bytes_per_position (for r->kv_type), r->macs_layers, r->macs_output
+ * and, for a mixture of experts, r->n_expert, r->n_expert_used and r->expert_bytes from the GGUF file
+ * at r->model_path. Returns 0, or -1 after a message. */
 int bench_work_per_token(const char *cmd, bench_run *r);
 
 /* Measures the limits with `threads` threads (a few seconds). Returns 0, or -1 after a message. */

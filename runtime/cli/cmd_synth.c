@@ -11,14 +11,17 @@ int woolly_cmd_synth(int argc, char **argv)
     woolly_synth_config c = {0};
     const char *preset = "tiny", *out = NULL, *arch = NULL, *type = NULL;
     int n_presets = 0, n_vocab_given = 0;
-    char preset_help[128];
+    char preset_help[512];
     snprintf(preset_help, sizeof preset_help, "%s (default tiny)", woolly_synth_preset_names());
     cli_table t = {
         .synopsis = "[--preset P] [shape flags] [--vocab FILE] [--type T] [--seed S]\n"
                     "                    [--chat-template NAME] [-t N] [-q] -o OUT.gguf",
         .about =
             "Writes a random-weight model (weights N(0, 0.02), norms 1 + N(0, 0.1)); the same arguments\n"
-            "and seed always give the same file. The shape flags override the preset.\n",
+            "and seed always give the same file. The shape flags override the preset.\n"
+            "Mixtures of experts: granitemoe-3b is Granite 3.0 3B-A800M's shape; qwen3moe-30b-a3b-12l is\n"
+            "Qwen3-30B-A3B's shape with 12 of its 48 layers (about 5 GB: the whole model in Q4_K_M, about\n"
+            "17.5 GB, would not leave room beside everything else on a 24 GiB machine).\n",
     };
     cli_add_required(
         &t, (cli_flag){"-o", "--output", CLI_STR, &out, 0, 0, "OUT.gguf", "the file to write", NULL});
@@ -37,6 +40,12 @@ int woolly_cmd_synth(int argc, char **argv)
     cli_add(&t, (cli_flag){NULL, "--arch", CLI_ENUM, &arch, 0, 0, woolly_synth_arch_names(), "architecture", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-embd", CLI_I64, &c.n_embd, 0, 0, "N", "embedding width", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-ff", CLI_I64, &c.n_ff, 0, 0, "N", "feed-forward width", NULL});
+    cli_add(&t, (cli_flag){NULL, "--n-expert", CLI_I64, &c.n_expert, 0, 0, "N",
+                           "experts in each layer's FFN (0: a dense FFN; llama with experts is Mixtral)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--n-expert-used", CLI_I64, &c.n_expert_used, 0, 0, "K",
+                           "experts each token is routed to", NULL});
+    cli_add(&t, (cli_flag){NULL, "--n-ff-exp", CLI_I64, &c.n_ff_exp, 0, 0, "N",
+                           "qwen3moe: an expert's feed-forward width (default n_ff)", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-layer", CLI_I64, &c.n_layer, 0, 0, "N", "layers", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-head", CLI_I64, &c.n_head, 0, 0, "N", "attention heads", NULL});
     cli_add(&t, (cli_flag){NULL, "--n-head-kv", CLI_I64, &c.n_head_kv, 0, 0, "N", "key/value heads", NULL});

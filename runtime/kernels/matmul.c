@@ -341,6 +341,22 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith
             }
 }
 
+void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t r0, int64_t r1, int ith,
+                        int nth)
+{
+    const enum woolly_tokens_class cls = woolly_tokens_class_of(m);
+    const enum woolly_act act = o->plan->step[cls].kernel->act;
+    const matmul_job j = {.outs = o,
+                          .n = 1,
+                          .cls = cls,
+                          .xk = xk,
+                          .x_row_bytes = woolly_act_row_bytes(act, o->w->cols),
+                          .m = m,
+                          .k = o->w->cols,
+                          .act = act};
+    run_rows(&j, 0, r0, r1, ith, nth);
+}
+
 /* The rows between split points p0 and p1, across as many outputs as they span. */
 static void run_span(const matmul_job *j, int64_t p0, int64_t p1, int ith, int nth)
 {

@@ -141,6 +141,14 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
 void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, const woolly_matrix *w,
                    const float *x, int64_t m, float *y, size_t y_stride, void *pack);
 
+/* Rows [r0, r1) of one product for m tokens whose activations are already packed in the format of the
+ * plan's kernel for m (xk, rows of woolly_act_row_bytes apart; x itself for F32), run on the calling
+ * thread (ith of nth, for the observer) exactly as woolly_matmul_n runs them: for a caller that splits
+ * the rows of several products its own way within one dispatch. r0 and r1 are multiples of the
+ * kernel's tile_n, or r1 the matrix's last row. */
+void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t r0, int64_t r1, int ith,
+                        int nth);
+
 /* For tests: a function that sees every kernel call as the kernel receives it (the matrix, the kernel,
  * its arguments, the calling thread's index and the dispatch's thread count). NULL turns it off. Set it
  * only while no matmul runs. */

@@ -9,11 +9,19 @@
  * planned like any other, so every ISA level's kernels run it. A batch's (token, expert) pairs are
  * grouped by expert; each expert that any token chose runs once over its tokens (their rows gathered,
  * WOOLLY_FFN_TOKENS at a time), which is a GEMV reading only that expert's rows when one token chose it
- * (decoding) and a GEMM of the group's size otherwise; its outputs are added to their tokens' sums with
- * the routing weights. An expert no token chose is not read. */
+ * and a GEMM of the group's size otherwise; its outputs are added to their tokens' sums with the
+ * routing weights. An expert no token chose is not read.
+ *
+ * Decoding one token, its k experts run as two dispatches rather than k of each: the gate and up
+ * matrices of all k in one (the input packed once, all their rows split across the threads), then the
+ * activation, then the down matrices of all k in one whose threads each own a range of the output's
+ * rows, compute it for every expert and sum the k results there with the routing weights (in expert
+ * order, as the batched path adds them: the same arithmetic, bit for bit), so the weighted sum takes no
+ * pass of its own and no thread waits at a barrier between experts. */
 #include "moe.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,8 +43,16 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->in = malloc(sizeof(float) * n_ffn * d);
     s->out = malloc(sizeof(float) * n_ffn * d);
     s->sum = malloc(sizeof(float) * n_batch * d);
+    const size_t ffe = (size_t)p->n_ff_exp;
+    s->one_e = malloc(sizeof(int32_t) * k);
+    s->one_w = malloc(sizeof(float) * k);
+    s->outs = malloc(sizeof(woolly_matmul_out) * 3 * k);
+    s->gate = malloc(sizeof(float) * k * ffe);
+    s->up = malloc(sizeof(float) * k * ffe);
+    s->down = malloc(sizeof(float) * k * d);
+    s->pack = malloc(sizeof(float) * k * ffe);
     if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->in || !s->out ||
-        !s->sum)
+        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->gate || !s->up || !s->down || !s->pack)
         return woolly_fail(err, "out of memory for the experts' buffers; try a smaller --batch-size");
     return 0;
 }
@@ -45,6 +61,7 @@ void woolly_moe_state_free(woolly_moe_state *s)
 {
     free(s->logits), free(s->chosen), free(s->weight), free(s->start), free(s->token), free(s->pair_w);
     free(s->in), free(s->out), free(s->sum);
+    free(s->one_e), free(s->one_w), free(s->outs), free(s->gate), free(s->up), free(s->down), free(s->pack);
     *s = (woolly_moe_state){0};
 }
 
@@ -99,6 +116,123 @@ static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, in
     woolly_matmul(c->pool, &c->plans[w->id], w, x, m, y, (size_t)w->rows, c->s.pack);
 }
 
+static bool g_one_step = true;
+
+void woolly_moe_set_one_step(bool on)
+{
+    g_one_step = on;
+}
+
+/* ---- one token: its k experts as one step ------------------------------------------------------- */
+
+/* Multiply-adds below which another thread does not pay for waking it (matmul.c's threshold). */
+#define MIN_WORK_PER_THREAD 65536.0
+
+/* The down matrices of a token's k experts and the weighted sum of their outputs, for the rows a
+ * thread owns. */
+typedef struct down_job {
+    const woolly_matmul_out *outs; /* [k]: expert j's down matrix, into its own row of outputs */
+    const float *w;                /* [k] the routing weights */
+    int k;
+    const char *xk; /* expert j's packed input at xk + j * x_row_bytes */
+    size_t x_row_bytes;
+    float *y; /* [d] the weighted sum */
+    int64_t d, align;
+    atomic_int next_chunk;
+} down_job;
+
+static void down_rows(down_job *j, int64_t u0, int64_t u1, int ith, int nth)
+{
+    const int64_t r0 = u0 * j->align < j->d ? u0 * j->align : j->d;
+    const int64_t r1 = u1 * j->align < j->d ? u1 * j->align : j->d;
+    if (r0 >= r1)
+        return;
+    for (int e = 0; e < j->k; e++)
+        woolly_matmul_rows(&j->outs[e], 1, j->xk + (size_t)e * j->x_row_bytes, r0, r1, ith, nth);
+    for (int64_t r = r0; r < r1; r++) {
+        float acc = 0.0f;
+        for (int e = 0; e < j->k; e++)
+            acc += j->w[e] * j->outs[e].y[r];
+        j->y[r] = acc;
+    }
+}
+
+/* As matmul.c splits a dispatch: each thread first its own contiguous share of three quarters of the
+ * rows, then the rest in chunks, the next one free to whichever thread asks, so that a thread slowed
+ * from outside does not keep the others waiting. Rows go in units of the kernel's tile. */
+enum { SHARED_PART = 4, CHUNKS_PER_THREAD = 8 };
+
+static void down_job_run(void *arg, int ith, int nth)
+{
+    down_job *j = arg;
+    const int64_t units = (j->d + j->align - 1) / j->align;
+    const int64_t shared = nth > 1 ? units / SHARED_PART : 0, own = units - shared;
+    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
+    down_rows(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
+    for (int ch; (ch = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
+        down_rows(j, own + shared * ch / n_chunks, own + shared * (ch + 1) / n_chunks, ith, nth);
+}
+
+/* The FFN of one token (h, its normalized row) whose experts are chosen: its output to y. False, and
+ * nothing done, if the experts' down matrices do not all read one activation format (a tuning profile
+ * gave them different kernels): then the general path runs. */
+static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float *h, float *y)
+{
+    const woolly_config *p = &c->model->cfg;
+    woolly_moe_state *s = &c->s.moe;
+    const int32_t k = p->n_expert_used;
+    const int64_t d = p->n_embd, ffe = p->n_ff_exp;
+    const woolly_kernel *k0 = c->plans[L->down_exps.each[s->chosen[0]].id].step[WOOLLY_TOKENS_1].kernel;
+    for (int32_t j = 1; j < k; j++)
+        if (c->plans[L->down_exps.each[s->chosen[j]].id].step[WOOLLY_TOKENS_1].kernel->act != k0->act)
+            return false;
+
+    /* the experts in index order, the order in which the batched path adds them */
+    for (int32_t j = 0; j < k; j++) {
+        int32_t i = j;
+        for (; i > 0 && s->one_e[i - 1] > s->chosen[j]; i--)
+            s->one_e[i] = s->one_e[i - 1], s->one_w[i] = s->one_w[i - 1];
+        s->one_e[i] = s->chosen[j], s->one_w[i] = s->weight[j];
+    }
+    woolly_matmul_out *gu = s->outs, *down = s->outs + 2 * k;
+    for (int32_t j = 0; j < k; j++) {
+        const woolly_matrix *g = &L->gate_exps.each[s->one_e[j]], *u = &L->up_exps.each[s->one_e[j]],
+                            *dn = &L->down_exps.each[s->one_e[j]];
+        gu[2 * j] = (woolly_matmul_out){g, &c->plans[g->id], s->gate + (size_t)j * ffe, (size_t)g->rows};
+        gu[2 * j + 1] = (woolly_matmul_out){u, &c->plans[u->id], s->up + (size_t)j * ffe, (size_t)u->rows};
+        down[j] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)j * d, (size_t)d};
+    }
+    woolly_matmul_n(c->pool, gu, 2 * k, h, 1, c->s.pack);
+    c->ops.swiglu(s->gate, s->up, (int64_t)k * ffe);
+
+    down_job j = {.outs = down,
+                  .w = s->one_w,
+                  .k = k,
+                  .xk = (const char *)s->gate,
+                  .x_row_bytes = (size_t)ffe * sizeof(float),
+                  .y = y,
+                  .d = d,
+                  .align = k0->tile_n > 0 ? k0->tile_n : 1};
+    const woolly_pack_fn pack = down[0].plan->pack[WOOLLY_TOKENS_1];
+    if (k0->act != WOOLLY_ACT_F32) {
+        j.x_row_bytes = woolly_act_row_bytes(k0->act, ffe);
+        for (int32_t e = 0; e < k; e++)
+            pack(s->gate + (size_t)e * ffe, ffe, (char *)s->pack + (size_t)e * j.x_row_bytes);
+        j.xk = s->pack;
+    }
+    atomic_init(&j.next_chunk, 0);
+    int threads = 0; /* as woolly_matmul_n: the most a step asks for, else as many as the work repays */
+    for (int32_t e = 0; e < k; e++)
+        threads = down[e].plan->step[WOOLLY_TOKENS_1].threads > threads
+                      ? down[e].plan->step[WOOLLY_TOKENS_1].threads
+                      : threads;
+    const int nth =
+        threads > 0 ? threads
+                    : woolly_threads_for(c->pool, (double)k * (double)d * (double)ffe, MIN_WORK_PER_THREAD);
+    woolly_threadpool_run_n(c->pool, down_job_run, &j, nth);
+    return true;
+}
+
 void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
 {
     const woolly_config *p = &c->model->cfg;
@@ -111,24 +245,29 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
     for (int32_t t = 0; t < n; t++)
         woolly_moe_route(s->logits + (size_t)t * n_expert, n_expert, k, s->chosen + (size_t)t * k,
                          s->weight + (size_t)t * k);
+    if (n == 1 && g_one_step && ffn_one_token(c, L, h, rs->xb))
+        return;
     group_by_expert(s, n, n_expert, k);
 
     memset(s->sum, 0, sizeof(float) * (size_t)n * d);
     for (int32_t e = 0; e < n_expert; e++)
         for (int32_t i0 = s->start[e]; i0 < s->start[e + 1]; i0 += WOOLLY_FFN_TOKENS) {
-            const int32_t m = s->start[e + 1] - i0 < WOOLLY_FFN_TOKENS ? s->start[e + 1] - i0 : WOOLLY_FFN_TOKENS;
+            const int32_t m =
+                s->start[e + 1] - i0 < WOOLLY_FFN_TOKENS ? s->start[e + 1] - i0 : WOOLLY_FFN_TOKENS;
             /* A lone token's row is read in place; a group's rows are gathered. */
             const float *in = h + (size_t)s->token[i0] * d;
             if (m > 1) {
                 for (int32_t i = 0; i < m; i++)
-                    memcpy(s->in + (size_t)i * d, h + (size_t)s->token[i0 + i] * d, sizeof(float) * (size_t)d);
+                    memcpy(s->in + (size_t)i * d, h + (size_t)s->token[i0 + i] * d,
+                           sizeof(float) * (size_t)d);
                 in = s->in;
             }
             const woolly_matrix *gate = &L->gate_exps.each[e], *up = &L->up_exps.each[e];
-            woolly_matmul_n(c->pool,
-                            (const woolly_matmul_out[]){{gate, &c->plans[gate->id], rs->hb, (size_t)gate->rows},
-                                                        {up, &c->plans[up->id], rs->hb2, (size_t)up->rows}},
-                            2, in, m, rs->pack);
+            woolly_matmul_n(
+                c->pool,
+                (const woolly_matmul_out[]){{gate, &c->plans[gate->id], rs->hb, (size_t)gate->rows},
+                                            {up, &c->plans[up->id], rs->hb2, (size_t)up->rows}},
+                2, in, m, rs->pack);
             c->ops.swiglu(rs->hb, rs->hb2, (int64_t)m * p->n_ff_exp);
             matmul(c, &L->down_exps.each[e], rs->hb, m, s->out);
             for (int32_t i = 0; i < m; i++) {

@@ -23,6 +23,13 @@ typedef struct woolly_moe_state {
     float *in;       /* [WOOLLY_FFN_TOKENS][n_embd] an expert's tokens' inputs, gathered */
     float *out;      /* [WOOLLY_FFN_TOKENS][n_embd] its outputs for them */
     float *sum;      /* [n][n_embd] the weighted sum of each token's experts */
+    /* Decoding one token (all k experts in one step): */
+    int32_t *one_e;                 /* [k] its experts in index order */
+    float *one_w;                   /* [k] their weights */
+    struct woolly_matmul_out *outs; /* [3k] gate and up of each, then down of each */
+    float *gate, *up;               /* [k][n_ff_exp] */
+    float *down;                    /* [k][n_embd] each expert's output */
+    void *pack;                     /* [k] down's packed inputs (F32 is the widest format) */
 } woolly_moe_state;
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
@@ -36,5 +43,10 @@ void woolly_moe_route(const float *logits, int32_t n_expert, int32_t k, int32_t 
 /* The FFN of layer L on the n normalized rows of c->s.xb: the mixture's output replaces them (the
  * caller adds it to the residual stream). */
 void woolly_moe_ffn(struct woolly_context *c, const woolly_layer *L, int32_t n);
+
+/* For tests: false sends a lone token's experts down the general path (one matmul per expert, then the
+ * weighted sum), so that the one-step decode can be compared with it; true, the default, the one step.
+ * Set it only while no forward pass runs. */
+void woolly_moe_set_one_step(bool on);
 
 #endif

@@ -59,8 +59,9 @@ static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
         return WOOLLY_TYPE_Q6_K;
     if (strcmp(name, "token_embd.weight") == 0)
         return m->tied_embd ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q4_K;
-    /* a fused attn_qkv counts as an attn_v (phi3) */
-    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight") || ends_with(name, "ffn_down.weight")) {
+    /* a fused attn_qkv counts as an attn_v (phi3), a mixture's ffn_down_exps as an ffn_down */
+    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight") || ends_with(name, "ffn_down.weight") ||
+        ends_with(name, "ffn_down_exps.weight")) {
         const int i = layer_of(name);
         if (i >= 0 && layer_gets_more_bits(i, m->n_layer))
             return WOOLLY_TYPE_Q6_K;
@@ -73,7 +74,9 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
 {
     if (note && note_size)
         note[0] = '\0';
-    if (n_dims < 2)
+    /* a mixture's router stays F32 in every file type, as llama.cpp leaves it: small, and a rounded
+     * logit could change which experts a token takes */
+    if (n_dims < 2 || ends_with(name, "ffn_gate_inp.weight"))
         return WOOLLY_TYPE_F32;
     enum woolly_type want;
     switch (f) {

@@ -32,15 +32,20 @@ typedef struct {
     bool fused;          /* attn_qkv (Q, K, V rows) and ffn_up (gate, then up rows), no ffn_gate (phi3) */
     bool head_dim_keys;  /* attention.key_length/value_length always written (else when not n_embd/n_head) */
     bool window_keys;    /* attention.sliding_window(_pattern), rope.freq_base_swa (gemma3) */
+    bool experts;        /* a mixture of experts in place of the dense FFN: always (qwen3moe, granitemoe) */
+    bool experts_may;    /* ...or when n_expert > 0 (llama: Mixtral's layout) */
+    bool expert_ff_key;  /* expert_feed_forward_length: experts narrower than feed_forward_length (qwen3moe) */
 } synth_family;
 
 static const synth_family FAMILIES[] = {
-    {.arch = "llama"},
+    {.arch = "llama", .experts_may = true},
     {.arch = "granite", .granite_scales = true},
+    {.arch = "granitemoe", .granite_scales = true, .experts = true},
     {.arch = "qwen2", .qkv_bias = true},
     {.arch = "qwen3", .qk_norm = true, .head_dim_keys = true},
     {.arch = "gemma3", .qk_norm = true, .post_norms = true, .head_dim_keys = true, .window_keys = true},
     {.arch = "phi3", .fused = true},
+    {.arch = "qwen3moe", .qk_norm = true, .head_dim_keys = true, .experts = true, .expert_ff_key = true},
 };
 
 static const synth_family *family_of(const char *arch)
@@ -53,7 +58,7 @@ static const synth_family *family_of(const char *arch)
 
 const char *woolly_synth_arch_names(void)
 {
-    return "llama|granite|qwen2|qwen3|gemma3|phi3";
+    return "llama|granite|granitemoe|qwen2|qwen3|qwen3moe|gemma3|phi3";
 }
 
 int64_t woolly_synth_head_dim(const woolly_synth_config *c)
@@ -81,11 +86,28 @@ static const preset PRESETS[] = {
     {"gemma3-1b", "gemma3", 1152, 6912, 26, 4, 1, 256, 32768, 262144, 1e6f, 1e-6f, true, 512, 6},
     {"phi3-mini", "phi3", 3072, 8192, 32, 32, 32, 96, 4096, 32064, 10000.0f, 1e-5f, false, 0, 0},
     {"mistral-7b", "llama", 4096, 14336, 32, 32, 8, 128, 32768, 32768, 1e6f, 1e-5f, false, 0, 0},
+    /* Granite 3.0 3B-A800M: 40 experts 512 wide, 8 a token */
+    {"granitemoe-3b", "granitemoe", 1536, 512, 32, 24, 8, 0, 4096, 49155, 10000.0f, 1e-6f, true, 0, 0},
+    /* Qwen3-30B-A3B's layers (128 experts 768 wide, 8 a token; feed_forward_length 6144 is unused), 12
+     * of its 48: the whole model in Q4_K_M, about 17.5 GB, leaves a 24 GiB machine too little room */
+    {"qwen3moe-30b-a3b-12l", "qwen3moe", 2048, 6144, 12, 32, 4, 128, 40960, 151936, 1e6f, 1e-6f, false, 0, 0},
+};
+
+/* The mixtures' experts and the scales in which a preset differs from granite-3.3-8b's. */
+static const struct {
+    const char *name;
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    float attention_scale, logit_scale; /* 0: granite-3.3-8b's */
+} PRESET_EXTRAS[] = {
+    /* Granite 3.0 3B-A800M's config.json: attention_multiplier 1/64 (its head size), logits_scaling 6 */
+    {"granitemoe-3b", 40, 8, 0, 0.015625f, 6.0f},
+    {"qwen3moe-30b-a3b-12l", 128, 8, 768, 0, 0},
 };
 
 const char *woolly_synth_preset_names(void)
 {
-    return "tiny, tiny-granite, llama-1b, granite-8b, qwen2.5-1.5b, qwen3-4b, gemma3-1b, phi3-mini, mistral-7b";
+    return "tiny, tiny-granite, llama-1b, granite-8b, qwen2.5-1.5b, qwen3-4b, gemma3-1b, phi3-mini, mistral-7b, "
+           "granitemoe-3b, qwen3moe-30b-a3b-12l";
 }
 
 int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err)
@@ -114,6 +136,16 @@ int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *
         c->residual_scale = 0.22f;
         c->attention_scale = 0.0078125f;
         c->logit_scale = 16.0f;
+        for (size_t j = 0; j < sizeof PRESET_EXTRAS / sizeof PRESET_EXTRAS[0]; j++)
+            if (strcmp(PRESET_EXTRAS[j].name, name) == 0) {
+                c->n_expert = PRESET_EXTRAS[j].n_expert;
+                c->n_expert_used = PRESET_EXTRAS[j].n_expert_used;
+                c->n_ff_exp = PRESET_EXTRAS[j].n_ff_exp;
+                if (PRESET_EXTRAS[j].attention_scale > 0)
+                    c->attention_scale = PRESET_EXTRAS[j].attention_scale;
+                if (PRESET_EXTRAS[j].logit_scale > 0)
+                    c->logit_scale = PRESET_EXTRAS[j].logit_scale;
+            }
         c->ftype = WOOLLY_FTYPE_Q4_K_M;
         return 0;
     }
@@ -146,6 +178,21 @@ int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err)
         check_range("n_ctx", c->n_ctx, 1, 1 << 24, err) || check_range("head_dim", c->head_dim, 0, 1024, err) ||
         check_range("sliding window", c->n_swa, 0, 1 << 24, err) ||
         check_range("sliding-window pattern", c->swa_pattern, 0, 1024, err))
+        return -1;
+    if (fam->experts && c->n_expert == 0)
+        return woolly_fail(err, "%s needs experts (--n-expert)", c->arch);
+    if (c->n_expert != 0 && !fam->experts && !fam->experts_may)
+        return woolly_fail(err, "%s has no mixture of experts (n_expert is %lld, must be 0)", c->arch,
+                           (long long)c->n_expert);
+    if (c->n_expert != 0 && (check_range("n_expert", c->n_expert, 1, 1024, err) ||
+                             check_range("n_expert_used", c->n_expert_used, 1, c->n_expert, err)))
+        return -1;
+    if (c->n_expert == 0 && c->n_expert_used != 0)
+        return woolly_fail(err, "n_expert_used is %lld without experts (n_expert 0)", (long long)c->n_expert_used);
+    if (c->n_ff_exp != 0 && !(fam->expert_ff_key && c->n_expert > 0))
+        return woolly_fail(err, "an expert width of its own (n_ff_exp %lld) is qwen3moe's only; the others' "
+                                "experts are n_ff wide", (long long)c->n_ff_exp);
+    if (check_range("n_ff_exp", c->n_ff_exp, 0, 262144, err))
         return -1;
     if (c->head_dim == 0 && c->n_embd % c->n_head != 0)
         return woolly_fail(err, "n_head %lld does not divide n_embd %lld (give --head-dim)", (long long)c->n_head,
@@ -223,16 +270,18 @@ static int random_row(void *ctx, int64_t row, float *dst, woolly_error *err)
 typedef struct {
     char name[64];
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3];
     float mean, std; /* of its values: norms around 1, weights and biases around 0 */
 } tensor_spec;
 
-static void spec(tensor_spec *s, const char *name, uint64_t ne0, uint64_t ne1, bool norm)
+/* ne1 0: a vector; ne2 0: a matrix, else that many matrices (a mixture's experts) */
+static void spec(tensor_spec *s, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2, bool norm)
 {
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->n_dims = ne1 ? 2 : 1;
+    s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
     s->ne[0] = ne0;
     s->ne[1] = ne1 ? ne1 : 1;
+    s->ne[2] = ne2 ? ne2 : 1;
     s->mean = norm ? NORM_MEAN : 0.0f;
     s->std = norm ? NORM_STD : WEIGHT_STD;
 }
@@ -247,42 +296,48 @@ static size_t plan_tensors(const woolly_synth_config *c, tensor_spec *t)
     const uint64_t e = (uint64_t)c->n_embd, hd = (uint64_t)woolly_synth_head_dim(c);
     const uint64_t q = hd * (uint64_t)c->n_head, kv = hd * (uint64_t)c->n_head_kv;
     const uint64_t ff = (uint64_t)c->n_ff, v = (uint64_t)c->n_vocab;
+    const bool moe = c->n_expert > 0;
+    const uint64_t nx = (uint64_t)c->n_expert, fx = c->n_ff_exp > 0 ? (uint64_t)c->n_ff_exp : ff;
     size_t n = 0;
     if (!c->tied_embd)
-        spec(&t[n++], "output.weight", e, v, false);
-    spec(&t[n++], "output_norm.weight", e, 0, true);
-    spec(&t[n++], "token_embd.weight", e, v, false);
+        spec(&t[n++], "output.weight", e, v, 0, false);
+    spec(&t[n++], "output_norm.weight", e, 0, 0, true);
+    spec(&t[n++], "token_embd.weight", e, v, 0, false);
     for (int64_t i = 0; i < c->n_layer; i++) {
-        /* role, row length, rows (0: a vector), is a norm, present */
+        /* role, row length, rows (0: a vector), matrices (0: one), is a norm, present */
         const struct {
             const char *role;
-            uint64_t ne0, ne1;
+            uint64_t ne0, ne1, ne2;
             bool norm, present;
         } LAYER[] = {
-            {"attn_k.bias", kv, 0, false, f->qkv_bias},
-            {"attn_k.weight", e, kv, false, !f->fused},
-            {"attn_k_norm.weight", hd, 0, true, f->qk_norm},
-            {"attn_norm.weight", e, 0, true, true},
-            {"attn_output.weight", q, e, false, true},
-            {"attn_q.bias", q, 0, false, f->qkv_bias},
-            {"attn_q.weight", e, q, false, !f->fused},
-            {"attn_q_norm.weight", hd, 0, true, f->qk_norm},
-            {"attn_qkv.weight", e, q + 2 * kv, false, f->fused},
-            {"attn_v.bias", kv, 0, false, f->qkv_bias},
-            {"attn_v.weight", e, kv, false, !f->fused},
-            {"ffn_down.weight", ff, e, false, true},
-            {"ffn_gate.weight", e, ff, false, !f->fused},
-            {"ffn_norm.weight", e, 0, true, true},
-            {"ffn_up.weight", e, f->fused ? 2 * ff : ff, false, true},
-            {"post_attention_norm.weight", e, 0, true, f->post_norms},
-            {"post_ffw_norm.weight", e, 0, true, f->post_norms},
+            {"attn_k.bias", kv, 0, 0, false, f->qkv_bias},
+            {"attn_k.weight", e, kv, 0, false, !f->fused},
+            {"attn_k_norm.weight", hd, 0, 0, true, f->qk_norm},
+            {"attn_norm.weight", e, 0, 0, true, true},
+            {"attn_output.weight", q, e, 0, false, true},
+            {"attn_q.bias", q, 0, 0, false, f->qkv_bias},
+            {"attn_q.weight", e, q, 0, false, !f->fused},
+            {"attn_q_norm.weight", hd, 0, 0, true, f->qk_norm},
+            {"attn_qkv.weight", e, q + 2 * kv, 0, false, f->fused},
+            {"attn_v.bias", kv, 0, 0, false, f->qkv_bias},
+            {"attn_v.weight", e, kv, 0, false, !f->fused},
+            {"ffn_down.weight", ff, e, 0, false, !moe},
+            {"ffn_down_exps.weight", fx, e, nx, false, moe},
+            {"ffn_gate.weight", e, ff, 0, false, !f->fused && !moe},
+            {"ffn_gate_exps.weight", e, fx, nx, false, moe},
+            {"ffn_gate_inp.weight", e, nx, 0, false, moe},
+            {"ffn_norm.weight", e, 0, 0, true, true},
+            {"ffn_up.weight", e, f->fused ? 2 * ff : ff, 0, false, !moe},
+            {"ffn_up_exps.weight", e, fx, nx, false, moe},
+            {"post_attention_norm.weight", e, 0, 0, true, f->post_norms},
+            {"post_ffw_norm.weight", e, 0, 0, true, f->post_norms},
         };
         for (size_t r = 0; r < sizeof LAYER / sizeof LAYER[0]; r++) {
             if (!LAYER[r].present)
                 continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%lld.%s", (long long)i, LAYER[r].role);
-            spec(&t[n++], name, LAYER[r].ne0, LAYER[r].ne1, LAYER[r].norm);
+            spec(&t[n++], name, LAYER[r].ne0, LAYER[r].ne1, LAYER[r].ne2, LAYER[r].norm);
         }
     }
     return n;
@@ -308,6 +363,7 @@ size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tens
         t->n_dims = specs[i].n_dims;
         t->ne[0] = specs[i].ne[0];
         t->ne[1] = specs[i].ne[1];
+        t->ne[2] = specs[i].ne[2];
         t->type = woolly_mix_type(c->ftype, specs[i].name, specs[i].n_dims, specs[i].ne, &mix, NULL, 0);
     }
     free(specs);
@@ -409,6 +465,13 @@ static void write_hparams(gguf_writer *w, const woolly_synth_config *c, int64_t 
     }
     gguf_writer_set_f32(w, ARCH_KEY("attention.layer_norm_rms_epsilon"), c->norm_eps);
     gguf_writer_set_u32(w, ARCH_KEY("vocab_size"), (uint32_t)n_vocab);
+    if (c->n_expert > 0) {
+        gguf_writer_set_u32(w, ARCH_KEY("expert_count"), (uint32_t)c->n_expert);
+        gguf_writer_set_u32(w, ARCH_KEY("expert_used_count"), (uint32_t)c->n_expert_used);
+        if (f->expert_ff_key)
+            gguf_writer_set_u32(w, ARCH_KEY("expert_feed_forward_length"),
+                                (uint32_t)(c->n_ff_exp > 0 ? c->n_ff_exp : c->n_ff));
+    }
     if (f->granite_scales) {
         gguf_writer_set_f32(w, ARCH_KEY("embedding_scale"), c->embedding_scale);
         gguf_writer_set_f32(w, ARCH_KEY("residual_scale"), c->residual_scale);
@@ -442,9 +505,12 @@ static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_te
     char shape[64];
     if (t->n_dims == 1)
         snprintf(shape, sizeof shape, "%llu", (unsigned long long)t->ne[0]);
-    else
+    else if (t->n_dims == 2)
         snprintf(shape, sizeof shape, "%llu x %llu", (unsigned long long)t->ne[0],
                  (unsigned long long)t->ne[1]);
+    else
+        snprintf(shape, sizeof shape, "%llu x %llu x %llu", (unsigned long long)t->ne[0],
+                 (unsigned long long)t->ne[1], (unsigned long long)t->ne[2]);
     fprintf(stderr, "[%4zu/%zu] %-28s %-14s %-5s%s%s  (%.1f s)\n", i + 1, n, t->name, shape,
             woolly_type_get(t->type)->name, p->notes[i][0] ? "  note: " : "", p->notes[i],
             now_seconds() - p->t0);
@@ -491,7 +557,7 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
             plan[i] = (woolly_stream_tensor){
                 .name = s->name,
                 .n_dims = s->n_dims,
-                .ne = {s->ne[0], s->ne[1], 1, 1},
+                .ne = {s->ne[0], s->ne[1], s->ne[2], 1},
                 .type = woolly_mix_type(c.ftype, s->name, s->n_dims, s->ne, &mix, notes[i], sizeof notes[i]),
                 .rows = random_row,
                 .ctx = &gen[i]};

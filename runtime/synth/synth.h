@@ -23,8 +23,12 @@ typedef struct woolly_synth_config {
     float rope_base;
     float norm_eps;
     bool tied_embd; /* no output.weight: token_embd.weight doubles as the output matrix */
-    /* granite only */
+    /* granite and granitemoe only */
     float embedding_scale, residual_scale, attention_scale, logit_scale;
+    /* A mixture of experts in every layer's FFN in place of the dense one (qwen3moe and granitemoe
+     * always; llama with n_expert > 0 is Mixtral's layout): n_expert SwiGLU experts, n_expert_used of
+     * them per token. Each expert is n_ff_exp wide in qwen3moe (0: n_ff), n_ff wide in the others. */
+    int64_t n_expert, n_expert_used, n_ff_exp;
 
     const char *vocab_path;    /* GGUF whose tokenizer.* keys are copied; NULL: the built-in BPE */
     const char *chat_template; /* granite|llama2|llama3|chatml, or NULL */
@@ -35,10 +39,12 @@ typedef struct woolly_synth_config {
 } woolly_synth_config;
 
 /* The presets: "tiny" (the shape of tiny-llama-q4_k_m.gguf), "tiny-granite" (of
- * tiny-granite-q4_k_m.gguf), "llama-1b", "granite-8b" (of granite-3.3-8b-instruct), and the shapes of
+ * tiny-granite-q4_k_m.gguf), "llama-1b", "granite-8b" (of granite-3.3-8b-instruct), the shapes of
  * the families users download most: "qwen2.5-1.5b", "qwen3-4b", "gemma3-1b", "phi3-mini" (Phi-3/3.5-mini)
- * and "mistral-7b" (Mistral 7B v0.3). Fills every field (ftype Q4_K_M, seed 0). Fails on an unknown
- * name. */
+ * and "mistral-7b" (Mistral 7B v0.3), and mixtures of experts: "granitemoe-3b" (Granite 3.0
+ * 3B-A800M) and "qwen3moe-30b-a3b-12l" (Qwen3-30B-A3B's layers, 12 of its 48, so that the file, about
+ * 5 GB, fits beside everything else on a 24 GiB machine). Fills every field (ftype Q4_K_M, seed 0).
+ * Fails on an unknown name. */
 int woolly_synth_preset(const char *name, woolly_synth_config *c, woolly_error *err);
 const char *woolly_synth_preset_names(void);
 /* The architectures synth writes, joined by '|'. */
@@ -55,7 +61,7 @@ int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err);
 typedef struct woolly_synth_tensor {
     char name[64];
     uint32_t n_dims;
-    uint64_t ne[2];
+    uint64_t ne[3]; /* ne[2]: a mixture's experts (1 otherwise) */
     enum woolly_type type;
 } woolly_synth_tensor;
 
