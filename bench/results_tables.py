@@ -55,7 +55,8 @@ ENGINES = ("woolly", "ik_llama.cpp", "llama.cpp")
 # The benchmark models in the order their tables appear, each with the family it stands for (a table each).
 MODEL_FAMILIES = (("llama-1b", "Llama"), ("granite-8b", "Granite"), ("qwen2.5-1.5b", "Qwen2.5"),
                   ("qwen3-4b", "Qwen3"), ("gemma3-1b", "Gemma 3"), ("phi3-mini", "Phi-3"),
-                  ("mistral-7b", "Mistral"))
+                  ("mistral-7b", "Mistral"), ("granitemoe-3b", "Granite MoE"),
+                  ("qwen3moe-30b-a3b-12l", "Qwen3 MoE"))
 MODEL_ORDER = tuple(m for m, _ in MODEL_FAMILIES)
 
 BEGIN = "<!-- results_tables.py render: begin (generated from bench/results/*.jsonl: edit those, then render) -->"
