@@ -24,11 +24,7 @@ enum { N_FAMILIES = sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0] };
 
 static bool contains(const char *s, size_t len, const char *needle)
 {
-    const size_t n = strlen(needle);
-    for (size_t i = 0; i + n <= len; i++)
-        if (!memcmp(s + i, needle, n))
-            return true;
-    return false;
+    return memmem(s, len, needle, strlen(needle)) != NULL;
 }
 
 /* The markers are those the families' published templates write (and that llama.cpp keys on too);

@@ -44,11 +44,8 @@ static size_t skip_space(const char *t, size_t len, size_t i)
 /* The first occurrence of needle in t[0 .. len), or len. */
 static size_t find(const char *t, size_t len, const char *needle)
 {
-    const size_t n = strlen(needle);
-    for (size_t i = 0; i + n <= len; i++)
-        if (!memcmp(t + i, needle, n))
-            return i;
-    return len;
+    const char *p = memmem(t, len, needle, strlen(needle));
+    return p ? (size_t)(p - t) : len;
 }
 
 static bool at(const char *t, size_t len, size_t i, const char *s)
