@@ -149,6 +149,7 @@ Test(jinja, generators_as_jinja2)
     expect_error("{{ l | unique }}", "cannot print a generator");
     expect_error("{{ l | reject('odd') | last }}", "cannot be reversed");
     expect_error("{{ (l | select) + [1] }}", "unsupported operand");
+    expect("{{ l | select is sequence }} {{ l | select is iterable }} {{ (l | select) == l }}", "False True False");
 }
 
 Test(jinja, markup_as_jinja2)

@@ -557,8 +557,8 @@ bool jtest(jstate *s, int line, const char *name, jv in, const jargs *a)
         return in.t == JV_DICT;
     if (eq(name, "iterable"))
         return in.t == JV_LIST || in.t == JV_DICT || in.t == JV_STR;
-    if (eq(name, "sequence"))
-        return in.t == JV_LIST || in.t == JV_DICT || in.t == JV_STR;
+    if (eq(name, "sequence")) /* a generator has no length: not a sequence */
+        return (in.t == JV_LIST && !in.l->generator) || in.t == JV_DICT || in.t == JV_STR;
     if (eq(name, "number"))
         return in.t == JV_INT || in.t == JV_FLOAT || in.t == JV_BOOL;
     if (eq(name, "integer"))

@@ -186,6 +186,8 @@ bool jv_equal(jv a, jv b)
     case JV_STR:
         return a.s->len == b.s->len && !memcmp(a.s->p, b.s->p, a.s->len);
     case JV_LIST:
+        if (a.l->generator || b.l->generator) /* a generator equals only itself */
+            return a.l == b.l;
         if (a.l->n != b.l->n)
             return false;
         for (size_t i = 0; i < a.l->n; i++)
