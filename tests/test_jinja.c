@@ -132,7 +132,8 @@ Test(jinja, undefined_as_jinja2)
     /* a missing key is undefined; an attribute, item or slice of undefined is an error, as is its JSON */
     expect("[{{ messages[0].nothing }}]{{ messages[0].nothing is defined }}", "[]False");
     expect_error("{{ messages[0].nothing.deeper }}", "no attribute or item 'deeper'");
-    expect_error("{{ zz['k'] }}", "zz is undefined");
+    expect_error("{{ zz['k'] }}", "'zz' is undefined");
+    expect_error("{{ messages[0].nothing.deeper }}", "'nothing' is undefined: it has no attribute or item 'deeper'");
     expect_error("{{ zz[1:] }}", "cannot slice an undefined value");
     expect_error("{{ zz | tojson }}", "not JSON serializable");
     expect("{{ none.attr is defined }}", "False");

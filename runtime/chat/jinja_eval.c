@@ -532,8 +532,9 @@ static jv eval(jstate *s, jframe *f, const jnode *n)
         if (obj.t == JV_UNDEF) { /* Jinja2 raises here (x.y.z with y missing), with the line */
             jbuf kb = {.a = s->a, .limit = 200};
             jv_write_repr(&kb, key);
-            jthrow(s->err, n->line, "%s is undefined: it has no attribute or item %s",
-                   n->a->kind == E_NAME ? n->a->name : "the value", kb.p ? kb.p : "");
+            const bool named = n->a->kind == E_NAME || n->a->kind == E_ATTR;
+            jthrow(s->err, n->line, "%s%s%s is undefined: it has no attribute or item %s", named ? "'" : "",
+                   named ? n->a->name : "the value", named ? "'" : "", kb.p ? kb.p : "");
         }
         return jattr(s, obj, key);
     }
