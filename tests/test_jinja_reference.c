@@ -71,7 +71,8 @@ Test(jinja_reference, families_render_as_jinja2_does)
                       cname, want, got);
             n_refused += got == NULL;
             if (!got) /* --verbose: both reasons side by side */
-                cr_log_info("%s with %s: both refuse: Jinja2 (%s), the interpreter (%s)", tname, cname, want, err);
+                cr_log_info("%s with %s: both refuse: Jinja2 (%s), the interpreter (%s)", tname, cname, want,
+                            err);
             n_differ += got != NULL;
         }
         free(got);

@@ -293,7 +293,8 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
 {
     if (eq(name, "length") || eq(name, "count")) {
         if (jv_is_generator(in))
-            jthrow(s->err, line, "%s: a generator (the result of map, select, ...) has no length: add |list", name);
+            jthrow(s->err, line, "%s: a generator (the result of map, select, ...) has no length: add |list",
+                   name);
         switch (in.t) {
         case JV_STR:
             return jv_int((int64_t)jutf8_len(in.s->p, in.s->len));

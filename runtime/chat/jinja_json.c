@@ -305,8 +305,9 @@ void jv_write_json(jerr *e, jbuf *b, jv v, int indent, bool sort_keys, int depth
         break;
     case JV_LIST:
         if (v.l->generator)
-            jthrow(e, 0, "tojson: a generator (the result of map, select, ...) is not JSON serializable: add "
-                         "|list");
+            jthrow(e, 0,
+                   "tojson: a generator (the result of map, select, ...) is not JSON serializable: add "
+                   "|list");
         jbuf_putc(b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)

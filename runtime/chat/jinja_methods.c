@@ -256,8 +256,8 @@ static jv list_method(jstate *s, int line, jv obj, const char *name, const jargs
 
 bool jsandbox_unsafe_method(jv obj, const char *name)
 {
-    static const char *const list_unsafe[] = {"append", "extend", "insert", "pop",  "remove",
-                                              "reverse", "sort",  "clear",  NULL};
+    static const char *const list_unsafe[] = {"append",  "extend", "insert", "pop", "remove",
+                                              "reverse", "sort",   "clear",  NULL};
     static const char *const dict_unsafe[] = {"update", "pop", "popitem", "setdefault", "clear", NULL};
     const char *const *unsafe = obj.t == JV_LIST ? list_unsafe : obj.t == JV_DICT ? dict_unsafe : NULL;
     for (; unsafe && *unsafe; unsafe++)
@@ -269,8 +269,10 @@ bool jsandbox_unsafe_method(jv obj, const char *name)
 jv jmethod(jstate *s, int line, jv obj, const char *name, const jargs *a)
 {
     if (jsandbox_unsafe_method(obj, name)) /* as Hugging Face's ImmutableSandboxedEnvironment */
-        jthrow(s->err, line, "access to attribute '%s' of '%s' object is unsafe (the sandbox keeps lists and dicts unchanged)",
-               name, jv_type_name(obj));
+        jthrow(
+            s->err, line,
+            "access to attribute '%s' of '%s' object is unsafe (the sandbox keeps lists and dicts unchanged)",
+            name, jv_type_name(obj));
     if (jv_is_generator(obj))
         jthrow(s->err, line, "a generator (the result of map, select, ...) has no method '%s'", name);
     switch (obj.t) {

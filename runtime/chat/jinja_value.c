@@ -389,8 +389,9 @@ static void write_value(jbuf *b, jv v, bool repr)
         break;
     case JV_LIST:
         if (v.l->generator) /* Jinja2 prints "<generator object ... at 0x...>": no text to match */
-            jthrow(b->a->err, 0, "cannot print a generator (the result of map, select, reject, "
-                                 "selectattr, rejectattr, unique, items or reverse): add |list");
+            jthrow(b->a->err, 0,
+                   "cannot print a generator (the result of map, select, reject, "
+                   "selectattr, rejectattr, unique, items or reverse): add |list");
         jbuf_putc(b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)
