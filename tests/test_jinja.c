@@ -119,8 +119,52 @@ Test(jinja, set_and_scoping)
     expect("{% set a, b = 1, 2 %}{{ a }}{{ b }}", "12");
     expect("{% set block %}x{{ n }}y{% endset %}[{{ block }}]", "[x3y]");
     expect("{% if true %}{% set z = 5 %}{% endif %}{{ z }}", "5");
-    expect("{% set items = [] %}{% for i in l %}{% set _ = items.append(i * 2) %}{% endfor %}{{ items }}",
-           "[6, 2, 4]");
+    /* Hugging Face's immutable sandbox: methods that change a list or a dict are refused, readers are not */
+    expect_error(
+        "{% set items = [] %}{% for i in l %}{% set _ = items.append(i * 2) %}{% endfor %}{{ items }}",
+        "'append' of 'list' object is unsafe");
+    expect_error("{% set d = {} %}{% set _ = d.update({'a': 1}) %}", "'update' of 'dict' object is unsafe");
+    expect_error("{{ l.pop() }}", "'pop' of 'list' object is unsafe");
+    expect("{{ {'a': 1}.get('a') }} {{ l.index(1) }} {{ {'a': 1}.items() | length }}", "1 1 1");
+}
+
+Test(jinja, undefined_as_jinja2)
+{
+    /* a missing key is undefined; an attribute, item or slice of undefined is an error, as is its JSON */
+    expect("[{{ messages[0].nothing }}]{{ messages[0].nothing is defined }}", "[]False");
+    expect_error("{{ messages[0].nothing.deeper }}", "no attribute or item 'deeper'");
+    expect_error("{{ zz['k'] }}", "'zz' is undefined");
+    expect_error("{{ messages[0].nothing.deeper }}",
+                 "'nothing' is undefined: it has no attribute or item 'deeper'");
+    expect_error("{{ zz[1:] }}", "cannot slice an undefined value");
+    expect_error("{{ zz | tojson }}", "not JSON serializable");
+    expect("{{ none.attr is defined }}", "False");
+}
+
+Test(jinja, generators_as_jinja2)
+{
+    /* map, select, ... give generators: true even when empty, iterated once, no length, JSON or text */
+    expect("{{ 'T' if l | select('gt', 9) else 'F' }}", "T");
+    expect("{% set g = l | map('string') %}{{ g | join }}|{{ g | join }}", "312|");
+    expect("{{ (l | reverse)[0] }}|{{ l | reverse | list }}|{{ {'a': 1} | items | list }}",
+           "|[2, 1, 3]|[('a', 1)]");
+    expect_error("{{ l | select | length }}", "has no length");
+    expect_error("{{ l | map('string') | tojson }}", "not JSON serializable");
+    expect_error("{{ l | unique }}", "cannot print a generator");
+    expect_error("{{ l | reject('odd') | last }}", "cannot be reversed");
+    expect_error("{{ (l | select) + [1] }}", "unsupported operand");
+    expect("{{ l | select is sequence }} {{ l | select is iterable }} {{ (l | select) == l }}",
+           "False True False");
+}
+
+Test(jinja, markup_as_jinja2)
+{
+    /* a |safe string (Markup) HTML-escapes a plain string added to it, on either side; ~ gives plain text */
+    expect("{{ '<a>' | safe + '<b>' }}|{{ '<a>' + '<b>' | safe }}|{{ '<a>' | safe ~ '<b>' }}",
+           "<a>&lt;b&gt;|&lt;a&gt;<b>|<a><b>");
+    expect("{{ ('&' | safe) * 2 + '\"\\'' }}|{{ '<x>' | e }}|{{ '<x>' | e | escape }}|{{ '<x>' | safe | "
+           "forceescape }}",
+           "&&&#34;&#39;|&lt;x&gt;|&lt;x&gt;|&lt;x&gt;");
 }
 
 Test(jinja, macros_and_call)

@@ -125,11 +125,18 @@ static int64_t norm_index(int64_t i, size_t n)
 jv jattr(jstate *s, jv obj, jv key)
 {
     switch (obj.t) {
+    case JV_UNDEF: { /* Jinja2's Undefined raises on any attribute or item: msg.x.y with x missing */
+        jbuf kb = {.a = s->a, .limit = 200};
+        jv_write_repr(&kb, key);
+        jthrow(s->err, 0, "an undefined value has no attribute or item %s", kb.p ? kb.p : "");
+    }
     case JV_DICT: {
         jv *v = jdict_find(obj.d, key);
         return v ? *v : jv_undef();
     }
     case JV_LIST:
+        if (obj.l->generator) /* a generator has no items to subscript: Jinja2 gives undefined */
+            return jv_undef();
         if (key.t == JV_INT || key.t == JV_BOOL) {
             const int64_t i = norm_index(key.t == JV_INT ? key.i : key.b, obj.l->n);
             return i >= 0 && (size_t)i < obj.l->n ? obj.l->v[i] : jv_undef();
@@ -184,7 +191,9 @@ static jv eval_slice(jstate *s, jframe *f, const jnode *n)
     if (st == 0)
         jthrow(s->err, n->line, "slice step cannot be zero");
     int64_t b, e;
-    if (obj.t == JV_LIST) {
+    if (obj.t == JV_UNDEF)
+        jthrow(s->err, n->line, "cannot slice an undefined value");
+    if (obj.t == JV_LIST && !obj.l->generator) {
         slice_bounds((int64_t)obj.l->n, &start, &stop, st, &b, &e);
         jv out = jv_list(s->a);
         for (int64_t i = b; st > 0 ? i < e : i > e; i += st)
@@ -202,7 +211,7 @@ static jv eval_slice(jstate *s, jframe *f, const jnode *n)
         }
         return jv_str(s->a, out.p ? out.p : "", out.len);
     }
-    if (obj.t == JV_UNDEF || obj.t == JV_NONE)
+    if (obj.t == JV_NONE || obj.t == JV_LIST) /* none or a generator: Jinja2 gives undefined */
         return jv_undef();
     jthrow(s->err, n->line, "cannot slice a %s", jv_type_name(obj));
 }
@@ -335,13 +344,19 @@ static jv arith(jstate *s, int line, int op, jv a, jv b)
         }
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
-        if (a.s->len + b.s->len > JINJA_MAX_OUTPUT)
+        /* Markup + str and str + Markup escape the plain side (markupsafe), and give Markup */
+        const bool safe = a.safe || b.safe;
+        const jstr *x = safe && !a.safe ? jhtml_escape(s->a, a.s) : a.s;
+        const jstr *y = safe && !b.safe ? jhtml_escape(s->a, b.s) : b.s;
+        if (x->len + y->len > JINJA_MAX_OUTPUT)
             jthrow(s->err, line, "a string exceeds %d bytes", JINJA_MAX_OUTPUT);
-        jstr *r = jstr_new(s->a, NULL, a.s->len + b.s->len);
-        memcpy(r->p, a.s->p, a.s->len);
-        memcpy(r->p + a.s->len, b.s->p, b.s->len);
-        return (jv){.t = JV_STR, .s = r};
+        jstr *r = jstr_new(s->a, NULL, x->len + y->len);
+        memcpy(r->p, x->p, x->len);
+        memcpy(r->p + x->len, y->p, y->len);
+        return (jv){.t = JV_STR, .safe = safe, .s = r};
     }
+    if (jv_is_generator(a) || jv_is_generator(b))
+        bad_operands(s, line, names[op], a, b);
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST) {
         jv out = jv_list(s->a);
         for (size_t i = 0; i < a.l->n; i++)
@@ -350,10 +365,16 @@ static jv arith(jstate *s, int line, int op, jv a, jv b)
             jlist_push(s->a, out.l, b.l->v[i]);
         return out;
     }
-    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL))
-        return repeat(s, line, a, as_int(b));
-    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
-        return repeat(s, line, b, as_int(a));
+    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) {
+        jv r = repeat(s, line, a, as_int(b));
+        r.safe = a.safe;
+        return r;
+    }
+    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)) {
+        jv r = repeat(s, line, b, as_int(a));
+        r.safe = b.safe;
+        return r;
+    }
     bad_operands(s, line, names[op], a, b);
 }
 
@@ -506,9 +527,17 @@ static jv eval(jstate *s, jframe *f, const jnode *n)
         return d;
     }
     case E_ATTR:
-        return jattr(s, eval(s, f, n->a), jv_cstr(s->a, n->name));
-    case E_ITEM:
-        return jattr(s, eval(s, f, n->a), eval(s, f, n->b));
+    case E_ITEM: {
+        const jv obj = eval(s, f, n->a), key = n->kind == E_ATTR ? jv_cstr(s->a, n->name) : eval(s, f, n->b);
+        if (obj.t == JV_UNDEF) { /* Jinja2 raises here (x.y.z with y missing), with the line */
+            jbuf kb = {.a = s->a, .limit = 200};
+            jv_write_repr(&kb, key);
+            const bool named = n->a->kind == E_NAME || n->a->kind == E_ATTR;
+            jthrow(s->err, n->line, "%s%s%s is undefined: it has no attribute or item %s", named ? "'" : "",
+                   named ? n->a->name : "the value", named ? "'" : "", kb.p ? kb.p : "");
+        }
+        return jattr(s, obj, key);
+    }
     case E_SLICE:
         return eval_slice(s, f, n);
     case E_CALL:

@@ -189,6 +189,7 @@ static jv select_items(jstate *s, int line, jv in, const jargs *a, bool attr, bo
         if (pass == keep)
             jlist_push(s->a, out.l, l->v[i]);
     }
+    out.l->generator = true;
     return out;
 }
 
@@ -291,6 +292,9 @@ static jv round_filter(jstate *s, int line, jv in, const jargs *a)
 jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
 {
     if (eq(name, "length") || eq(name, "count")) {
+        if (jv_is_generator(in))
+            jthrow(s->err, line, "%s: a generator (the result of map, select, ...) has no length: add |list",
+                   name);
         switch (in.t) {
         case JV_STR:
             return jv_int((int64_t)jutf8_len(in.s->p, in.s->len));
@@ -318,8 +322,15 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
         return tojson(s, in, a);
     if (eq(name, "string"))
         return (jv){.t = JV_STR, .s = jv_to_str(s->a, in)};
-    if (eq(name, "safe") || eq(name, "e") || eq(name, "escape") || eq(name, "forceescape"))
-        return in; /* chat templates render without autoescape */
+    /* without autoescape, output is never escaped, but these make a Markup (jv.safe), and escape and
+     * forceescape escape at once, as markupsafe does */
+    if (eq(name, "safe"))
+        return (jv){.t = JV_STR, .safe = true, .s = jv_to_str(s->a, in)};
+    if (eq(name, "e") || eq(name, "escape") || eq(name, "forceescape")) {
+        if (in.t == JV_STR && in.safe && name[0] != 'f')
+            return in;
+        return (jv){.t = JV_STR, .safe = true, .s = jhtml_escape(s->a, jv_to_str(s->a, in))};
+    }
     if (eq(name, "int"))
         return to_int(s, in, a);
     if (eq(name, "float"))
@@ -354,6 +365,8 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
         return jv_str(s->a, b.p ? b.p : "", b.len);
     }
     if (eq(name, "first") || eq(name, "last")) {
+        if (name[0] == 'l' && jv_is_generator(in)) /* reversed() of a generator: a TypeError */
+            jthrow(s->err, line, "last: a generator (the result of map, select, ...) cannot be reversed");
         const jlist *l = want_seq(s, line, name, in);
         return l->n ? l->v[name[0] == 'f' ? 0 : l->n - 1] : jv_undef();
     }
@@ -361,6 +374,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
         return copy_list(s, want_seq(s, line, "list", in));
     if (eq(name, "items")) {
         jv out = jv_list(s->a);
+        out.l->generator = true;
         if (in.t == JV_UNDEF)
             return out;
         if (in.t != JV_DICT)
@@ -392,6 +406,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
                 const jv v = item_attr(s, l->v[i], attr);
                 jlist_push(s->a, out.l, v.t == JV_UNDEF ? def : v);
             }
+            out.l->generator = true;
             return out;
         }
         const jv f = jargs_get(a, 0, NULL, jv_undef());
@@ -402,6 +417,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
         rest.n_pos = a->n_pos > 1 ? a->n_pos - 1 : 0;
         for (size_t i = 0; i < l->n; i++)
             jlist_push(s->a, out.l, jfilter(s, line, f.s->p, l->v[i], &rest));
+        out.l->generator = true;
         return out;
     }
     if (eq(name, "select") || eq(name, "reject"))
@@ -420,6 +436,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
             if (++s->steps > JINJA_MAX_STEPS)
                 jthrow(s->err, line, "the template runs too long");
         }
+        out.l->generator = true;
         return out;
     }
     if (eq(name, "reverse")) {
@@ -434,6 +451,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
         jv out = jv_list(s->a);
         for (size_t i = l->n; i-- > 0;)
             jlist_push(s->a, out.l, l->v[i]);
+        out.l->generator = true; /* reversed(): an iterator */
         return out;
     }
     if (eq(name, "sort")) {
@@ -459,6 +477,7 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
                       !jv_truthy(jargs_get(a, 0, "case_sensitive", jv_bool(false)))};
         const jargs none = {0};
         jv out = jfilter(s, line, "items", in, &none);
+        out.l->generator = false; /* sorted(): a list */
         stable_sort(&c, out.l->v, out.l->n);
         return out;
     }
@@ -539,8 +558,8 @@ bool jtest(jstate *s, int line, const char *name, jv in, const jargs *a)
         return in.t == JV_DICT;
     if (eq(name, "iterable"))
         return in.t == JV_LIST || in.t == JV_DICT || in.t == JV_STR;
-    if (eq(name, "sequence"))
-        return in.t == JV_LIST || in.t == JV_DICT || in.t == JV_STR;
+    if (eq(name, "sequence")) /* a generator has no length: not a sequence */
+        return (in.t == JV_LIST && !in.l->generator) || in.t == JV_DICT || in.t == JV_STR;
     if (eq(name, "number"))
         return in.t == JV_INT || in.t == JV_FLOAT || in.t == JV_BOOL;
     if (eq(name, "integer"))

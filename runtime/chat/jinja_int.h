@@ -46,6 +46,7 @@ typedef struct jloop jloop;
 
 typedef struct jv {
     enum jtype t;
+    bool safe; /* JV_STR: a Markup (`|safe`, `|escape`): adding a plain string to it HTML-escapes that */
     union {
         bool b;
         int64_t i;
@@ -62,6 +63,10 @@ struct jlist { /* lists are shared and mutable, as in Python (list.append) */
     size_t n, cap;
     jv *v;
     bool tuple; /* printed as a Python tuple: (a, b) (dict items, tuple literals) */
+    /* What Jinja2's map, select, reject, selectattr, rejectattr, unique, items and reverse return: a
+     * Python generator or iterator, not a list. It iterates once (then it is empty), is always true, and
+     * has no length, no JSON and no printable text (Jinja2 prints its address). */
+    bool generator, consumed;
 };
 struct jdict { /* insertion-ordered */
     size_t n, cap;
@@ -108,6 +113,13 @@ bool jv_truthy(jv v);
 bool jv_equal(jv a, jv b);
 int jv_compare(jerr *e, int line, jv a, jv b); /* <0, 0, >0; throws for values without an order */
 const char *jv_type_name(jv v);
+static inline bool jv_is_generator(jv v)
+{
+    return v.t == JV_LIST && v.l->generator;
+}
+/* Hugging Face's ImmutableSandboxedEnvironment refuses the methods that change a list or a dict
+ * (list.append, dict.update, ...): true for those names. */
+bool jsandbox_unsafe_method(jv obj, const char *name);
 /* The items a loop or a sequence filter walks: a list's items, a dict's keys, a string's characters
  * (UTF-8 sequences), none for undefined and none; NULL for a value that is not iterable. */
 const jlist *jv_items(jarena *a, jv v);
@@ -125,6 +137,8 @@ void jbuf_putc(jbuf *b, char c);
 void jv_write_str(jbuf *b, jv v);
 void jv_write_repr(jbuf *b, jv v);
 jstr *jv_to_str(jarena *a, jv v);
+/* markupsafe's escape(): & < > ' " as HTML entities. */
+jstr *jhtml_escape(jarena *a, const jstr *s);
 /* Python's json.dumps(v, ensure_ascii=False, indent=indent (<0: none), sort_keys=sort_keys). */
 void jv_write_json(jerr *e, jbuf *b, jv v, int indent, bool sort_keys, int depth);
 void jfmt_float(char *out, size_t cap, double f);

@@ -281,7 +281,8 @@ void jv_write_json(jerr *e, jbuf *b, jv v, int indent, bool sort_keys, int depth
         jthrow(e, 0, "tojson: the value is nested too deep");
     char num[64];
     switch (v.t) {
-    case JV_UNDEF:
+    case JV_UNDEF: /* json.dumps refuses Jinja2's Undefined */
+        jthrow(e, 0, "tojson: an undefined value is not JSON serializable");
     case JV_NONE:
         jbuf_puts(b, "null");
         break;
@@ -303,6 +304,10 @@ void jv_write_json(jerr *e, jbuf *b, jv v, int indent, bool sort_keys, int depth
         json_str(b, v.s->p, v.s->len);
         break;
     case JV_LIST:
+        if (v.l->generator)
+            jthrow(e, 0,
+                   "tojson: a generator (the result of map, select, ...) is not JSON serializable: add "
+                   "|list");
         jbuf_putc(b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)

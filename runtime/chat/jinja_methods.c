@@ -219,9 +219,11 @@ static jv dict_method(jstate *s, int line, jv obj, const char *name, const jargs
         const jv *v = jdict_find(obj.d, jargs_get(a, 0, NULL, jv_undef()));
         return v ? *v : jargs_get(a, 1, NULL, jv_none());
     }
-    if (eq(name, "items")) {
+    if (eq(name, "items")) { /* a view, not a generator: it has a length */
         const jargs none = {0};
-        return jfilter(s, line, "items", obj, &none);
+        jv out = jfilter(s, line, "items", obj, &none);
+        out.l->generator = false;
+        return out;
     }
     if (eq(name, "keys") || eq(name, "values")) {
         jv out = jv_list(s->a);
@@ -229,48 +231,12 @@ static jv dict_method(jstate *s, int line, jv obj, const char *name, const jargs
             jlist_push(s->a, out.l, name[0] == 'k' ? obj.d->k[i] : obj.d->v[i]);
         return out;
     }
-    if (eq(name, "update")) {
-        const jv o = jargs_get(a, 0, NULL, jv_undef());
-        if (o.t == JV_DICT)
-            for (size_t i = 0; i < o.d->n; i++)
-                jdict_set(s->a, obj.d, o.d->k[i], o.d->v[i]);
-        for (size_t i = 0; i < a->n_kw; i++)
-            jdict_set(s->a, obj.d, jv_cstr(s->a, a->kw[i]), a->kwv[i]);
-        return jv_none();
-    }
     jthrow(s->err, line, "dicts have no method '%s' here", name);
 }
 
 static jv list_method(jstate *s, int line, jv obj, const char *name, const jargs *a)
 {
-    jlist *l = obj.l;
-    if (eq(name, "append")) {
-        jlist_push(s->a, l, jargs_get(a, 0, NULL, jv_none()));
-        return jv_none();
-    }
-    if (eq(name, "extend")) {
-        const jv o = jargs_get(a, 0, NULL, jv_undef());
-        if (o.t != JV_LIST)
-            jthrow(s->err, line, "extend needs a list");
-        const size_t n = o.l->n;
-        for (size_t i = 0; i < n; i++)
-            jlist_push(s->a, l, o.l->v[i]);
-        return jv_none();
-    }
-    if (eq(name, "pop")) {
-        if (!l->n)
-            jthrow(s->err, line, "pop from an empty list");
-        const jv iv = jargs_get(a, 0, NULL, jv_int(-1));
-        int64_t i = iv.t == JV_INT ? iv.i : -1;
-        if (i < 0)
-            i += (int64_t)l->n;
-        if (i < 0 || (size_t)i >= l->n)
-            jthrow(s->err, line, "pop index out of range");
-        const jv v = l->v[i];
-        memmove(&l->v[i], &l->v[i + 1], (l->n - (size_t)i - 1) * sizeof *l->v);
-        l->n--;
-        return v;
-    }
+    const jlist *l = obj.l;
     if (eq(name, "index")) {
         const jv x = jargs_get(a, 0, NULL, jv_undef());
         for (size_t i = 0; i < l->n; i++)
@@ -288,8 +254,27 @@ static jv list_method(jstate *s, int line, jv obj, const char *name, const jargs
     jthrow(s->err, line, "lists have no method '%s' here", name);
 }
 
+bool jsandbox_unsafe_method(jv obj, const char *name)
+{
+    static const char *const list_unsafe[] = {"append",  "extend", "insert", "pop", "remove",
+                                              "reverse", "sort",   "clear",  NULL};
+    static const char *const dict_unsafe[] = {"update", "pop", "popitem", "setdefault", "clear", NULL};
+    const char *const *unsafe = obj.t == JV_LIST ? list_unsafe : obj.t == JV_DICT ? dict_unsafe : NULL;
+    for (; unsafe && *unsafe; unsafe++)
+        if (eq(*unsafe, name))
+            return true;
+    return false;
+}
+
 jv jmethod(jstate *s, int line, jv obj, const char *name, const jargs *a)
 {
+    if (jsandbox_unsafe_method(obj, name)) /* as Hugging Face's ImmutableSandboxedEnvironment */
+        jthrow(
+            s->err, line,
+            "access to attribute '%s' of '%s' object is unsafe (the sandbox keeps lists and dicts unchanged)",
+            name, jv_type_name(obj));
+    if (jv_is_generator(obj))
+        jthrow(s->err, line, "a generator (the result of map, select, ...) has no method '%s'", name);
     switch (obj.t) {
     case JV_STR:
         return string_method(s, line, obj, name, a);

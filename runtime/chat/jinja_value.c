@@ -150,7 +150,7 @@ bool jv_truthy(jv v)
     case JV_STR:
         return v.s->len > 0;
     case JV_LIST:
-        return v.l->n > 0;
+        return v.l->n > 0 || v.l->generator;
     case JV_DICT:
         return v.d->n > 0;
     case JV_FUNC:
@@ -186,6 +186,8 @@ bool jv_equal(jv a, jv b)
     case JV_STR:
         return a.s->len == b.s->len && !memcmp(a.s->p, b.s->p, a.s->len);
     case JV_LIST:
+        if (a.l->generator || b.l->generator) /* a generator equals only itself */
+            return a.l == b.l;
         if (a.l->n != b.l->n)
             return false;
         for (size_t i = 0; i < a.l->n; i++)
@@ -238,6 +240,11 @@ const jlist *jv_items(jarena *a, jv v)
 {
     switch (v.t) {
     case JV_LIST:
+        if (v.l->generator) { /* a generator iterates once */
+            if (v.l->consumed)
+                return jv_list(a).l;
+            v.l->consumed = true;
+        }
         return v.l;
     case JV_DICT: {
         jlist *l = jv_list(a).l;
@@ -268,7 +275,7 @@ const char *jv_type_name(jv v)
 {
     static const char *const names[] = {"undefined", "none", "boolean", "integer",  "float",
                                         "string",    "list", "dict",    "function", "loop"};
-    return names[v.t];
+    return jv_is_generator(v) ? "generator" : names[v.t];
 }
 
 /* ---- text ---- */
@@ -381,6 +388,10 @@ static void write_value(jbuf *b, jv v, bool repr)
             jbuf_put(b, v.s->p, v.s->len);
         break;
     case JV_LIST:
+        if (v.l->generator) /* Jinja2 prints "<generator object ... at 0x...>": no text to match */
+            jthrow(b->a->err, 0,
+                   "cannot print a generator (the result of map, select, reject, "
+                   "selectattr, rejectattr, unique, items or reverse): add |list");
         jbuf_putc(b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)
@@ -424,6 +435,33 @@ jstr *jv_to_str(jarena *a, jv v)
         return v.s;
     jbuf b = {.a = a, .limit = JINJA_MAX_OUTPUT};
     jv_write_str(&b, v);
+    return jstr_new(a, b.p ? b.p : "", b.len);
+}
+
+jstr *jhtml_escape(jarena *a, const jstr *s)
+{
+    jbuf b = {.a = a, .limit = JINJA_MAX_OUTPUT};
+    for (size_t i = 0; i < s->len; i++) {
+        switch (s->p[i]) {
+        case '&':
+            jbuf_puts(&b, "&amp;");
+            break;
+        case '<':
+            jbuf_puts(&b, "&lt;");
+            break;
+        case '>':
+            jbuf_puts(&b, "&gt;");
+            break;
+        case '\'':
+            jbuf_puts(&b, "&#39;");
+            break;
+        case '"':
+            jbuf_puts(&b, "&#34;");
+            break;
+        default:
+            jbuf_putc(&b, s->p[i]);
+        }
+    }
     return jstr_new(a, b.p ? b.p : "", b.len);
 }
 

@@ -120,10 +120,16 @@ def main():
         if not tname.endswith(".jinja"):
             continue
         with open(os.path.join(tdir, tname)) as f:
-            template = env.from_string(f.read())
+            source = f.read()
+        try:
+            template, syntax_error = env.from_string(source), None
+        except Exception as e:  # Jinja2 cannot parse it: every context is refused
+            template, syntax_error = None, e
         for cname, ctx in CONTEXTS.items():
             base = os.path.join(out, tname + "." + cname)
             try:
+                if syntax_error:
+                    raise syntax_error
                 text, kind = template.render(**ctx), "ok"
             except Exception as e:  # the template refused the conversation: Woolly must refuse it too
                 text, kind = str(e), "err"
