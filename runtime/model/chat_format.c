@@ -6,81 +6,29 @@
 #include <string.h>
 
 #include "chat.h"
+#include "chat_text.h"
 #include "chat_tools.h"
 #include "jinja.h"
 #include "model.h"
 #include "tokenizer.h"
 
-/* Appends to a heap string; false when out of memory. */
-typedef struct text {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void put(text *t, const char *s, size_t n)
+static void put_tool_calls(chat_text *t, const woolly_chat_msg_tools *m)
 {
-    if (t->oom)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = 0;
-}
-
-static void put_json_str(text *t, const char *s)
-{
-    put(t, "\"", 1);
-    for (; s && *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            put(t, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            put(t, esc, 6);
-        } else {
-            put(t, (const char *)&c, 1);
-        }
-    }
-    put(t, "\"", 1);
-}
-
-static void put_str(text *t, const char *s)
-{
-    put(t, s, strlen(s));
-}
-
-static void put_tool_calls(text *t, const woolly_chat_msg_tools *m)
-{
-    put_str(t, ", \"tool_calls\": [");
+    chat_text_puts(t, ", \"tool_calls\": [");
     for (size_t k = 0; k < m->n_tool_calls; k++) {
         const woolly_chat_tool_call *c = &m->tool_calls[k];
-        put_str(t, k ? ", {\"id\": " : "{\"id\": ");
-        put_json_str(t, c->id ? c->id : "");
-        put_str(t, ", \"type\": \"function\", \"function\": {\"name\": ");
-        put_json_str(t, c->name);
-        put_str(t, ", \"arguments\": ");
+        chat_text_puts(t, k ? ", {\"id\": " : "{\"id\": ");
+        chat_text_json(t, c->id ? c->id : "");
+        chat_text_puts(t, ", \"type\": \"function\", \"function\": {\"name\": ");
+        chat_text_json(t, c->name);
+        chat_text_puts(t, ", \"arguments\": ");
         if (c->arguments_json) /* JSON text the caller checked: the object itself */
-            put_str(t, c->arguments);
+            chat_text_puts(t, c->arguments);
         else
-            put_json_str(t, c->arguments ? c->arguments : "");
-        put_str(t, "}}");
+            chat_text_json(t, c->arguments ? c->arguments : "");
+        chat_text_puts(t, "}}");
     }
-    put_str(t, "]");
+    chat_text_puts(t, "]");
 }
 
 /* The variables Hugging Face gives a chat template: messages (with their tool_calls, tool_call_id and
@@ -89,42 +37,42 @@ static char *context_json(const woolly_chat_format *f, const woolly_chat_msg *m,
                           const woolly_chat_msg_tools *parts, size_t n, const char *const *tools,
                           size_t n_tools, bool add_assistant)
 {
-    text t = {0};
-    put(&t, "{\"messages\": [", 14);
+    chat_text t = {0};
+    chat_text_put(&t, "{\"messages\": [", 14);
     for (size_t i = 0; i < n; i++) {
-        put(&t, i ? ", {\"role\": " : "{\"role\": ", i ? 11 : 9);
-        put_json_str(&t, m[i].role);
-        put(&t, ", \"content\": ", 13);
-        put_json_str(&t, m[i].content);
+        chat_text_put(&t, i ? ", {\"role\": " : "{\"role\": ", i ? 11 : 9);
+        chat_text_json(&t, m[i].role);
+        chat_text_put(&t, ", \"content\": ", 13);
+        chat_text_json(&t, m[i].content);
         if (parts && parts[i].n_tool_calls)
             put_tool_calls(&t, &parts[i]);
         if (parts && parts[i].tool_call_id) {
-            put_str(&t, ", \"tool_call_id\": ");
-            put_json_str(&t, parts[i].tool_call_id);
+            chat_text_puts(&t, ", \"tool_call_id\": ");
+            chat_text_json(&t, parts[i].tool_call_id);
         }
         if (parts && parts[i].name) {
-            put_str(&t, ", \"name\": ");
-            put_json_str(&t, parts[i].name);
+            chat_text_puts(&t, ", \"name\": ");
+            chat_text_json(&t, parts[i].name);
         }
-        put(&t, "}", 1);
+        chat_text_put(&t, "}", 1);
     }
-    put_str(&t, "]");
+    chat_text_puts(&t, "]");
     if (n_tools) { /* JSON texts the caller checked */
-        put_str(&t, ", \"tools\": [");
+        chat_text_puts(&t, ", \"tools\": [");
         for (size_t i = 0; i < n_tools; i++) {
             if (i)
-                put_str(&t, ", ");
-            put_str(&t, tools[i]);
+                chat_text_puts(&t, ", ");
+            chat_text_puts(&t, tools[i]);
         }
-        put_str(&t, "]");
+        chat_text_puts(&t, "]");
     }
-    put_str(&t, ", \"add_generation_prompt\": ");
-    put(&t, add_assistant ? "true" : "false", add_assistant ? 4 : 5);
-    put(&t, ", \"bos_token\": ", 15);
-    put_json_str(&t, f->bos ? f->bos : "");
-    put(&t, ", \"eos_token\": ", 15);
-    put_json_str(&t, f->eos ? f->eos : "");
-    put(&t, "}", 1);
+    chat_text_puts(&t, ", \"add_generation_prompt\": ");
+    chat_text_put(&t, add_assistant ? "true" : "false", add_assistant ? 4 : 5);
+    chat_text_put(&t, ", \"bos_token\": ", 15);
+    chat_text_json(&t, f->bos ? f->bos : "");
+    chat_text_put(&t, ", \"eos_token\": ", 15);
+    chat_text_json(&t, f->eos ? f->eos : "");
+    chat_text_put(&t, "}", 1);
     if (t.oom) {
         free(t.p);
         return NULL;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_text.h"
+
 enum woolly_chat_tool_syntax woolly_chat_tool_syntax_of(enum woolly_chat_family f)
 {
     switch (f) {
@@ -38,169 +40,116 @@ bool woolly_chat_has_tool_parts(const woolly_chat_msg *m, const woolly_chat_msg_
     return false;
 }
 
-/* A growing heap string; NULL p after an allocation failed. */
-typedef struct str {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} str;
-
-static void add(str *s, const char *t, size_t n)
-{
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *p = realloc(s->p, cap);
-        if (!p) {
-            s->oom = true;
-            return;
-        }
-        s->p = p;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->len, t, n);
-    s->len += n;
-    s->p[s->len] = 0;
-}
-
-static void adds(str *s, const char *t)
-{
-    add(s, t, strlen(t));
-}
-
-static void add_json_string(str *s, const char *t)
-{
-    adds(s, "\"");
-    for (; *t; t++) {
-        char esc[8];
-        const unsigned char c = (unsigned char)*t;
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            add(s, esc, 2);
-        } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            add(s, esc, 6);
-        } else {
-            add(s, (const char *)t, 1);
-        }
-    }
-    adds(s, "\"");
-}
-
 /* {"name": N, "<key>": A}: A is the arguments object, or the string the client sent. */
-static void add_call_object(str *s, const woolly_chat_tool_call *c, const char *key)
+static void add_call_object(chat_text *s, const woolly_chat_tool_call *c, const char *key)
 {
-    adds(s, "{\"name\": ");
-    add_json_string(s, c->name ? c->name : "");
-    adds(s, ", \"");
-    adds(s, key);
-    adds(s, "\": ");
+    chat_text_puts(s, "{\"name\": ");
+    chat_text_json(s, c->name ? c->name : "");
+    chat_text_puts(s, ", \"");
+    chat_text_puts(s, key);
+    chat_text_puts(s, "\": ");
     if (c->arguments_json)
-        adds(s, c->arguments);
+        chat_text_puts(s, c->arguments);
     else
-        add_json_string(s, c->arguments ? c->arguments : "");
-    adds(s, "}");
+        chat_text_json(s, c->arguments ? c->arguments : "");
+    chat_text_puts(s, "}");
 }
 
 /* The system prompt's description of the tools and of how to call them. */
-static void add_tools_text(str *s, enum woolly_chat_tool_syntax syn, const char *const *tools, size_t n_tools)
+static void add_tools_text(chat_text *s, enum woolly_chat_tool_syntax syn, const char *const *tools, size_t n_tools)
 {
-    adds(s, "# Tools\n\nYou may call the functions described below (one JSON object a line)");
+    chat_text_puts(s, "# Tools\n\nYou may call the functions described below (one JSON object a line)");
     if (syn == WOOLLY_TOOLS_HERMES)
-        adds(s, ", listed within <tools></tools>:\n<tools>");
+        chat_text_puts(s, ", listed within <tools></tools>:\n<tools>");
     else
-        adds(s, ":");
+        chat_text_puts(s, ":");
     for (size_t i = 0; i < n_tools; i++) {
-        adds(s, "\n");
-        adds(s, tools[i]);
+        chat_text_puts(s, "\n");
+        chat_text_puts(s, tools[i]);
     }
     switch (syn) {
     case WOOLLY_TOOLS_HERMES:
-        adds(s,
+        chat_text_puts(s,
              "\n</tools>\n\nTo call a function, answer with its name and its arguments as a JSON object "
              "within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
              "<arguments object>}\n</tool_call>");
         break;
     case WOOLLY_TOOLS_LLAMA3:
-        adds(s, "\n\nTo call a function, answer with nothing but the JSON object {\"name\": <function name>, "
+        chat_text_puts(s, "\n\nTo call a function, answer with nothing but the JSON object {\"name\": <function name>, "
                 "\"parameters\": <arguments object>}.");
         break;
     case WOOLLY_TOOLS_MISTRAL:
-        adds(s, "\n\nTo call functions, answer with [TOOL_CALLS] followed by a JSON array of objects "
+        chat_text_puts(s, "\n\nTo call functions, answer with [TOOL_CALLS] followed by a JSON array of objects "
                 "{\"name\": <function name>, \"arguments\": <arguments object>}.");
         break;
     case WOOLLY_TOOLS_GRANITE:
-        adds(s, "\n\nTo call functions, answer with <|tool_call|> followed by a JSON array of objects "
+        chat_text_puts(s, "\n\nTo call functions, answer with <|tool_call|> followed by a JSON array of objects "
                 "{\"name\": <function name>, \"arguments\": <arguments object>}.");
         break;
     }
 }
 
 /* An assistant turn's text: its content, then its calls in the family's syntax. */
-static void add_calls_text(str *s, enum woolly_chat_tool_syntax syn, const woolly_chat_msg *msg,
+static void add_calls_text(chat_text *s, enum woolly_chat_tool_syntax syn, const woolly_chat_msg *msg,
                            const woolly_chat_msg_tools *m)
 {
-    adds(s, msg->content ? msg->content : "");
+    chat_text_puts(s, msg->content ? msg->content : "");
     const bool list = syn == WOOLLY_TOOLS_MISTRAL || syn == WOOLLY_TOOLS_GRANITE;
     if (s->len && syn != WOOLLY_TOOLS_MISTRAL)
-        adds(s, "\n");
+        chat_text_puts(s, "\n");
     if (list)
-        adds(s, syn == WOOLLY_TOOLS_MISTRAL ? "[TOOL_CALLS][" : "<|tool_call|>[");
+        chat_text_puts(s, syn == WOOLLY_TOOLS_MISTRAL ? "[TOOL_CALLS][" : "<|tool_call|>[");
     for (size_t k = 0; k < m->n_tool_calls; k++) {
         if (k)
-            adds(s, list ? ", " : "\n");
+            chat_text_puts(s, list ? ", " : "\n");
         if (syn == WOOLLY_TOOLS_HERMES)
-            adds(s, "<tool_call>\n");
+            chat_text_puts(s, "<tool_call>\n");
         add_call_object(s, &m->tool_calls[k], syn == WOOLLY_TOOLS_LLAMA3 ? "parameters" : "arguments");
         if (syn == WOOLLY_TOOLS_HERMES)
-            adds(s, "\n</tool_call>");
+            chat_text_puts(s, "\n</tool_call>");
     }
     if (list)
-        adds(s, "]");
+        chat_text_puts(s, "]");
 }
 
 /* A tool result's text and the role it is given. */
-static const char *add_result_text(str *s, enum woolly_chat_tool_syntax syn, const woolly_chat_msg *m)
+static const char *add_result_text(chat_text *s, enum woolly_chat_tool_syntax syn, const woolly_chat_msg *m)
 {
     const char *c = m->content ? m->content : "";
     switch (syn) {
     case WOOLLY_TOOLS_LLAMA3:
-        adds(s, c);
+        chat_text_puts(s, c);
         return "ipython";
     case WOOLLY_TOOLS_GRANITE:
-        adds(s, c);
+        chat_text_puts(s, c);
         return "tool_response";
     case WOOLLY_TOOLS_MISTRAL:
-        adds(s, "[TOOL_RESULTS]{\"content\": ");
-        add_json_string(s, c);
-        adds(s, "}[/TOOL_RESULTS]");
+        chat_text_puts(s, "[TOOL_RESULTS]{\"content\": ");
+        chat_text_json(s, c);
+        chat_text_puts(s, "}[/TOOL_RESULTS]");
         return "user";
     case WOOLLY_TOOLS_HERMES:
     default:
-        adds(s, "<tool_response>\n");
-        adds(s, c);
-        adds(s, "\n</tool_response>");
+        chat_text_puts(s, "<tool_response>\n");
+        chat_text_puts(s, c);
+        chat_text_puts(s, "\n</tool_response>");
         return "user";
     }
 }
 
 /* Keeps s's text as one of the lowered conversation's strings; NULL when out of memory. */
-static const char *keep(woolly_chat_lowered *l, str *s)
+static const char *keep(woolly_chat_lowered *l, chat_text *s)
 {
     if (s->oom) {
         free(s->p);
-        *s = (str){0};
+        *s = (chat_text){0};
         return NULL;
     }
     if (!s->p && !(s->p = calloc(1, 1)))
         return NULL;
     l->owned[l->n_owned++] = s->p;
     const char *p = s->p;
-    *s = (str){0};
+    *s = (chat_text){0};
     return p;
 }
 
@@ -216,10 +165,10 @@ int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m,
         goto oom;
     size_t i = 0;
     if (n_tools) { /* the tools join the system prompt, or make one */
-        str s = {0};
+        chat_text s = {0};
         if (n > 0 && !strcmp(m[0].role, "system")) {
-            adds(&s, m[0].content);
-            adds(&s, "\n\n");
+            chat_text_puts(&s, m[0].content);
+            chat_text_puts(&s, "\n\n");
             i = 1;
         }
         add_tools_text(&s, syn, tools, n_tools);
@@ -229,13 +178,13 @@ int woolly_chat_lower_tools(enum woolly_chat_family f, const woolly_chat_msg *m,
         out->msgs[out->n++] = (woolly_chat_msg){.role = "system", .content = text};
     }
     for (; i < n; i++) {
-        str s = {0};
+        chat_text s = {0};
         const char *role = m[i].role;
         if (!strcmp(role, "tool")) {
             role = add_result_text(&s, syn, &m[i]);
             /* Hermes' results of one round share a user turn, one tag each */
             while (syn == WOOLLY_TOOLS_HERMES && i + 1 < n && !strcmp(m[i + 1].role, "tool")) {
-                adds(&s, "\n");
+                chat_text_puts(&s, "\n");
                 add_result_text(&s, syn, &m[++i]);
             }
         } else if (parts && parts[i].n_tool_calls) {
