@@ -56,7 +56,8 @@ static void add_call_object(chat_text *s, const woolly_chat_tool_call *c, const 
 }
 
 /* The system prompt's description of the tools and of how to call them. */
-static void add_tools_text(chat_text *s, enum woolly_chat_tool_syntax syn, const char *const *tools, size_t n_tools)
+static void add_tools_text(chat_text *s, enum woolly_chat_tool_syntax syn, const char *const *tools,
+                           size_t n_tools)
 {
     chat_text_puts(s, "# Tools\n\nYou may call the functions described below (one JSON object a line)");
     if (syn == WOOLLY_TOOLS_HERMES)
@@ -69,22 +70,26 @@ static void add_tools_text(chat_text *s, enum woolly_chat_tool_syntax syn, const
     }
     switch (syn) {
     case WOOLLY_TOOLS_HERMES:
-        chat_text_puts(s,
-             "\n</tools>\n\nTo call a function, answer with its name and its arguments as a JSON object "
-             "within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
-             "<arguments object>}\n</tool_call>");
+        chat_text_puts(
+            s,
+            "\n</tools>\n\nTo call a function, answer with its name and its arguments as a JSON object "
+            "within <tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
+            "<arguments object>}\n</tool_call>");
         break;
     case WOOLLY_TOOLS_LLAMA3:
-        chat_text_puts(s, "\n\nTo call a function, answer with nothing but the JSON object {\"name\": <function name>, "
-                "\"parameters\": <arguments object>}.");
+        chat_text_puts(
+            s, "\n\nTo call a function, answer with nothing but the JSON object {\"name\": <function name>, "
+               "\"parameters\": <arguments object>}.");
         break;
     case WOOLLY_TOOLS_MISTRAL:
-        chat_text_puts(s, "\n\nTo call functions, answer with [TOOL_CALLS] followed by a JSON array of objects "
-                "{\"name\": <function name>, \"arguments\": <arguments object>}.");
+        chat_text_puts(s,
+                       "\n\nTo call functions, answer with [TOOL_CALLS] followed by a JSON array of objects "
+                       "{\"name\": <function name>, \"arguments\": <arguments object>}.");
         break;
     case WOOLLY_TOOLS_GRANITE:
-        chat_text_puts(s, "\n\nTo call functions, answer with <|tool_call|> followed by a JSON array of objects "
-                "{\"name\": <function name>, \"arguments\": <arguments object>}.");
+        chat_text_puts(s,
+                       "\n\nTo call functions, answer with <|tool_call|> followed by a JSON array of objects "
+                       "{\"name\": <function name>, \"arguments\": <arguments object>}.");
         break;
     }
 }
