@@ -24,7 +24,7 @@ enum { N_FAMILIES = sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0] };
 
 static bool contains(const char *s, size_t len, const char *needle)
 {
-    return memmem(s, len, needle, strlen(needle)) != NULL;
+    return len ? memmem(s, len, needle, strlen(needle)) != NULL : !*needle; /* s may be NULL when empty */
 }
 
 /* The markers are those the families' published templates write (and that llama.cpp keys on too);

@@ -44,7 +44,7 @@ static size_t skip_space(const char *t, size_t len, size_t i)
 /* The first occurrence of needle in t[0 .. len), or len. */
 static size_t find(const char *t, size_t len, const char *needle)
 {
-    const char *p = memmem(t, len, needle, strlen(needle));
+    const char *p = len ? memmem(t, len, needle, strlen(needle)) : NULL; /* t may be NULL when empty */
     return p ? (size_t)(p - t) : len;
 }
 
