@@ -12,17 +12,20 @@
 
 #include "gguf.h"
 #include "model.h"
+#include "repack_cache.h"
 #include "testutil.h"
 
 static const char *const MODEL = "models/tiny-llama-q4_k_m.gguf";
 
-/* A fresh, empty cache folder for this test, set as WOOLLY_REPACK_CACHE. */
+/* A fresh, empty cache folder for this test, set as WOOLLY_REPACK_CACHE. The writes here are a few MiB:
+ * they keep no reserve free, so a nearly full disk on the test machine does not turn them away. */
 static const char *fresh_cache(const char *name)
 {
     static char dir[8192];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path(name));
     cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s", dir);
     setenv("WOOLLY_REPACK_CACHE", dir, 1);
+    setenv("WOOLLY_REPACK_KEEP_FREE_MIB", "0", 1);
     return dir;
 }
 
@@ -118,6 +121,35 @@ Test(repack_cache, off_writes_nothing)
     cr_assert_str_eq(woolly_model_weights_source(m), "repacked at load");
     cr_assert_eq(count_files(dir), 0);
     woolly_model_close(m);
+}
+
+/* A reserve no disk can leave free: nothing is written and the load goes on with the repacked weights. */
+Test(repack_cache, a_write_that_would_fill_the_disk_is_not_made)
+{
+    const char *dir = fresh_cache("rc-full");
+    setenv("WOOLLY_REPACK_KEEP_FREE_MIB", "1099511627776", 1); /* 2^40 MiB: an exbibyte */
+    woolly_model *m = load(tu_data(MODEL));
+    cr_assert_eq(m->weights, WOOLLY_WEIGHTS_REPACKED, "%s", m->weights_text);
+    cr_assert_eq(count_files(dir), 0);
+    check_same_as_a_repack(m, tu_data(MODEL));
+    woolly_model_close(m);
+}
+
+/* The reserve is a whole number of MiB; anything else keeps the 1 GiB default. */
+Test(repack_cache, the_reserve_is_read_from_the_environment)
+{
+    const struct {
+        const char *env;
+        unsigned long long mib;
+    } cases[] = {
+        {"0", 0},     {"200", 200},  {"1099511627776", 1ull << 40}, {"", 1024},
+        {"-5", 1024}, {"12x", 1024}, {"1099511627777", 1024},       {"99999999999999999999999", 1024}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        setenv("WOOLLY_REPACK_KEEP_FREE_MIB", cases[i].env, 1);
+        cr_assert_eq(woolly_repack_cache_keep_free_mib(), cases[i].mib, "\"%s\"", cases[i].env);
+    }
+    unsetenv("WOOLLY_REPACK_KEEP_FREE_MIB");
+    cr_assert_eq(woolly_repack_cache_keep_free_mib(), 1024);
 }
 
 Test(repack_cache, a_model_from_a_buffer_uses_no_cache)

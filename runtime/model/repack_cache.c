@@ -42,8 +42,9 @@ enum {
 };
 static const char MAGIC[8] = {'W', 'O', 'O', 'L', 'R', 'E', 'P', 'K'};
 static const size_t HEADER_BYTES = 32; /* magic, format u32, key bytes u32, payload offset u64, bytes u64 */
-/* Free space a write leaves at least, beyond the file itself: the cache never fills a disk. */
-static const unsigned long long KEEP_FREE = 1ull << 30;
+/* Free space a write leaves at least, beyond the file itself, unless WOOLLY_REPACK_KEEP_FREE_MIB says
+ * otherwise: the cache never fills a disk. */
+static const unsigned long long KEEP_FREE_MIB = 1024;
 
 static unsigned long long fnv1a(const void *p, size_t n, unsigned long long h)
 {
@@ -298,6 +299,24 @@ static void remove_stale(const woolly_repack_cache *c)
     closedir(d);
 }
 
+unsigned long long woolly_repack_cache_keep_free_mib(void)
+{
+    const char *env = getenv("WOOLLY_REPACK_KEEP_FREE_MIB");
+    if (!env || !*env)
+        return KEEP_FREE_MIB;
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(env, &end, 10);
+    if (*end || errno || *env == '-' || v > (1ull << 40)) {
+        fprintf(stderr,
+                "woolly: WOOLLY_REPACK_KEEP_FREE_MIB=%s is not a whole number of MiB up to 2^40; "
+                "keeping %llu\n",
+                env, KEEP_FREE_MIB);
+        return KEEP_FREE_MIB;
+    }
+    return v;
+}
+
 static int write_all(int fd, const void *p, size_t n, off_t at)
 {
     for (size_t done = 0; done < n;) {
@@ -323,11 +342,12 @@ int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data)
         return -1;
     }
     const size_t at = payload_offset(klen);
+    const unsigned long long keep_mib = woolly_repack_cache_keep_free_mib();
     struct statvfs vfs;
-    if (!statvfs(c->dir, &vfs) &&
-        (unsigned long long)vfs.f_bavail * vfs.f_frsize < (unsigned long long)(at + total) + KEEP_FREE) {
-        warn(path, "not written: it needs %.2f GiB and would leave less than 1 GiB free",
-             (double)(at + total) / (1 << 30));
+    if (!statvfs(c->dir, &vfs) && (unsigned long long)vfs.f_bavail * vfs.f_frsize <
+                                      (unsigned long long)(at + total) + (keep_mib << 20)) {
+        warn(path, "not written: it needs %.2f GiB and would leave less than %llu MiB free",
+             (double)(at + total) / (1 << 30), keep_mib);
         return -1;
     }
     char tmp[sizeof c->path + 32];

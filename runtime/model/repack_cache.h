@@ -24,6 +24,10 @@ typedef struct woolly_repack_cache {
     char path[1400];
 } woolly_repack_cache;
 
+/* The MiB of free space a cache write leaves on its disk beyond the file: WOOLLY_REPACK_KEEP_FREE_MIB (a
+ * whole number up to 2^40; anything else is reported on stderr and the default kept), else 1024. */
+unsigned long long woolly_repack_cache_keep_free_mib(void);
+
 /* Whether the model's load uses a cache (c filled, released with woolly_repack_cache_close) for the
  * matrices at `offsets` of a `total`-byte region; false when it uses none (off, a model from a buffer,
  * no folder, out of memory). The model's matrices must still point into its file. */
