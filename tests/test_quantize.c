@@ -298,3 +298,70 @@ Test(quantize, q4_k_m_mix_rule)
                  WOOLLY_TYPE_Q8_0);
     cr_assert_str_eq(note, "");
 }
+
+/* Eight experts (Mixtral's shape): attn_k and attn_v Q8_0 and attn_output Q5_K in every layer, as
+ * llama.cpp types them; the experts and attn_q follow the usual rule. Other expert counts do not. */
+Test(quantize, q4_k_m_eight_expert_rule)
+{
+    const uint64_t ne[2] = {4096, 1024};
+    const woolly_mix_model mixtral = {.n_layer = 32, .n_expert = 8},
+                           granitemoe = {.n_layer = 32, .n_expert = 40};
+    for (int i = 0; i < 32; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &mixtral, NULL, 0), WOOLLY_TYPE_Q8_0);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &granitemoe, NULL, 0),
+                     WOOLLY_TYPE_Q4_K);
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &mixtral, NULL, 0), WOOLLY_TYPE_Q8_0);
+        snprintf(name, sizeof name, "blk.%d.attn_output.weight", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &mixtral, NULL, 0), WOOLLY_TYPE_Q5_K);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &granitemoe, NULL, 0),
+                     WOOLLY_TYPE_Q4_K);
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 2, ne, &mixtral, NULL, 0), WOOLLY_TYPE_Q4_K);
+        snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", i);
+        cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 3, ne, &mixtral, NULL, 0),
+                     woolly_mix_type(WOOLLY_FTYPE_Q4_K_M, name, 3, ne, &granitemoe, NULL, 0));
+    }
+    /* the other file types are uniform */
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q6_K, "blk.0.attn_v.weight", 2, ne, &mixtral, NULL, 0),
+                 WOOLLY_TYPE_Q6_K);
+}
+
+/* The rule reaches files: `woolly quantize` reads the expert count from the file's metadata (a Mixtral-style
+ * file synthesized 256 wide, so that Q5_K's blocks divide its rows). */
+Test(quantize, q4_k_m_of_an_eight_expert_file)
+{
+    char *src = strdup(tu_tmp_path("mixtral-256-f16.gguf"));
+    char args[8192];
+    snprintf(
+        args, sizeof args,
+        "synth -q --arch llama --n-embd 256 --n-ff 256 --n-expert 8 --n-expert-used 2 --n-layer 2 --n-head 4 "
+        "--n-head-kv 2 --n-vocab 512 --type F16 -o %s",
+        src);
+    char *so, *se;
+    cr_assert_eq(tu_run_cli(args, &so, &se), 0, "woolly %s: %s", args, se);
+    free(so), free(se);
+    char *out = strdup(tu_tmp_path("mixtral-256-q4_k_m.gguf"));
+    snprintf(args, sizeof args, "quantize %s %s Q4_K_M", src, out);
+    cr_assert_eq(tu_run_cli(args, &so, &se), 0, "woolly %s: %s", args, se);
+    free(so), free(se);
+    gguf_file *g = tu_gguf_open(out);
+    static const struct {
+        const char *name;
+        enum woolly_type type;
+    } want[] = {
+        {"blk.0.attn_k.weight", WOOLLY_TYPE_Q8_0},        {"blk.1.attn_v.weight", WOOLLY_TYPE_Q8_0},
+        {"blk.0.attn_output.weight", WOOLLY_TYPE_Q5_K},   {"blk.1.attn_q.weight", WOOLLY_TYPE_Q4_K},
+        {"blk.0.ffn_gate_exps.weight", WOOLLY_TYPE_Q4_K}, {"blk.0.ffn_gate_inp.weight", WOOLLY_TYPE_F32}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const gguf_tensor *t = gguf_find_tensor(g, want[i].name);
+        cr_assert(t, "%s missing", want[i].name);
+        cr_assert_eq(t->type, want[i].type, "%s: %s, want %s", want[i].name, woolly_type_get(t->type)->name,
+                     woolly_type_get(want[i].type)->name);
+    }
+    gguf_close(g);
+    remove(src), remove(out);
+    free(src), free(out);
+}

@@ -59,9 +59,17 @@ static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
         return WOOLLY_TYPE_Q6_K;
     if (strcmp(name, "token_embd.weight") == 0)
         return m->tied_embd ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q4_K;
+    /* 8 experts (Mixtral's shape): attention is a small part of the file beside the experts, and llama.cpp
+     * spends more bits on it */
+    if (m->n_expert == 8) {
+        if (ends_with(name, "attn_k.weight") || ends_with(name, "attn_v.weight"))
+            return WOOLLY_TYPE_Q8_0;
+        if (ends_with(name, "attn_output.weight"))
+            return WOOLLY_TYPE_Q5_K;
+    }
     /* a fused attn_qkv counts as an attn_v (phi3), a mixture's ffn_down_exps as an ffn_down */
-    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight") || ends_with(name, "ffn_down.weight") ||
-        ends_with(name, "ffn_down_exps.weight")) {
+    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight") ||
+        ends_with(name, "ffn_down.weight") || ends_with(name, "ffn_down_exps.weight")) {
         const int i = layer_of(name);
         if (i >= 0 && layer_gets_more_bits(i, m->n_layer))
             return WOOLLY_TYPE_Q6_K;

@@ -28,6 +28,19 @@ static int source_row(void *ctx, int64_t row, float *dst, woolly_error *err)
 }
 
 /* Layers: <arch>.block_count, or one more than the highest blk.<i> if the key is missing. */
+/* The file's "<arch>.expert_count", or 0 when it has none. */
+static int count_experts(const gguf_file *g)
+{
+    woolly_error ignored = {{0}};
+    gguf_str arch;
+    uint32_t n = 0;
+    if (!gguf_get_str(g, "general.architecture", &arch, &ignored))
+        return 0;
+    char key[160];
+    snprintf(key, sizeof key, "%.*s.expert_count", (int)(arch.len < 100 ? arch.len : 100), arch.ptr);
+    return gguf_get_u32(g, key, &n, &ignored) && n <= 1u << 20 ? (int)n : 0;
+}
+
 static int count_layers(const gguf_file *g, woolly_error *err)
 {
     gguf_str arch;
@@ -120,7 +133,8 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
         return woolly_fail(err, "%s: %s", in, kerr.msg);
     }
     const woolly_mix_model m = {.n_layer = n_layer,
-                                .tied_embd = gguf_find_tensor(g, "output.weight") == NULL};
+                                .tied_embd = gguf_find_tensor(g, "output.weight") == NULL,
+                                .n_expert = count_experts(g)};
 
     woolly_stream_tensor *plan = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *plan);
     char(*notes)[160] = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *notes);

@@ -27,14 +27,17 @@ const char *woolly_ftype_name(enum woolly_ftype f);
 typedef struct woolly_mix_model {
     int n_layer;    /* for the attn_v / ffn_down rule of Q4_K_M */
     bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
+    int n_expert;   /* experts per layer (0: not a mixture), for the 8-expert rule of Q4_K_M */
 } woolly_mix_model;
 
 /* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
  * stay F32. Q4_K_M follows llama.cpp's rule: Q6_K for output.weight (and token_embd.weight when the
  * embeddings are tied) and for attn_v / ffn_down in layers i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;
  * Q4_K for the other matrices (a mixture's ffn_down_exps counts as an ffn_down; its router,
- * ffn_gate_inp, stays F32). A row length the chosen block does not divide falls back to Q8_0 (if it is
- * a multiple of 32), else F16; then `note` (if not NULL) says so, otherwise it is set to "". */
+ * ffn_gate_inp, stays F32). A mixture of exactly 8 experts (Mixtral's shape) also gets Q8_0 for attn_k
+ * and attn_v and Q5_K for attn_output, as llama.cpp gives it: small tensors beside the experts. A row length
+ * the chosen block does not divide falls back to Q8_0 (if it is a multiple of 32), else F16; then `note` (if
+ * not NULL) says so, otherwise it is set to "". */
 enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
                                  const woolly_mix_model *m, char *note, size_t note_size);
 

@@ -356,7 +356,8 @@ size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tens
     if (!specs)
         return 0;
     const size_t n = plan_tensors(c, specs);
-    const woolly_mix_model mix = {.n_layer = (int)c->n_layer, .tied_embd = c->tied_embd};
+    const woolly_mix_model mix = {
+        .n_layer = (int)c->n_layer, .tied_embd = c->tied_embd, .n_expert = (int)c->n_expert};
     for (size_t i = 0; i < n && i < cap; i++) {
         woolly_synth_tensor *t = &out[i];
         snprintf(t->name, sizeof t->name, "%s", specs[i].name);
@@ -546,7 +547,8 @@ int woolly_synth_write(const woolly_synth_config *cfg, const char *out, woolly_e
         woolly_fail(err, "out of memory planning %zu tensors", cap);
     } else {
         const size_t n = plan_tensors(&c, specs);
-        const woolly_mix_model mix = {.n_layer = (int)c.n_layer, .tied_embd = c.tied_embd};
+        const woolly_mix_model mix = {
+            .n_layer = (int)c.n_layer, .tied_embd = c.tied_embd, .n_expert = (int)c.n_expert};
         for (size_t i = 0; i < n; i++) {
             const tensor_spec *s = &specs[i];
             gen[i] = (random_tensor){.seed = c.seed,
