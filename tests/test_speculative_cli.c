@@ -125,3 +125,23 @@ Test(spec_cli, bad_flags_are_refused)
     snprintf(args, sizeof args, "chat -m %s --draft-max 0 --lookup 1 < /dev/null", s);
     expect_failure(args, 2, "--draft-max");
 }
+
+Test(spec_cli, bench_reports_speculative_generation)
+{
+    char args[8400], *out, *err;
+    snprintf(args, sizeof args, "bench -m %s -p 16 -n 24 -r 1 -t 1 --draft %s --draft-max 4",
+             model("tiny-llama-q8_0"), model("tiny-llama-q4_k_m"));
+    int st = tu_run_cli(args, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s: exit %d\n%s", args, st, err);
+    cr_expect(strstr(out, "| tg24 |") || strstr(out, "tg24 |"), "the table keeps its tg row:\n%s", out);
+    cr_expect(!strstr(out, "speculative"), "the table's output stays llama-bench's:\n%s", out);
+    cr_expect(strstr(err, "speculative tg24 after pp16") && strstr(err, "tokens/s") &&
+                  strstr(err, "accepted") && strstr(err, "tokens per step"),
+              "no speculative line:\n%s", err);
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "bench -m %s -p 16 -n 0 --lookup 2", model("stories260K"));
+    expect_failure(args, 2, "-n N > 0");
+    snprintf(args, sizeof args, "bench -m %s -p 16 -n 8 --draft-max 0 --lookup 2", model("stories260K"));
+    expect_failure(args, 2, "--draft-max");
+}
