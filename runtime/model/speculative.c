@@ -4,10 +4,10 @@
  *
  * State between steps: hist[0 .. n_hist) is the prompt and every returned token; the target's cache
  * holds all of them but the last (the pending token, evaluated at the start of the next step together
- * with that step's guesses). The draft's cache holds hist[d_off .. d_off + its n_past): a draft that
- * fell far behind (its guesses were not asked for a while) restarts on the last few tokens instead of
- * catching up on all of them, which keeps an idle draft cheap; any draft context is correct, a shorter
- * one only guesses worse. */
+ * with that step's guesses). The draft's cache holds hist[d_off .. d_off + its n_past): it evaluates a
+ * text's beginning whole, but a draft that later fell far behind (its guesses were not asked for a
+ * while) restarts on the last few tokens instead of catching up on all of them, which keeps an idle
+ * draft cheap; any draft context is correct, a shorter one only guesses worse. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +45,7 @@ struct woolly_spec {
     int32_t n_hist, cap_hist;
     bool pending;        /* hist[n_hist - 1] was returned and is not in the target's cache */
     int32_t d_off;       /* the draft's cache holds hist[d_off ..] */
+    bool d_whole;        /* the draft has not caught up since the text began: it evaluates all of it */
     woolly_token *guess; /* [draft_max] this step's guesses */
     bool guess_q;        /* they were drawn from the draft model's q rows (else: a point mass each) */
     float *q;            /* [draft_max][d_vocab] the draft's distributions (sampling with a draft model) */
@@ -202,15 +203,22 @@ static int spec_begin(woolly_spec *s, const woolly_token *ids, int32_t n, woolly
             keep = i;
             break;
         }
-    if (woolly_context_rewind(s->tgt, keep))
-        return woolly_fail(err, "speculative decoding: %s", woolly_last_error());
+    if (woolly_context_rewind(s->tgt, keep)) { /* a sliding window's ring moved past it: start over */
+        keep = 0;
+        if (woolly_context_rewind(s->tgt, 0))
+            return woolly_fail(err, "speculative decoding: %s", woolly_last_error());
+    }
     if (s->dft) {
         const int32_t dn = woolly_context_n_past(s->dft);
-        const int32_t dkeep = s->d_off > 0 ? 0 : (dn < keep ? dn : keep);
-        if (woolly_context_rewind(s->dft, dkeep))
-            return woolly_fail(err, "speculative decoding: %s", woolly_last_error());
+        int32_t dkeep = s->d_off > 0 ? 0 : (dn < keep ? dn : keep);
+        if (woolly_context_rewind(s->dft, dkeep)) {
+            dkeep = 0;
+            if (woolly_context_rewind(s->dft, 0))
+                return woolly_fail(err, "speculative decoding: %s", woolly_last_error());
+        }
         if (dkeep == 0)
             s->d_off = 0;
+        s->d_whole = true;
     }
     memcpy(s->hist, ids, sizeof *ids * (size_t)n);
     s->n_hist = n;
@@ -298,7 +306,7 @@ static int draft_catch_up(woolly_spec *s, int32_t k, woolly_error *err)
     woolly_context *d = s->dft;
     const int32_t h = s->n_hist, n_ctx = d->params.n_ctx;
     int32_t from = s->d_off + woolly_context_n_past(d);
-    if (h - from > DRAFT_CATCH_UP_MAX || h - s->d_off + k - 1 > n_ctx) {
+    if ((!s->d_whole && h - from > DRAFT_CATCH_UP_MAX) || h - s->d_off + k - 1 > n_ctx) {
         woolly_context_rewind(d, 0);
         s->d_off = from = h - DRAFT_RESTART_TOKENS > 0 ? h - DRAFT_RESTART_TOKENS : 0;
     }
@@ -315,6 +323,7 @@ static int draft_catch_up(woolly_spec *s, int32_t k, woolly_error *err)
             return -1;
         done += chunk;
     }
+    s->d_whole = false;
     return 1;
 }
 
