@@ -1,7 +1,8 @@
 /* `woolly run --draft / --lookup` end to end: greedy text is byte for byte the text without speculation
  * at every ISA level this CPU runs (WOOLLY_ISA forced), the summary reports the drafted and accepted
- * tokens, and bad flags (--draft-max 0 or absurd, --draft-max alone, a draft of another vocabulary, a
- * missing draft file, --context-shift with speculation) are clear errors with a non-zero exit. */
+ * tokens; chat's replies over two turns are the plain ones; bench adds its speculative line; bad flags
+ * (--draft-max 0 or absurd, --draft-max alone, a draft of another vocabulary, a missing draft file,
+ * --context-shift with speculation) are clear errors with a non-zero exit. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,4 +145,29 @@ Test(spec_cli, bench_reports_speculative_generation)
     expect_failure(args, 2, "-n N > 0");
     snprintf(args, sizeof args, "bench -m %s -p 16 -n 8 --draft-max 0 --lookup 2", model("stories260K"));
     expect_failure(args, 2, "--draft-max");
+}
+
+Test(spec_cli, chat_greedy_replies_are_plain_over_turns)
+{
+    /* The second turn reuses the cached first one through woolly_spec_begin. */
+    char cmd[8400], *want, *got, *err;
+    const char *s = model("stories260K");
+    snprintf(cmd, sizeof cmd,
+             "(printf 'Hello there\\nTell me a story\\n' | %s chat -m %s --chat-template chatml -n 30 --temp "
+             "0 -t 1)",
+             WOOLLY_CLI, s);
+    cr_assert_eq(tu_run_shell(cmd, &want, NULL), 0, "%s", cmd);
+    cr_assert_gt(strlen(want), 40, "two replies expected:\n%s", want);
+    snprintf(cmd, sizeof cmd,
+             "(printf 'Hello there\\nTell me a story\\n' | %s chat -m %s --chat-template chatml -n 30 --temp "
+             "0 -t 1 "
+             "-v --lookup 2 --draft %s --draft-max 5)",
+             WOOLLY_CLI, s, s);
+    cr_assert_eq(tu_run_shell(cmd, &got, &err), 0, "%s", cmd);
+    cr_expect_str_eq(got, want, "chat replies differ with speculation");
+    cr_expect(strstr(err, "speculative ") && strstr(err, "accepted"), "no per-turn speculation line:\n%s",
+              err);
+    free(want);
+    free(got);
+    free(err);
 }
