@@ -8,8 +8,11 @@
  * their ratios (pp512 @ d4096 against pp512, say) hold. The mean and standard deviation of tokens/s
  * over the repetitions go out as llama-bench's markdown table, JSON or CSV (bench_report.h).
  * --roofline measures the machine's limits and prints each figure as a share of its limit
- * (bench_roofline.h). */
+ * (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test after the table (on
+ * stderr, so that the table's format stays llama-bench's): greedy generation of -n tokens after the -p
+ * prompt, with tokens/s, the acceptance and the tokens per target pass. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "bench_report.h"
 #include "bench_roofline.h"
 #include "cli_common.h"
+#include "cli_spec.h"
 #include "commands.h"
 #include "registry.h"
 #include "threadpool.h"
@@ -123,7 +127,89 @@ typedef struct bench_opts {
     bool roofline;
     FILE *out; /* stdout, or -o FILE */
     cli_context_opts ctx;
+    cli_spec_opts spec;
 } bench_opts;
+
+/* The speculative generation test at one thread count: -n tokens greedily after the -p prompt (at
+ * least one token), one warm-up and reps measured runs; the result goes to stderr. 0, or -1 after a
+ * message. */
+static int bench_spec(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
+                      int threads)
+{
+    cli_context_opts co = o->ctx;
+    co.n_threads = threads;
+    woolly_context_params cp;
+    cli_context_params(cmd, &co, m, &cp);
+    const int32_t n_prompt = o->n_prompt > 0 ? o->n_prompt : 1;
+    if (!co.n_ctx_given)
+        cp.n_ctx = n_prompt + o->n_gen + o->spec.draft_max + 1;
+    cli_spec_context_params(&o->spec, &cp);
+    woolly_sampler_params sp = woolly_sampler_default_params();
+    sp.temp = 0.0f;
+    woolly_context *c = woolly_context_open(m, &cp), *dc = NULL;
+    woolly_sampler *smp = c ? woolly_sampler_open(m, &sp) : NULL;
+    woolly_model *dm = NULL;
+    woolly_spec *spec = NULL;
+    woolly_token *out = malloc(sizeof *out * (size_t)(o->n_gen > 0 ? o->n_gen : 1));
+    double *ts = calloc((size_t)o->reps, sizeof *ts);
+    int status = -1;
+    if (!c || !smp || !out || !ts) {
+        cli_api_error(cmd);
+        goto done;
+    }
+    if (!(spec = cli_spec_open(cmd, &o->spec, &o->ctx, c, &dm, &dc)))
+        goto done;
+    woolly_spec_stats before = {0};
+    for (int32_t rep = -1; rep < o->reps; rep++) {
+        if (rep == 0)
+            before = woolly_spec_get_stats(spec);
+        woolly_sampler_reset(smp);
+        if (woolly_spec_begin(spec, ids, n_prompt)) {
+            cli_api_error(cmd);
+            goto done;
+        }
+        const double t0 = cli_now_s();
+        for (int32_t got = 0; got < o->n_gen;) {
+            const int32_t k = woolly_spec_step(spec, smp, out + got, o->n_gen - got);
+            if (k <= 0) {
+                fprintf(stderr, "woolly %s: speculative test: %s\n", cmd,
+                        k < 0 ? woolly_last_error() : "context full");
+                goto done;
+            }
+            got += k;
+        }
+        const double s = cli_now_s() - t0;
+        if (rep >= 0)
+            ts[rep] = s > 0 ? o->n_gen / s : 0.0;
+    }
+    const woolly_spec_stats st = woolly_spec_get_stats(spec);
+    const double drafted = (double)(st.n_drafted - before.n_drafted),
+                 accepted = (double)(st.n_accepted - before.n_accepted),
+                 steps = (double)(st.n_steps - before.n_steps),
+                 tokens = (double)(st.n_tokens - before.n_tokens);
+    double mean = 0.0, var = 0.0;
+    for (int32_t i = 0; i < o->reps; i++)
+        mean += ts[i] / o->reps;
+    for (int32_t i = 0; i < o->reps; i++)
+        var += (ts[i] - mean) * (ts[i] - mean) / (o->reps > 1 ? o->reps - 1 : 1);
+    fprintf(
+        stderr,
+        "speculative tg%d after pp%d, %d threads (%s%s%s, draft-max %d): %.2f ± %.2f tokens/s, %.0f drafted, "
+        "%.0f accepted (%.1f%%), %.2f tokens per step\n",
+        o->n_gen, n_prompt, threads, o->spec.draft ? "draft " : "", o->spec.draft ? o->spec.draft : "",
+        o->spec.lookup ? (o->spec.draft ? ", lookup" : "lookup") : "", o->spec.draft_max, mean, sqrt(var),
+        drafted, accepted, drafted > 0 ? 100.0 * accepted / drafted : 0.0, steps > 0 ? tokens / steps : 0.0);
+    status = 0;
+done:
+    woolly_spec_close(spec);
+    woolly_context_close(dc);
+    woolly_model_close(dm);
+    woolly_sampler_close(smp);
+    woolly_context_close(c);
+    free(out);
+    free(ts);
+    return status;
+}
 
 /* Fills sequence i of the context to depths[i], untimed: the deepest one is evaluated, the others copy
  * the beginning of its cache (the keys and values of a position depend only on the tokens up to it).
@@ -265,6 +351,7 @@ int woolly_cmd_bench(int argc, char **argv)
                            "each thread count and give every figure as a percentage of its limit",
                            NULL});
     cli_add_context_flags(&t, &o.ctx);
+    cli_add_spec_flags(&t, &o.spec);
     /* -t takes a list here, as llama-bench's does. */
     for (int i = 0; i < t.n; i++)
         if (!strcmp(t.flags[i].long_name, "--threads"))
@@ -279,6 +366,14 @@ int woolly_cmd_bench(int argc, char **argv)
         return st;
     if (o.n_prompt == 0 && o.n_gen == 0) {
         fprintf(stderr, "woolly %s: nothing to measure (-p 0 and -n 0)\n", cmd);
+        return 2;
+    }
+    bool bad_spec;
+    const bool speculate = cli_spec_wanted(cmd, &o.spec, &bad_spec);
+    if (bad_spec)
+        return 2;
+    if (speculate && o.n_gen == 0) {
+        fprintf(stderr, "woolly %s: --draft and --lookup measure generation: give -n N > 0\n", cmd);
         return 2;
     }
     o.format = !strcmp(format_arg, "json") ? BENCH_JSON : !strcmp(format_arg, "csv") ? BENCH_CSV : BENCH_MD;
@@ -342,7 +437,8 @@ int woolly_cmd_bench(int argc, char **argv)
         bench_md_header(o.out, o.roofline);
     bool rss_trackable = true;
     for (int i = 0; i < n_threads; i++)
-        if (bench_threads(cmd, &o, m, ids, threads[i], &r, &rss_trackable))
+        if (bench_threads(cmd, &o, m, ids, threads[i], &r, &rss_trackable) ||
+            (speculate && bench_spec(cmd, &o, m, ids + o.max_depth, threads[i])))
             goto done;
     if (rss_trackable) {
         const uint64_t rss = peak_rss_bytes();

@@ -14,6 +14,7 @@
 
 #include "chat.h"
 #include "cli_common.h"
+#include "cli_spec.h"
 #include "commands.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -204,9 +205,19 @@ int woolly_cmd_chat(int argc, char **argv)
                            NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
+    cli_spec_opts spec_opts;
+    cli_add_spec_flags(&t, &spec_opts);
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
+    bool bad_spec;
+    const bool speculate = cli_spec_wanted(cmd, &spec_opts, &bad_spec);
+    if (bad_spec)
+        return 2;
+    if (speculate && ctx_shift) {
+        fprintf(stderr, "woolly %s: --context-shift does not work with --draft or --lookup yet\n", cmd);
+        return 2;
+    }
     const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_sampling_finish(cmd, &samp);
 
@@ -214,7 +225,9 @@ int woolly_cmd_chat(int argc, char **argv)
     if (!m)
         return 1;
     int status = 1;
-    woolly_context *c = NULL;
+    woolly_context *c = NULL, *dc = NULL;
+    woolly_model *dm = NULL;
+    woolly_spec *spec = NULL;
     woolly_sampler *smp = NULL;
     woolly_token *hist = NULL, *ids = NULL;
     char *line = NULL, *buf = NULL, *prompt = NULL, *prev_prompt = NULL;
@@ -228,10 +241,14 @@ int woolly_cmd_chat(int argc, char **argv)
         goto done;
     }
     cli_context_params(cmd, &ctx_opts, m, &cp);
+    if (speculate)
+        cli_spec_context_params(&spec_opts, &cp);
     if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
         cli_api_error(cmd);
         goto done;
     }
+    if (speculate && !(spec = cli_spec_open(cmd, &spec_opts, &ctx_opts, c, &dm, &dc)))
+        goto done;
     char who[64];
     snprintf(who, sizeof who, "woolly %s", cmd);
     if (woolly_chat_format_open_model(&fmt, m, forced, who)) {
@@ -322,6 +339,11 @@ int woolly_cmd_chat(int argc, char **argv)
             }
             memcpy(hist + n_hist, ids, sizeof *ids * (size_t)n_ids);
             n_hist += n_ids;
+        } else if (spec) { /* it keeps the prefix its caches share with the conversation */
+            if (woolly_spec_begin(spec, ids, n_ids)) {
+                cli_api_error(cmd);
+                goto done;
+            }
         } else {
             /* Reuse the cached prefix; at least one token is evaluated so that there are logits. */
             int32_t keep = 0;
@@ -345,7 +367,36 @@ int woolly_cmd_chat(int argc, char **argv)
         woolly_detok_stream ds;
         woolly_detok_stream_init(&ds, m->tok);
         reply.len = 0;
-        for (int32_t k = 0; k < n_predict; k++) {
+        for (int32_t k = 0; spec && k < n_predict;) {
+            woolly_token step[65];
+            const int32_t got = woolly_spec_step(spec, smp, step, n_predict - k < 65 ? n_predict - k : 65);
+            if (got < 0) {
+                cli_api_error(cmd);
+                goto done;
+            }
+            if (got == 0) {
+                fprintf(stderr, "\nwoolly %s: the context of %d tokens is full (raise --ctx-size)\n", cmd,
+                        n_ctx);
+                goto done;
+            }
+            bool end = false;
+            for (int32_t i = 0; i < got && !end; i++, k++) {
+                if ((end = woolly_token_is_eog(m, step[i])))
+                    break;
+                const int64_t n = woolly_detok_stream_feed(&ds, step[i], buf, cap);
+                if (n > 0) {
+                    fwrite(buf, 1, (size_t)n, stdout);
+                    fflush(stdout);
+                    if (append(&reply, buf, (size_t)n))
+                        goto oom;
+                }
+            }
+            if (end)
+                break;
+        }
+        if (spec && verbose)
+            cli_spec_report(stderr, spec);
+        for (int32_t k = 0; !spec && k < n_predict; k++) {
             const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
             woolly_sampler_accept(smp, tok);
             if (woolly_token_is_eog(m, tok))
@@ -403,6 +454,9 @@ done:
     free(buf);
     free(hist);
     woolly_sampler_close(smp);
+    woolly_spec_close(spec);
+    woolly_context_close(dc);
+    woolly_model_close(dm);
     woolly_context_close(c);
     woolly_model_close(m);
     return status;

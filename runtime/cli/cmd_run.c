@@ -1,12 +1,15 @@
 /* woolly run: generate a continuation of a prompt. The prompt is evaluated in batches (the GEMM
  * path), then tokens are sampled and evaluated one at a time (the GEMV path) until -n tokens, an
  * end-of-generation token or a full context. --grammar-file (GBNF) or --json-schema constrains the
- * continuation; it then ends where the grammar does, --ignore-eos notwithstanding. The text (prompt
- * included) streams to stdout without splitting UTF-8 characters; the timings go to stderr. */
+ * continuation; it then ends where the grammar does, --ignore-eos notwithstanding. --draft MODEL and
+ * --lookup N decode speculatively (several guessed tokens checked per forward pass, the same output).
+ * The text (prompt included) streams to stdout without splitting UTF-8 characters; the timings go to
+ * stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli_common.h"
+#include "cli_spec.h"
 #include "commands.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -69,9 +72,19 @@ int woolly_cmd_run(int argc, char **argv)
                            "constrain the continuation to JSON valid for the JSON Schema in FILE", NULL});
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
+    cli_spec_opts spec_opts;
+    cli_add_spec_flags(&t, &spec_opts);
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
+    bool bad_spec;
+    const bool speculate = cli_spec_wanted(cmd, &spec_opts, &bad_spec);
+    if (bad_spec)
+        return 2;
+    if (speculate && ctx_shift) {
+        fprintf(stderr, "woolly %s: --context-shift does not work with --draft or --lookup yet\n", cmd);
+        return 2;
+    }
     if (!*prompt) {
         fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
         return 2;
@@ -104,7 +117,9 @@ int woolly_cmd_run(int argc, char **argv)
     }
     int status = 1;
     woolly_token *ids = NULL, *hist = NULL;
-    woolly_context *c = NULL;
+    woolly_context *c = NULL, *dc = NULL;
+    woolly_model *dm = NULL;
+    woolly_spec *spec = NULL;
     woolly_sampler *smp = NULL;
     char *buf = NULL;
     int32_t n_prompt;
@@ -112,6 +127,8 @@ int woolly_cmd_run(int argc, char **argv)
     if (!(ids = cli_tokenize(cmd, m, prompt, woolly_model_adds_bos(m), &n_prompt)))
         goto done;
     cli_context_params(cmd, &ctx_opts, m, &cp);
+    if (speculate)
+        cli_spec_context_params(&spec_opts, &cp);
     if (n_prompt == 0) {
         fprintf(stderr, "woolly %s: the prompt has no tokens\n", cmd);
         goto done;
@@ -121,6 +138,8 @@ int woolly_cmd_run(int argc, char **argv)
         cli_api_error(cmd);
         goto done;
     }
+    if (speculate && !(spec = cli_spec_open(cmd, &spec_opts, &ctx_opts, c, &dm, &dc)))
+        goto done;
     const int32_t n_ctx = woolly_context_n_ctx(c);
     if (n_prompt > n_ctx) {
         fprintf(stderr,
@@ -152,7 +171,7 @@ int woolly_cmd_run(int argc, char **argv)
     }
 
     double t0 = cli_now_s();
-    if (woolly_eval(c, ids, n_prompt)) {
+    if (spec ? woolly_spec_begin(spec, ids, n_prompt) : woolly_eval(c, ids, n_prompt)) {
         fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
         goto done;
     }
@@ -161,7 +180,34 @@ int woolly_cmd_run(int argc, char **argv)
     t0 = cli_now_s();
     int32_t n_gen = 0, n_evaluated = 0;
     bool context_full = false;
-    while (n_gen < n_predict) {
+    while (spec && n_gen < n_predict) {
+        woolly_token step[65];
+        const int32_t want = n_predict - n_gen < 65 ? n_predict - n_gen : 65;
+        const int32_t k = woolly_spec_step(spec, smp, step, want);
+        if (k < 0) {
+            fprintf(stderr, "\nwoolly %s: %s\n", cmd, woolly_last_error());
+            goto done;
+        }
+        if (k == 0) {
+            context_full = true;
+            break;
+        }
+        bool end = false;
+        for (int32_t i = 0; i < k && !end; i++) {
+            /* A step ends after an end-of-generation token: the grammar's flag is the last token's. */
+            end = (i == k - 1 && woolly_sampler_grammar_done(smp)) ||
+                  (!ignore_eos && woolly_token_is_eog(m, step[i]));
+            if (!end) {
+                emit(&ds, step[i], buf, cap);
+                n_gen++;
+            }
+        }
+        if (end)
+            break;
+    }
+    if (spec)
+        n_evaluated = (int32_t)woolly_spec_get_stats(spec).n_tokens;
+    while (!spec && n_gen < n_predict) {
         const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
         woolly_sampler_accept(smp, tok);
         if (woolly_sampler_grammar_done(smp) || (!ignore_eos && woolly_token_is_eog(m, tok)))
@@ -202,6 +248,8 @@ int woolly_cmd_run(int argc, char **argv)
     fprintf(stderr, "weights    %s\n", woolly_model_weights_source(m));
     report("prompt", n_prompt, prompt_s);
     report("generation", n_evaluated, gen_s);
+    if (spec)
+        cli_spec_report(stderr, spec);
     status = 0;
     if (context_full) {
         fprintf(stderr,
@@ -215,6 +263,9 @@ done:
     free(buf);
     woolly_sampler_close(smp);
     woolly_grammar_close(grammar);
+    woolly_spec_close(spec);
+    woolly_context_close(dc);
+    woolly_model_close(dm);
     woolly_context_close(c);
     free(ids);
     woolly_model_close(m);

@@ -272,6 +272,72 @@ int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const w
  * nothing else (or nothing at all). False without a grammar. */
 bool woolly_sampler_grammar_done(const woolly_sampler *s);
 
+/* ---- speculative decoding ------------------------------------------------------------------------- */
+
+/* Guesses several tokens ahead and checks them with one forward pass of the target model, which reads
+ * the weights once for all of them (decoding one token is bound by that read). The guesses come from a
+ * draft model (a smaller or lower-bit model of the same vocabulary, in a context of its own) or from
+ * prompt lookup (the tokens that followed the latest earlier occurrence of the last `lookup` tokens in the
+ * prompt and the text so far), or from both (lookup first). The output is the target's own: greedy
+ * (temp 0) gives the same tokens as decoding without speculation, and sampling draws from the same
+ * distribution (a guess x drawn from the draft's distribution q is kept with probability min(1, p(x)/q(x)),
+ * p the target's after the sampler's penalties, top-k, min-p, temperature and top-p; else the token is
+ * drawn from max(0, p - q), normalized). The number of guesses adapts to how many are accepted: with a
+ * draft that is rarely right it drops to none, and the draft is only consulted now and then until it
+ * does better.
+ *
+ *   cp.logits_all = true;                                  // the target keeps every position's logits
+ *   woolly_context *c = woolly_context_open(m, &cp);
+ *   woolly_context *dc = woolly_context_open(draft_model, &draft_cp);
+ *   woolly_spec_params sp = woolly_spec_default_params();
+ *   woolly_spec *spec = woolly_spec_open(c, dc, &sp);      // NULL: other vocabulary, bad parameter, ...
+ *   woolly_spec_begin(spec, prompt, n_prompt);              // evaluates the prompt in the target
+ *   woolly_token out[64];
+ *   for (int32_t n; (n = woolly_spec_step(spec, smp, out, 64)) > 0;)
+ *       ...                                                 // out[0..n): the next tokens
+ *
+ * A spec uses its contexts' sequence 0 and nothing else may evaluate in them between woolly_spec_begin and
+ * the last step. Grammars: only with greedy sampling (temp 0). */
+typedef struct woolly_spec woolly_spec;
+
+typedef struct woolly_spec_params {
+    int32_t draft_max; /* guesses per step at most, 1 .. 64 (default 8) */
+    int32_t lookup;    /* prompt lookup: the n-gram length it matches, 1 .. 16; 0: off (default) */
+    bool adaptive;     /* adapt the number of guesses to the acceptance (default); false: always draft_max
+                          (as many as the draft source gives), for tests */
+} woolly_spec_params;
+
+typedef struct woolly_spec_stats {
+    int64_t n_steps;    /* target forward passes of woolly_spec_step */
+    int64_t n_drafted;  /* guesses checked */
+    int64_t n_accepted; /* guesses accepted */
+    int64_t n_tokens;   /* tokens those passes gave (not the first of a text, from the prompt's logits) */
+} woolly_spec_stats;
+
+woolly_spec_params woolly_spec_default_params(void);
+
+/* target: opened with logits_all and n_batch > draft_max; draft: a context of a model with the target's
+ * vocabulary (token by token; the longer one may have up to 128 more trailing tokens, special ones), or
+ * NULL with lookup > 0. Both must outlive the spec. NULL with a message on a bad parameter or vocabulary. */
+woolly_spec *woolly_spec_open(woolly_context *target, woolly_context *draft, const woolly_spec_params *p);
+void woolly_spec_close(woolly_spec *s);
+
+/* Starts a text of n tokens (n >= 1): the caches keep the longest beginning it shares with the last text
+ * (a chat's earlier turns), the target evaluates the rest (at least the last token), so that
+ * woolly_get_logits(target, -1) gives the next token's. 0, or -1 with a message. */
+int woolly_spec_begin(woolly_spec *s, const woolly_token *ids, int32_t n);
+
+/* The next 1 .. cap tokens (cap >= 1), sampled with smp (greedy when its temp is 0), written to out; each
+ * is recorded in smp (woolly_sampler_accept) as it is chosen, so the caller records none of them. The
+ * first call after woolly_spec_begin samples one token from the prompt's logits; a later one evaluates
+ * the last returned token together with the guesses. A step ends after an end-of-generation token.
+ * Returns the count, 0 when the target's context is full (the last returned token could not be
+ * evaluated), or -1 with a message. */
+int32_t woolly_spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out, int32_t cap);
+
+/* Counts since woolly_spec_open. */
+woolly_spec_stats woolly_spec_get_stats(const woolly_spec *s);
+
 #ifdef __cplusplus
 }
 #endif

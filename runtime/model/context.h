@@ -81,6 +81,8 @@ struct woolly_context {
     int32_t last_n;       /* tokens of the last woolly_eval / woolly_decode call */
     int32_t fwd_first;    /* index in that call of the last forward pass's first token */
     int32_t fwd_n;        /* tokens of the last forward pass; 0: no logits to read */
+    bool decode_runs;     /* each token of a batch is a generated run of its own (the decode path):
+                             speculative decoding checks guesses with plain decoding's arithmetic */
     bool embd_on;         /* forward passes keep s.embd */
     bool embd_valid;      /* the last forward pass kept s.embd */
 };

@@ -226,6 +226,12 @@ static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
 static int32_t split_runs(const woolly_context *c, woolly_seq_run *runs, const woolly_batch *b)
 {
     int32_t n_runs = 0;
+    if (c->decode_runs) {
+        for (int32_t t = 0; t < b->n_tokens; t++)
+            runs[n_runs++] = (woolly_seq_run){
+                .row0 = t, .n = 1, .seq = b->seq_id[t], .pos0 = b->pos[t], .generated = b->pos[t] > 0};
+        return n_runs;
+    }
     for (int32_t t = 0; t < b->n_tokens; t++) {
         if (n_runs > 0 && runs[n_runs - 1].seq == b->seq_id[t]) {
             runs[n_runs - 1].n++;

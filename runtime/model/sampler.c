@@ -331,18 +331,11 @@ woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
     return grammar_pick(s, sample_candidates(s, n));
 }
 
-/* Steps 2 to 7 over c[0..n). */
-static woolly_token sample_candidates(woolly_sampler *s, int32_t n)
+/* Steps 3 to 6 over c[0..n) (temp > 0; c[best] the largest): leaves the kept candidates in c[0..n) with
+ * unnormalized probabilities, the largest first, and returns their count and their sum in *sum. */
+static int32_t keep_candidates(woolly_sampler *s, int32_t n, int32_t best, double *sum_out)
 {
     candidate *c = s->cand;
-
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (before(&c[i], &c[best]))
-            best = i;
-    if (s->p.temp == 0.0f)
-        return c[best].id;
-
     const float temp = s->p.temp;
     if (s->p.min_p > 0.0f) { /* p_i / p_max = exp((v_i - v_max) / T) >= min_p; compact in place */
         const float vmax = c[best].v, cut = vmax + temp * logf(s->p.min_p);
@@ -374,6 +367,28 @@ static woolly_token sample_candidates(woolly_sampler *s, int32_t n)
         n = i;
         sum = cum;
     }
+    *sum_out = sum;
+    return n;
+}
+
+static int32_t best_candidate(const candidate *c, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (before(&c[i], &c[best]))
+            best = i;
+    return best;
+}
+
+/* Steps 2 to 7 over c[0..n). */
+static woolly_token sample_candidates(woolly_sampler *s, int32_t n)
+{
+    candidate *c = s->cand;
+    const int32_t best = best_candidate(c, n);
+    if (s->p.temp == 0.0f)
+        return c[best].id;
+    double sum;
+    n = keep_candidates(s, n, best, &sum);
     double r = next_uniform(s) * sum;
     for (int32_t i = 0; i < n; i++) {
         r -= c[i].v;
@@ -381,4 +396,66 @@ static woolly_token sample_candidates(woolly_sampler *s, int32_t n)
             return c[i].id;
     }
     return c[n - 1].id; /* rounding left r a hair above zero */
+}
+
+int woolly_sampler_probs(woolly_sampler *s, const float *logits, float *probs, woolly_error *err)
+{
+    if (s->gm)
+        return woolly_fail(err,
+                           "sampler: no probability vector under a grammar (its allowed tokens depend on "
+                           "the tokens it accepts as it samples)");
+    candidate *c = s->cand;
+    const int32_t n_vocab = s->n_vocab;
+    for (int32_t i = 0; i < n_vocab; i++)
+        c[i] = (candidate){logits[i], i};
+    apply_penalty(s);
+    for (int32_t i = 0; i < n_vocab; i++)
+        probs[i] = 0.0f;
+    const int32_t best = best_candidate(c, n_vocab);
+    if (s->p.temp == 0.0f) {
+        probs[c[best].id] = 1.0f;
+        return 0;
+    }
+    double sum;
+    const int32_t n = keep_candidates(s, n_vocab, best, &sum);
+    for (int32_t i = 0; i < n; i++)
+        probs[c[i].id] = (float)(c[i].v / sum);
+    return 0;
+}
+
+woolly_token woolly_sampler_draw(woolly_sampler *s, const float *w, int32_t n)
+{
+    double sum = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (w[i] > 0.0f) {
+            sum += w[i];
+            last = i;
+        }
+    if (last < 0)
+        return -1;
+    double r = next_uniform(s) * sum;
+    for (int32_t i = 0; i < n; i++) {
+        if (w[i] <= 0.0f)
+            continue;
+        r -= w[i];
+        if (r < 0.0)
+            return i;
+    }
+    return last; /* rounding left r a hair above zero */
+}
+
+double woolly_sampler_uniform(woolly_sampler *s)
+{
+    return next_uniform(s);
+}
+
+const woolly_sampler_params *woolly_sampler_get_params(const woolly_sampler *s)
+{
+    return &s->p;
+}
+
+bool woolly_sampler_has_grammar(const woolly_sampler *s)
+{
+    return s->gm != NULL;
 }

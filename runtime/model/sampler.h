@@ -36,4 +36,19 @@ int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *
 woolly_vocab_trie *woolly_tokenizer_trie(const woolly_tokenizer *t, woolly_error *err);
 const woolly_vocab_trie *woolly_model_vocab_trie(const woolly_model *m, woolly_error *err);
 
+/* Speculative decoding's view of a sampler (speculative.c). */
+
+/* The distribution woolly_sampler_sample would draw from for these logits, with the window of accepted
+ * tokens as it is now: n_vocab probabilities summing to 1 after the penalties, top-k, min-p, temperature
+ * and top-p (0 outside the kept set); temp 0 puts 1 on the greedy token. Neither draws nor records
+ * anything. -1 with a message under a grammar, whose allowed set moves with every token it samples. */
+int woolly_sampler_probs(woolly_sampler *s, const float *logits, float *probs, woolly_error *err);
+/* A token drawn with the sampler's generator in proportion to n weights (>= 0, not normalized); -1 when
+ * all are 0. */
+woolly_token woolly_sampler_draw(woolly_sampler *s, const float *w, int32_t n);
+/* Uniform in [0, 1) from the sampler's generator. */
+double woolly_sampler_uniform(woolly_sampler *s);
+const woolly_sampler_params *woolly_sampler_get_params(const woolly_sampler *s);
+bool woolly_sampler_has_grammar(const woolly_sampler *s);
+
 #endif
