@@ -102,8 +102,10 @@ function assertCalls(choice, names, count) {
   return calls.length;
 }
 
+// One seed for the tools: their definitions make long prompts, which this model reads slowly under the
+// sanitizers.
 const ALL = Object.keys(TOOLS);
-for (const seed of SEEDS) {
+for (const seed of [1]) {
   check(`parse, tool_choice required, seed ${seed}`, async () => {
     const r = await client.chat.completions.parse({
       model, messages: ASK, seed, ...SAMPLING, tools: tools(ALL), tool_choice: 'required',
@@ -121,9 +123,9 @@ for (const seed of SEEDS) {
 }
 
 // parallel_tool_calls: with false the grammar of a required call holds one; with true 1 to 8 (this model
-// goes on from call to call: some request of these seeds must make several, checked at the end).
+// goes on from call to call: the request must make several, checked at the end).
 let several = 0;
-const PARALLEL_SEEDS = [1, 2];
+const PARALLEL_SEEDS = [1];
 for (const seed of PARALLEL_SEEDS) {
   check(`parallel_tool_calls false, seed ${seed}`, async () => {
     const r = await client.chat.completions.parse({
