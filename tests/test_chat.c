@@ -238,6 +238,9 @@ Test(chat_real, gemma)
                 "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
                 "<start_of_turn>user\nName a color.<end_of_turn>\n<start_of_turn>model\n");
     /* Gemma 2's template refuses a system message; Gemma 3's folds it into the first user turn. */
+    expect_real("gemma-3-it.jinja", WOOLLY_CHAT_GEMMA, 0,
+                "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+                "<end_of_turn>\n<start_of_turn>user\nName a color.<end_of_turn>\n<start_of_turn>model\n");
     char out[1024];
     woolly_chat_render(WOOLLY_CHAT_GEMMA, REAL_CONVERSATION, N_REAL, true, out, sizeof out);
     cr_expect_str_eq(

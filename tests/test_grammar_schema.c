@@ -105,6 +105,32 @@ Test(json_schema, unsupported_keywords_are_named)
     expect_error("[1]", "must be an object");
 }
 
+/* zod writes the safe-integer range on every integer: bounds the grammar's 15 digits already keep are
+ * taken (the largest 15-digit integers pass, no 16-digit one does), tighter ones and bounds on numbers
+ * are errors naming the keyword. */
+Test(json_schema, integer_bounds_the_digits_keep)
+{
+    woolly_grammar *g =
+        schema("{\"type\":\"integer\",\"minimum\":-9007199254740991,\"maximum\":9007199254740991}");
+    cr_expect(accepts(g, "999999999999999"));
+    cr_expect(accepts(g, "-999999999999999"));
+    cr_expect(accepts(g, "0"));
+    cr_expect(!accepts(g, "1000000000000000"));
+    cr_expect(!accepts(g, "9007199254740992"));
+    cr_expect(!accepts(g, "1.5"));
+    woolly_grammar_free(g);
+    g = schema("{\"type\":[\"integer\",\"null\"],\"maximum\":1e300}");
+    cr_expect(accepts(g, "null"));
+    cr_expect(accepts(g, "-12"));
+    woolly_grammar_free(g);
+    expect_error("{\"type\":\"integer\",\"maximum\":100}", "unsupported keyword 'maximum' at #");
+    expect_error("{\"type\":\"integer\",\"minimum\":-99999999999999}", "unsupported keyword 'minimum' at #");
+    expect_error("{\"type\":\"number\",\"maximum\":9007199254740991}", "unsupported keyword 'maximum'");
+    expect_error("{\"type\":[\"integer\",\"number\"],\"maximum\":9007199254740991}", "'maximum'");
+    expect_error("{\"maximum\":9007199254740991}", "'maximum'");
+    expect_error("{\"type\":\"integer\",\"minimum\":\"low\"}", "'minimum'");
+}
+
 Test(json_schema, gbnf_text_is_readable)
 {
     woolly_error err = {{0}};

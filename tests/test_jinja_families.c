@@ -218,6 +218,23 @@ Test(jinja_families, gemma_2_writes_bos_and_refuses_a_system_prompt)
     woolly_chat_format_close(&f);
 }
 
+/* Gemma 3's template is the built-in (which follows it: a system prompt folded into the first user turn)
+ * after BOS as text, on every conversation. */
+Test(jinja_families, gemma_3_equals_builtin_with_bos)
+{
+    woolly_chat_format f = open_fixture("gemma-3-it.jinja", "<bos>", "<eos>", WOOLLY_CHAT_GEMMA);
+    cr_expect(f.bos_in_text);
+    for (size_t i = 0; i < N_CONVOS; i++) {
+        char *got = render(&f, &CONVOS[i]), *b = builtin(WOOLLY_CHAT_GEMMA, &CONVOS[i]);
+        char *want = concat3("<bos>", b, "");
+        expect_same("gemma-3", i, got, want);
+        free(got);
+        free(b);
+        free(want);
+    }
+    woolly_chat_format_close(&f);
+}
+
 Test(jinja_families, mistral_equals_builtin)
 {
     expect_builtin("mistral-nemo-instruct-2407.jinja", WOOLLY_CHAT_MISTRAL_V3_TEKKEN, "<s>", "<s>", false);

@@ -1,12 +1,15 @@
 /* Tool calls on their own (runtime/server/tool_calls.c): each family's call syntax parsed back from fixed
- * strings (with and without its marker, with content before, several calls, and text that is not a
- * call), the streaming hold-back, the grammar of a required call against strings it must accept and
- * refuse, and the request checks that answer 400 naming the field. */
+ * strings (with and without its marker, with content before, several calls, the first only without
+ * parallel calls, and text that is not a call), the streaming hold-back, the grammar of a required call
+ * (one, or several with parallel_tool_calls) against strings it must accept and refuse, and the request
+ * checks that answer 400 naming the field. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_write.h"
 #include "grammar.h"
+#include "job.h"
 #include "request.h"
 #include "testutil.h"
 #include "tool_calls.h"
@@ -66,6 +69,9 @@ static const struct {
     {WOOLLY_TOOLS_LLAMA3,
      "  <|python_tag|>{\"name\": \"a\", \"parameters\": {\"n\": 1}}; {\"name\": \"b\", \"parameters\": {}}",
      2, "", "a", "{\"n\": 1}", "b", "{}"},
+    {WOOLLY_TOOLS_LLAMA3,
+     "{\"name\": \"a\", \"parameters\": {\"n\": 1}}\n{\"name\": \"b\", \"parameters\": {}}\n", 2, "", "a",
+     "{\"n\": 1}", "b", "{}"}, /* one a line */
     {WOOLLY_TOOLS_LLAMA3, "Sure: <|python_tag|>{\"name\": \"a\", \"arguments\": {\"n\": 2}}", 1, "Sure:", "a",
      "{\"n\": 2}", NULL, NULL},
     {WOOLLY_TOOLS_LLAMA3, "I think {\"name\": \"a\"} is it", 0, NULL, NULL, NULL, NULL, NULL},
@@ -78,10 +84,32 @@ static const struct {
      "{}", "b", "{\"s\": \"t\"}"},
     {WOOLLY_TOOLS_MISTRAL, "[1, 2, 3]", 0, NULL, NULL, NULL, NULL, NULL},
     {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS][]", 0, NULL, NULL, NULL, NULL, NULL},
+    /* Mistral's newer templates: name, [CALL_ID] id, [ARGS] and the arguments, [TOOL_CALLS] before each;
+     * with the markers written out (control tokens the engine spells) or decoded to nothing */
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}", 1, "", "get_weather",
+     "{\"city\": \"Rome\"}", NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL,
+     "[TOOL_CALLS]a[CALL_ID]abcDEF123[ARGS]{}[TOOL_CALLS]b[CALL_ID]xyz987UVW[ARGS]{\"s\": \"t\"}</s>", 0,
+     NULL, NULL, NULL, NULL, NULL}, /* text after the calls: it is all content */
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS]a[CALL_ID]abcDEF123[ARGS]{}\n[TOOL_CALLS]b[ARGS]{\"s\": \"t\"}", 2,
+     "", "a", "{}", "b", "{\"s\": \"t\"}"},
+    {WOOLLY_TOOLS_MISTRAL, "Checking.\n[TOOL_CALLS]get-time[ARGS]{\"tz\": [1, 2]}", 1, "Checking.",
+     "get-time", "{\"tz\": [1, 2]}", NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "get_weather{\"city\": \"Rome\"}", 1, "", "get_weather", "{\"city\": \"Rome\"}",
+     NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, " a{\"n\": 1} b{}", 2, "", "a", "{\"n\": 1}", "b", "{}"},
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS]a[ARGS]{} and more words", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS]a[ARGS]{\"n\": ", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS]a[ARGS][1]", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "Once upon a time", 0, NULL, NULL, NULL, NULL, NULL},
+    {WOOLLY_TOOLS_MISTRAL, "story{not json}", 0, NULL, NULL, NULL, NULL, NULL},
     {WOOLLY_TOOLS_GRANITE, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}]",
      1, "", "get_weather", "{\"city\": \"Lima\"}", NULL, NULL},
     {WOOLLY_TOOLS_GRANITE, "Checking.<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"k\": null}}]\n", 1,
      "Checking.", "a", "{\"k\": null}", NULL, NULL},
+    {WOOLLY_TOOLS_GRANITE,
+     "<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"i\": 1}}, {\"name\": \"b\", \"arguments\": {}}]", 2,
+     "", "a", "{\"i\": 1}", "b", "{}"},
     {WOOLLY_TOOLS_GRANITE, "<|tool_call|>[{\"name\": \"a\", \"arguments\": {}}] trailing", 0, NULL, NULL,
      NULL, NULL, NULL},
 };
@@ -91,7 +119,7 @@ Test(server_tool_calls, each_family_parses_back)
     for (size_t i = 0; i < sizeof PARSE_CASES / sizeof PARSE_CASES[0]; i++) {
         const char *t = PARSE_CASES[i].text;
         size_t content_end = 12345;
-        json_t *calls = srv_tool_calls_parse(PARSE_CASES[i].syntax, t, strlen(t), &content_end);
+        json_t *calls = srv_tool_calls_parse(PARSE_CASES[i].syntax, t, strlen(t), true, &content_end);
         if (!PARSE_CASES[i].n_calls) {
             cr_expect(calls == NULL, "case %zu (%s): parsed as a call", i, t);
             json_decref(calls);
@@ -109,6 +137,15 @@ Test(server_tool_calls, each_family_parses_back)
         if (PARSE_CASES[i].n_calls > 1)
             cr_expect_str_neq(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
                               json_string_value(json_object_get(json_array_get(calls, 1), "id")));
+        json_decref(calls);
+        /* parallel_tool_calls false: the first call only, the same content before it */
+        content_end = 12345;
+        calls = srv_tool_calls_parse(PARSE_CASES[i].syntax, t, strlen(t), false, &content_end);
+        cr_assert(json_is_array(calls), "case %zu: no call parsed without parallel calls", i);
+        cr_expect_eq(json_array_size(calls), 1, "case %zu: %zu calls without parallel calls", i,
+                     json_array_size(calls));
+        cr_expect_eq(content_end, strlen(PARSE_CASES[i].content), "case %zu", i);
+        expect_call(PARSE_CASES[i].syntax, calls, 0, PARSE_CASES[i].name0, PARSE_CASES[i].args0);
         json_decref(calls);
     }
 }
@@ -131,12 +168,117 @@ Test(server_tool_calls, streaming_holds_back_what_may_begin_a_call)
         {WOOLLY_TOOLS_LLAMA3, "Sure thing", 10},
         {WOOLLY_TOOLS_MISTRAL, "[{\"na", 0},
         {WOOLLY_TOOLS_MISTRAL, "Ok [TOOL_CALLS][", 3},
+        {WOOLLY_TOOLS_MISTRAL, "Hello", 0}, /* may be a call's name yet */
+        {WOOLLY_TOOLS_MISTRAL, "Hello there", 11},
+        {WOOLLY_TOOLS_MISTRAL, "get_weather[AR", 0},
+        {WOOLLY_TOOLS_MISTRAL, "get_weather[CALL_ID]ab", 0},
+        {WOOLLY_TOOLS_MISTRAL, "get_weather{\"ci", 0},
+        {WOOLLY_TOOLS_MISTRAL, "Hi. [TOOL_CALLS]f", 4},
+        {WOOLLY_TOOLS_MISTRAL, "a[b] c", 6},
         {WOOLLY_TOOLS_GRANITE, "Ok <|tool_c", 3},
         {WOOLLY_TOOLS_GRANITE, "", 0},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         cr_expect_eq(srv_tool_calls_content_prefix(CASES[i].syntax, CASES[i].text, strlen(CASES[i].text)),
                      CASES[i].prefix, "case %zu (%s)", i, CASES[i].text);
+}
+
+/* A SentencePiece vocabulary with Mistral's tool-call markers as control tokens (or, with `plain`, as
+ * normal tokens, which decode to their text anyway) and the pieces of one call. */
+static woolly_tokenizer *mistral_like_vocab(bool plain)
+{
+    static const char *const TOKS[] = {"<unk>",           "<s>",       "</s>",        "[TOOL_CALLS]",
+                                       "[ARGS]",          "[CALL_ID]", "get_weather", "{\"city\":",
+                                       "\u2581\"Rome\"}", "abcDEF123", "\u2581Hi."};
+    const int32_t mark = plain ? 1 : 3;
+    const int32_t types[] = {2, 3, 3, mark, mark, mark, 1, 1, 1, 1, 1};
+    const float scores[] = {0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1};
+    const size_t n = sizeof TOKS / sizeof TOKS[0];
+    const char *path = tu_tmp_path(plain ? "mistral_plain.gguf" : "mistral_like.gguf");
+    woolly_error err = {{0}};
+    gguf_writer *w = gguf_writer_open(path, &err);
+    cr_assert(w != NULL, "%s", err.msg);
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char **)TOKS, n);
+    gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, n);
+    gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, n);
+    cr_assert_eq(gguf_writer_write_header(w, &err), 0, "%s", err.msg);
+    cr_assert_eq(gguf_writer_close(w, &err), 0, "%s", err.msg);
+    woolly_tokenizer *t = woolly_tokenizer_open_file(path, &err);
+    cr_assert(t != NULL, "%s", err.msg);
+    return t;
+}
+
+/* The output's text as the engine writes it (runtime/server/slot.c): each token's decoded bytes, and the
+ * vocabulary text of a spelled marker token. */
+static size_t engine_text(const woolly_tokenizer *t, const int32_t *spelled, int n_spelled,
+                          const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    woolly_detok_stream ds;
+    woolly_detok_stream_init(&ds, t);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t k = woolly_detok_stream_feed(&ds, ids[i], out + len, cap - len);
+        cr_assert(k >= 0);
+        len += (size_t)k;
+        for (int m = 0; m < n_spelled; m++)
+            if (spelled[m] == ids[i]) {
+                const char *p = woolly_tokenizer_piece(t, ids[i]);
+                cr_assert(len + strlen(p) < cap);
+                memcpy(out + len, p, strlen(p));
+                len += strlen(p);
+            }
+    }
+    out[len] = 0;
+    return len;
+}
+
+/* Mistral's [TOOL_CALLS], [ARGS] and [CALL_ID] are control tokens: decoded they are nothing, so the
+ * engine writes them out in a tools request, and the parser finds the call and its content before it. A
+ * vocabulary where they are normal tokens, or another family's, has nothing to spell. */
+Test(server_tool_calls, mistral_control_markers_are_spelled)
+{
+    woolly_tokenizer *t = mistral_like_vocab(false);
+    int32_t spelled[SRV_MAX_SPELLED];
+    const int n = srv_tool_marker_tokens(WOOLLY_TOOLS_MISTRAL, t, spelled, SRV_MAX_SPELLED);
+    cr_assert_eq(n, 3);
+    cr_expect(spelled[0] == 3 && spelled[1] == 4 && spelled[2] == 5);
+    cr_expect_eq(srv_tool_marker_tokens(WOOLLY_TOOLS_HERMES, t, spelled + 3, 1), 0);
+    cr_expect_eq(srv_tool_marker_tokens(WOOLLY_TOOLS_MISTRAL, t, spelled + 3, 1), 1, "cap");
+
+    /* Hi. [TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"city": "Rome"} */
+    static const int32_t IDS[] = {10, 3, 6, 5, 9, 4, 7, 8};
+    char text[256], plain_text[256];
+    const size_t len = engine_text(t, spelled, n, IDS, 8, text, sizeof text);
+    cr_expect_str_eq(text, "Hi.[TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{\"city\": \"Rome\"}");
+    size_t content_end = 0;
+    json_t *calls = srv_tool_calls_parse(WOOLLY_TOOLS_MISTRAL, text, len, true, &content_end);
+    cr_assert(json_is_array(calls), "%s", text);
+    cr_expect_eq(json_array_size(calls), 1);
+    cr_expect_eq(content_end, 3);
+    expect_call(WOOLLY_TOOLS_MISTRAL, calls, 0, "get_weather", "{\"city\": \"Rome\"}");
+    json_decref(calls);
+    cr_expect_eq(srv_tool_calls_content_prefix(WOOLLY_TOOLS_MISTRAL, text, len), 3);
+
+    /* Without the spelling the same tokens are "Hi.get_weather..." : no call found, the markers lost. */
+    const size_t plain_len = engine_text(t, spelled, 0, IDS, 8, plain_text, sizeof plain_text);
+    calls = srv_tool_calls_parse(WOOLLY_TOOLS_MISTRAL, plain_text, plain_len, true, &content_end);
+    cr_expect(calls == NULL, "%s", plain_text);
+    json_decref(calls);
+    /* ... but a call alone without an id, its markers decoded to nothing, still parses (with the id the
+     * name and the id would run together: only the spelled markers split them) */
+    static const int32_t BARE[] = {3, 6, 4, 7, 8};
+    const size_t bare_len = engine_text(t, spelled, 0, BARE, 5, plain_text, sizeof plain_text);
+    cr_expect_str_eq(plain_text, "get_weather{\"city\": \"Rome\"}");
+    calls = srv_tool_calls_parse(WOOLLY_TOOLS_MISTRAL, plain_text, bare_len, true, &content_end);
+    cr_assert(json_is_array(calls), "%s", plain_text);
+    expect_call(WOOLLY_TOOLS_MISTRAL, calls, 0, "get_weather", "{\"city\": \"Rome\"}");
+    json_decref(calls);
+    woolly_tokenizer_close(t);
+
+    t = mistral_like_vocab(true);
+    cr_expect_eq(srv_tool_marker_tokens(WOOLLY_TOOLS_MISTRAL, t, spelled, SRV_MAX_SPELLED), 0);
+    woolly_tokenizer_close(t);
 }
 
 /* Whether the grammar accepts text as a whole sentence. */
@@ -163,12 +305,12 @@ static const char TOOLS[] =
     "\"properties\": {\"to\": "
     "{\"$ref\": \"#/$defs/pt\"}}, \"required\": [\"to\"], \"additionalProperties\": false}}}]";
 
-static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const char *only)
+static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const char *only, bool parallel)
 {
     json_t *tools = json_loads(TOOLS, 0, NULL);
     cr_assert(tools != NULL);
     char err[512];
-    char *gbnf = srv_tool_call_gbnf(syntax, tools, only, err, sizeof err);
+    char *gbnf = srv_tool_call_gbnf(syntax, tools, only, parallel, err, sizeof err);
     cr_assert(gbnf != NULL, "%s", err);
     woolly_error e;
     woolly_grammar *g = woolly_grammar_from_gbnf(gbnf, strlen(gbnf), &e);
@@ -180,7 +322,7 @@ static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const c
 
 Test(server_tool_calls, the_grammar_of_a_required_call)
 {
-    woolly_grammar *g = call_grammar(WOOLLY_TOOLS_HERMES, NULL);
+    woolly_grammar *g = call_grammar(WOOLLY_TOOLS_HERMES, NULL, false);
     cr_expect(accepts(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", "
                          "\"days\": 3}}\n</tool_call>"));
     cr_expect(accepts(g, "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>"));
@@ -193,18 +335,63 @@ Test(server_tool_calls, the_grammar_of_a_required_call)
     cr_expect(!accepts(g, "{\"name\": \"now\", \"arguments\": {}}"));
     woolly_grammar_free(g);
 
-    g = call_grammar(WOOLLY_TOOLS_LLAMA3, "now");
+    g = call_grammar(WOOLLY_TOOLS_LLAMA3, "now", false);
     cr_expect(accepts(g, "{\"name\": \"now\", \"parameters\": {}}"));
     cr_expect(!accepts(g, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"a\", \"days\": 1}}"));
     woolly_grammar_free(g);
 
-    g = call_grammar(WOOLLY_TOOLS_MISTRAL, "get_weather");
+    g = call_grammar(WOOLLY_TOOLS_MISTRAL, "get_weather", false);
     cr_expect(accepts(g, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\", \"days\": 1}}]"));
     cr_expect(!accepts(g, "[{\"name\": \"now\", \"arguments\": {}}]"));
     woolly_grammar_free(g);
 
-    g = call_grammar(WOOLLY_TOOLS_GRANITE, NULL);
+    g = call_grammar(WOOLLY_TOOLS_GRANITE, NULL, false);
     cr_expect(accepts(g, "[{\"name\": \"now\", \"arguments\": {}}]"));
+    cr_expect(
+        !accepts(g, "[{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]"));
+    woolly_grammar_free(g);
+}
+
+/* parallel_tool_calls true: the grammar of a required call takes 1 to SRV_MAX_PARALLEL_CALLS calls where
+ * the family's syntax lists several, each a tool's; Llama 3's one call a turn stays one. */
+Test(server_tool_calls, the_grammar_of_parallel_calls)
+{
+    static const char NOW[] = "{\"name\": \"now\", \"arguments\": {}}",
+                      WALK[] = "{\"name\": \"walk\", \"arguments\": {\"to\": [1, 2]}}",
+                      BAD[] = "{\"name\": \"walk\", \"arguments\": {}}";
+    char text[1024];
+    woolly_grammar *g = call_grammar(WOOLLY_TOOLS_HERMES, NULL, true);
+    snprintf(text, sizeof text, "<tool_call>\n%s\n</tool_call>", NOW);
+    cr_expect(accepts(g, text));
+    snprintf(text, sizeof text, "<tool_call>\n%s\n</tool_call>\n<tool_call>\n%s\n</tool_call>", NOW, WALK);
+    cr_expect(accepts(g, text));
+    snprintf(text, sizeof text, "<tool_call>\n%s\n</tool_call>\n<tool_call>\n%s\n</tool_call>", NOW, BAD);
+    cr_expect(!accepts(g, text));
+    woolly_grammar_free(g);
+
+    for (int k = 0; k < 2; k++) {
+        g = call_grammar(k ? WOOLLY_TOOLS_GRANITE : WOOLLY_TOOLS_MISTRAL, NULL, true);
+        snprintf(text, sizeof text, "[%s]", WALK);
+        cr_expect(accepts(g, text));
+        snprintf(text, sizeof text, "[%s, %s, %s]", WALK, NOW, WALK);
+        cr_expect(accepts(g, text));
+        snprintf(text, sizeof text, "[%s, %s]", WALK, BAD);
+        cr_expect(!accepts(g, text));
+        cr_expect(!accepts(g, "[]"));
+        size_t len = 0; /* SRV_MAX_PARALLEL_CALLS calls, and no more */
+        len += (size_t)snprintf(text + len, sizeof text - len, "[%s", NOW);
+        for (int c = 1; c < SRV_MAX_PARALLEL_CALLS; c++)
+            len += (size_t)snprintf(text + len, sizeof text - len, ", %s", NOW);
+        cr_expect(accepts(g, strcat(text, "]")));
+        text[len] = 0;
+        cr_expect(!accepts(g, strcat(text, ", {\"name\": \"now\", \"arguments\": {}}]")));
+        woolly_grammar_free(g);
+    }
+
+    g = call_grammar(WOOLLY_TOOLS_LLAMA3, NULL, true);
+    cr_expect(accepts(g, "{\"name\": \"now\", \"parameters\": {}}"));
+    cr_expect(
+        !accepts(g, "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"now\", \"parameters\": {}}"));
     woolly_grammar_free(g);
 }
 
@@ -266,6 +453,9 @@ Test(server_tool_calls, bad_requests_name_the_field)
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": [{\"id\": \"c\"}]}]}",
          "messages", "assistant"},
         {"{\"prompt\": \"x\", \"tools\": [" WEATHER "]}", "tools", "not supported"},
+        {"{" USER ", \"tools\": [" WEATHER "], \"parallel_tool_calls\": \"yes\"}", "parallel_tool_calls",
+         "boolean"},
+        {"{" USER ", \"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         const srv_gen_rules ru = rules(WOOLLY_CHAT_CHATML);
@@ -279,6 +469,37 @@ Test(server_tool_calls, bad_requests_name_the_field)
         cr_expect_str_eq(e.param, CASES[i].param, "case %zu: %s", i, e.message);
         cr_expect(strstr(e.message, CASES[i].in_message) != NULL, "case %zu: '%s' does not mention '%s'", i,
                   e.message, CASES[i].in_message);
+        srv_gen_request_free(&r);
+    }
+}
+
+/* parallel_tool_calls: several calls parsed unless the request says false; the grammar of a required
+ * call takes several only when it says true. */
+Test(server_tool_calls, parallel_tool_calls_is_read)
+{
+    static const struct {
+        const char *field;
+        bool parallel, several;
+    } CASES[] = {{"", true, false},
+                 {", \"parallel_tool_calls\": null", true, false},
+                 {", \"parallel_tool_calls\": true", true, true},
+                 {", \"parallel_tool_calls\": false", false, false}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{" USER ", \"tools\": [" WEATHER "], \"tool_choice\": \"required\"%s}",
+                 CASES[i].field);
+        const srv_gen_rules ru = rules(WOOLLY_CHAT_GRANITE);
+        srv_gen_request r;
+        srv_error e = {0};
+        cr_assert_eq(srv_gen_request_parse(body, strlen(body), SRV_GEN_CHAT, &ru, &r, &e), 0, "%s",
+                     e.message);
+        cr_expect_eq(r.tools.parallel, CASES[i].parallel, "case %zu", i);
+        cr_expect_eq(r.tools.parallel_required, CASES[i].several, "case %zu", i);
+        cr_assert(r.grammar != NULL);
+        static const char ONE[] = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}";
+        char two[256];
+        snprintf(two, sizeof two, "%s, %s]", ONE, ONE + 1);
+        cr_expect_eq(accepts(r.grammar, two), CASES[i].several, "case %zu", i);
         srv_gen_request_free(&r);
     }
 }

@@ -91,6 +91,7 @@ typedef struct gen_jobs {
     bool logprobs;
     bool tools; /* the outputs may call tools: parsed in `syntax` */
     enum woolly_chat_tool_syntax syntax;
+    bool parallel; /* several calls a turn (parallel_tool_calls) */
 } gen_jobs;
 
 static void jobs_release(gen_jobs *g)
@@ -147,7 +148,8 @@ static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_r
     *out = (gen_jobs){.kind = g->kind,
                       .logprobs = g->logprobs,
                       .tools = g->kind == SRV_GEN_CHAT && g->tools.choice != SRV_TOOL_CHOICE_NONE,
-                      .syntax = g->tools.syntax};
+                      .syntax = g->tools.syntax,
+                      .parallel = g->tools.parallel};
     const int32_t n_keep = keep_of(app, g, ids, n);
     const uint64_t seed = !g->seed_given && !app->fixed_seed ? fresh_seed() : g->sp.seed;
     for (int c = 0; c < g->n; c++) {
@@ -173,6 +175,8 @@ static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_r
         j->logprobs = g->logprobs;
         j->top_logprobs = g->top_logprobs;
         j->choice = c;
+        if (out->tools)
+            j->n_spelled = srv_tool_marker_tokens(out->syntax, app->model->tok, j->spelled, SRV_MAX_SPELLED);
         for (int i = 0; i < g->n_stop; i++)
             if ((j->stop[j->n_stop] = dup_str(g->stop[i])))
                 j->n_stop++;
@@ -267,7 +271,8 @@ static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
         size_t offset = 0, content_end = 0;
         json_t *lp = logprobs_json(app, g, j, 0, j->n_lp, &offset);
         json_t *calls =
-            g->tools ? srv_tool_calls_parse(g->syntax, j->text.p, j->text.len, &content_end) : NULL;
+            g->tools ? srv_tool_calls_parse(g->syntax, j->text.p, j->text.len, g->parallel, &content_end)
+                     : NULL;
         json_array_append_new(
             choices,
             calls ? srv_oai_choice_calls(i, j->text.p, content_end, calls, "tool_calls", lp)
@@ -315,7 +320,8 @@ static int held_events(gen_stream *g, int c, srv_job *j, srv_buf *out)
     json_t *lp = logprobs_json(g->app, &g->jobs, j, g->sent[c], j->n_lp, &g->offset[c]);
     g->sent[c] = j->n_pieces;
     size_t content_end = 0;
-    json_t *calls = srv_tool_calls_parse(g->jobs.syntax, j->text.p, j->text.len, &content_end);
+    json_t *calls =
+        srv_tool_calls_parse(g->jobs.syntax, j->text.p, j->text.len, g->jobs.parallel, &content_end);
     const size_t to = calls ? content_end : j->text.len;
     int rc = 0;
     if (to > from || (!calls && lp)) {

@@ -30,6 +30,8 @@ typedef enum srv_finish {
     SRV_FINISH_ERROR,
 } srv_finish;
 
+#define SRV_MAX_SPELLED 4
+
 typedef struct srv_job {
     /* What to do; fixed once submitted. */
     woolly_token *prompt; /* owned */
@@ -47,6 +49,10 @@ typedef struct srv_job {
      * kept alive by the follower's reference). Each choice's slot has a sampler of its own, so each choice
      * walks the grammar with its own tokens. */
     woolly_grammar *grammar;
+    /* Control tokens written as their vocabulary text, not as nothing: a tools request's call markers
+     * (srv_tool_marker_tokens), which its output's parser reads. */
+    int32_t spelled[SRV_MAX_SPELLED];
+    int n_spelled;
 
     /* The choices of one request (n > 1) are jobs of one group: the first leads, the others follow it
      * (the prompt's keys and values are copied from the leader's slot rather than evaluated again, and

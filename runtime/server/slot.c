@@ -208,7 +208,12 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
     }
     s->n_gen++;
     const int64_t len = woolly_detok_stream_feed(&s->ds, tok, s->piece, s->piece_cap);
-    const int rc = len > 0 ? release(s, s->piece, (size_t)len) : 0;
+    int rc = len > 0 ? release(s, s->piece, (size_t)len) : 0;
+    for (int k = 0; k < j->n_spelled && len >= 0 && rc == 0; k++)
+        if (j->spelled[k] == tok) {
+            const char *marker = woolly_tokenizer_piece(s->model->tok, tok);
+            rc = release(s, marker, strlen(marker));
+        }
     if (len < 0 || rc < 0) {
         fail(s, len < 0 ? "cannot decode a generated token" : "out of memory for the generated text");
         return false;

@@ -8,6 +8,7 @@
 
 #include "grammar.h"
 #include "json_fields.h"
+#include "tokenizer.h"
 
 /* The API's limits on tools: at most 128 a request, names of [a-zA-Z0-9_-]{1,64}. */
 #define MAX_TOOLS 128
@@ -56,16 +57,18 @@ static bool at(const char *t, size_t len, size_t i, const char *s)
 
 /* ---- the request's tools ------------------------------------------------------------------------ */
 
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
 static bool valid_name(const char *s, size_t n)
 {
     if (n == 0 || n > MAX_NAME)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        const char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-'))
+    for (size_t i = 0; i < n; i++)
+        if (!is_name_char(s[i]))
             return false;
-    }
     return true;
 }
 
@@ -175,8 +178,15 @@ static int parse_choice(const json_t *body, const json_t *tools, srv_tools *out,
 int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv_tools *out,
                     woolly_grammar **grammar, srv_error *err)
 {
-    *out = (srv_tools){.syntax = syntax};
+    *out = (srv_tools){.syntax = syntax, .parallel = true};
     *grammar = NULL;
+    const int given = srv_json_bool(body, "parallel_tool_calls", &out->parallel, err);
+    if (given < 0)
+        return -1;
+    /* Absent, the API's default lets a turn hold several calls, and they are parsed; but a grammar that
+     * lets them repeat is asked for explicitly: held to it, a model that does not know when to stop
+     * chains calls (stories260K does, every time). */
+    out->parallel_required = given == 1 && out->parallel;
     const json_t *tools = json_object_get(body, "tools");
     if (tools && !json_is_null(tools)) {
         if (!json_is_array(tools))
@@ -203,7 +213,7 @@ int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv
     if (out->choice < SRV_TOOL_CHOICE_REQUIRED)
         return 0;
     char why[512];
-    char *gbnf = srv_tool_call_gbnf(syntax, tools, named, why, sizeof why);
+    char *gbnf = srv_tool_call_gbnf(syntax, tools, named, out->parallel_required, why, sizeof why);
     if (!gbnf)
         return srv_fail(err, 400, "invalid_value", "tools", "the tools cannot be held to a call: %s", why);
     *grammar = woolly_grammar_open_gbnf(gbnf, strlen(gbnf));
@@ -288,7 +298,7 @@ static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *to
 }
 
 char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only,
-                         char *err, size_t err_cap)
+                         bool parallel, char *err, size_t err_cap)
 {
     json_t *schema = call_schema(syntax, tools, only, err, err_cap);
     if (!schema)
@@ -314,13 +324,25 @@ char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tool
     for (char *p = strstr(gbnf, "root ::= "); p; p = strstr(p + 1, "root ::= "))
         if (p == gbnf || p[-1] == '\n')
             last = p;
-    static const char *const FRAMES[] = {
-        [WOOLLY_TOOLS_HERMES] = "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n",
-        [WOOLLY_TOOLS_LLAMA3] = "root ::= call\n",
-        [WOOLLY_TOOLS_MISTRAL] = "root ::= \"[\" call \"]\"\n",
-        [WOOLLY_TOOLS_GRANITE] = "root ::= \"[\" call \"]\"\n",
+    static const char *const FRAMES[2][4] = {
+        {
+            [WOOLLY_TOOLS_HERMES] = "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n",
+            [WOOLLY_TOOLS_LLAMA3] = "root ::= call\n",
+            [WOOLLY_TOOLS_MISTRAL] = "root ::= \"[\" call \"]\"\n",
+            [WOOLLY_TOOLS_GRANITE] = "root ::= \"[\" call \"]\"\n",
+        },
+        {
+            /* parallel: the blocks or array items repeat (SRV_MAX_PARALLEL_CALLS in all); Llama 3's
+             * templates document one call a turn */
+            [WOOLLY_TOOLS_HERMES] = "root ::= tagged (\"\\n\" tagged){0,7}\n"
+                                    "tagged ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n",
+            [WOOLLY_TOOLS_LLAMA3] = "root ::= call\n",
+            [WOOLLY_TOOLS_MISTRAL] = "root ::= \"[\" call (\", \" call){0,7} \"]\"\n",
+            [WOOLLY_TOOLS_GRANITE] = "root ::= \"[\" call (\", \" call){0,7} \"]\"\n",
+        },
     };
-    const char *frame = FRAMES[(unsigned)syntax < 4 ? syntax : 0];
+    _Static_assert(SRV_MAX_PARALLEL_CALLS == 8, "the frames repeat a call {0,7} times after the first");
+    const char *frame = FRAMES[parallel][(unsigned)syntax < 4 ? syntax : 0];
     char *out = last ? malloc(len + strlen(frame) + 1) : NULL;
     if (!out) {
         free(gbnf);
@@ -453,7 +475,59 @@ static bool parse_array(enum woolly_chat_tool_syntax syntax, const char *t, size
     return ok && skip_space(t, len, i) == len;
 }
 
-json_t *srv_tool_calls_parse(enum woolly_chat_tool_syntax syntax, const char *text, size_t len,
+/* Mistral's newer templates (v11 and on): each call its name, then optionally [CALL_ID] and an id, then
+ * [ARGS] and the arguments object; [TOOL_CALLS] before each. Those markers are control tokens: the
+ * engine writes them out (srv_tool_marker_tokens), but a vocabulary without them as tokens leaves
+ * `name{...}` alone, which is taken too. The whole rest of the output must be calls. */
+static bool parse_named(const char *t, size_t len, size_t i, json_t *calls)
+{
+    while ((i = skip_space(t, len, i)) < len) {
+        if (at(t, len, i, "[TOOL_CALLS]"))
+            i = skip_space(t, len, i + strlen("[TOOL_CALLS]"));
+        const size_t name = i;
+        while (i < len && is_name_char(t[i]))
+            i++;
+        if (!valid_name(t + name, i - name))
+            return false;
+        const size_t name_len = i - name;
+        if (at(t, len, i, "[CALL_ID]")) /* the model's own id: the API's ids are the server's */
+            for (i += strlen("[CALL_ID]"); i < len && is_name_char(t[i]);)
+                i++;
+        if (at(t, len, i, "[ARGS]"))
+            i += strlen("[ARGS]");
+        if (i >= len || t[i] != '{')
+            return false;
+        json_t *args = value_at(t, len, &i);
+        json_t *o = args ? json_pack("{s:s%, s:o}", "name", t + name, name_len, "arguments", args) : NULL;
+        const bool ok = o && append_call(WOOLLY_TOOLS_MISTRAL, calls, o);
+        json_decref(o);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Mistral: the v3 array, or the newer named calls. */
+static bool parse_mistral(const char *t, size_t len, size_t i, json_t *calls)
+{
+    i = skip_space(t, len, i);
+    if (i < len && t[i] == '[' && !at(t, len, i, "[TOOL_CALLS]"))
+        return parse_array(WOOLLY_TOOLS_MISTRAL, t, len, i, calls);
+    return parse_named(t, len, i, calls);
+}
+
+/* Whether a syntax's calls may start at t[i] without their marker (it decoded to no text): Llama 3's
+ * object, the arrays of Mistral and Granite, Mistral's named calls. */
+static bool unmarked_start(enum woolly_chat_tool_syntax syntax, const char *t, size_t len, size_t i)
+{
+    if (i >= len)
+        return false;
+    if (syntax == WOOLLY_TOOLS_LLAMA3)
+        return t[i] == '{';
+    return t[i] == '[' || (syntax == WOOLLY_TOOLS_MISTRAL && is_name_char(t[i]));
+}
+
+json_t *srv_tool_calls_parse(enum woolly_chat_tool_syntax syntax, const char *text, size_t len, bool parallel,
                              size_t *content_end)
 {
     const char *marker = marker_of(syntax);
@@ -464,7 +538,7 @@ json_t *srv_tool_calls_parse(enum woolly_chat_tool_syntax syntax, const char *te
         return NULL;
     } else { /* no marker (a control token that decoded to nothing): the whole output is the calls */
         start = from = skip_space(text, len, 0);
-        if (from >= len || text[from] != (syntax == WOOLLY_TOOLS_LLAMA3 ? '{' : '['))
+        if (!unmarked_start(syntax, text, len, from))
             return NULL;
     }
     json_t *calls = json_array();
@@ -475,24 +549,43 @@ json_t *srv_tool_calls_parse(enum woolly_chat_tool_syntax syntax, const char *te
         ok = parse_tagged(text, len, from, calls);
     else if (syntax == WOOLLY_TOOLS_LLAMA3)
         ok = parse_objects(text, len, from, calls);
+    else if (syntax == WOOLLY_TOOLS_MISTRAL)
+        ok = parse_mistral(text, len, from, calls);
     else
         ok = parse_array(syntax, text, len, from, calls);
     if (!ok || json_array_size(calls) == 0) {
         json_decref(calls);
         return NULL;
     }
+    if (!parallel) /* the model wrote several anyway: the request asked for one */
+        while (json_array_size(calls) > 1)
+            json_array_remove(calls, json_array_size(calls) - 1);
     while (start > 0 && is_space(text[start - 1]))
         start--;
     *content_end = start;
     return calls;
 }
 
+/* Whether t[i ..) is a prefix of s or begins with s. */
+static bool at_or_cut(const char *t, size_t len, size_t i, const char *s)
+{
+    const size_t n = strlen(s), m = len - i < n ? len - i : n;
+    return !memcmp(t + i, s, m);
+}
+
 size_t srv_tool_calls_content_prefix(enum woolly_chat_tool_syntax syntax, const char *text, size_t len)
 {
     if (syntax != WOOLLY_TOOLS_HERMES) { /* calls without their marker are the whole output */
-        const size_t i = skip_space(text, len, 0);
-        if (i == len || text[i] == (syntax == WOOLLY_TOOLS_LLAMA3 ? '{' : '['))
+        size_t i = skip_space(text, len, 0);
+        if (i == len || (syntax == WOOLLY_TOOLS_LLAMA3 ? text[i] == '{' : text[i] == '['))
             return 0;
+        if (syntax == WOOLLY_TOOLS_MISTRAL) { /* a name, held until what follows it shows it is not a call */
+            while (i < len && is_name_char(text[i]))
+                i++;
+            if (i == len || text[i] == '{' || at_or_cut(text, len, i, "[ARGS]") ||
+                at_or_cut(text, len, i, "[CALL_ID]"))
+                return 0;
+        }
     }
     const char *marker = marker_of(syntax);
     const size_t m = strlen(marker), at_marker = find(text, len, marker);
@@ -502,4 +595,24 @@ size_t srv_tool_calls_content_prefix(enum woolly_chat_tool_syntax syntax, const 
         if (!memcmp(text + len - k, marker, k))
             return len - k;
     return len;
+}
+
+int srv_tool_marker_tokens(enum woolly_chat_tool_syntax syntax, const woolly_tokenizer *t, int32_t *ids,
+                           int cap)
+{
+    static const char *const MARKERS[][4] = {
+        [WOOLLY_TOOLS_HERMES] = {"<tool_call>", "</tool_call>"},
+        [WOOLLY_TOOLS_LLAMA3] = {"<|python_tag|>"},
+        [WOOLLY_TOOLS_MISTRAL] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
+        [WOOLLY_TOOLS_GRANITE] = {"<|tool_call|>"},
+    };
+    int n = 0;
+    if (!t || (unsigned)syntax >= sizeof MARKERS / sizeof MARKERS[0])
+        return 0;
+    for (int k = 0; k < 4 && MARKERS[syntax][k] && n < cap; k++) {
+        const int32_t id = woolly_tokenizer_find(t, MARKERS[syntax][k]);
+        if (id >= 0 && woolly_token_bytes(t, id, NULL, 0) == 0) /* a control token: it decodes to nothing */
+            ids[n++] = id;
+    }
+    return n;
 }

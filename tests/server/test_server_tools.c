@@ -4,7 +4,8 @@
  * whose arguments validate (ajv); auto, none, a call sent back with its result, n = 2 and the 400s too.
  * The model has no template of its own (the plain built-in, Hermes' call syntax); the required and named
  * cases run again with each family's built-in forced (--chat-template), so that each family's call
- * syntax goes through the grammar, the model and the parser. Needs node and tests/server's packages. */
+ * syntax goes through the grammar, the model and the parser, one call and several (parallel_tool_calls).
+ * Needs node and tests/server's packages. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,13 @@
 #define JS_DIR WOOLLY_SOURCE_DIR "/tests/server"
 #define SLOTS 4
 
-/* Runs tool_calls.mjs against a server started with extra flags; quick: the required/named cases only. */
-static void run_cases(const char *flags, bool quick)
+/* Runs tool_calls.mjs against a server started with the family's built-in forced (NULL: the model's
+ * format); quick: the required/named and parallel_tool_calls cases only. */
+static void run_cases(const char *family, bool quick)
 {
+    char flags[64] = "";
+    if (family)
+        snprintf(flags, sizeof flags, "--chat-template %s", family);
     struct stat st;
     if (stat(JS_DIR "/node_modules/ajv/package.json", &st) != 0)
         cr_assert_eq(system("cd '" JS_DIR "' && npm ci --no-audit --no-fund >&2"), 0, "npm ci in %s failed",
@@ -35,6 +40,7 @@ static void run_cases(const char *flags, bool quick)
     setenv("WOOLLY_MODEL", "stories260K", 1);
     setenv("WOOLLY_SLOTS", slots, 1);
     setenv("WOOLLY_TOOLS_QUICK", quick ? "1" : "0", 1);
+    setenv("WOOLLY_TOOLS_FAMILY", family ? family : "", 1);
     const char *out_path = tu_tmp_path("tool_calls.out");
     char *cmd = th_fmt("cd '%s' && node tool_calls.mjs >'%s' 2>&1", JS_DIR, out_path);
     const int rc = system(cmd);
@@ -51,15 +57,12 @@ static void run_cases(const char *flags, bool quick)
 
 Test(server_tools, every_required_call_validates)
 {
-    run_cases("", false);
+    run_cases(NULL, false);
 }
 
 Test(server_tools, each_family_syntax_round_trips)
 {
     static const char *const FAMILIES[] = {"chatml", "llama3", "mistral-v7", "granite"};
-    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++) {
-        char flags[64];
-        snprintf(flags, sizeof flags, "--chat-template %s", FAMILIES[i]);
-        run_cases(flags, true);
-    }
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+        run_cases(FAMILIES[i], true);
 }

@@ -3,11 +3,13 @@
 // held to a call, and every call must come back as message.tool_calls (finish_reason "tool_calls") whose
 // name is a tool's and whose arguments parse and validate against the tool's parameter schema (ajv),
 // for several schemas and seeds, whole and streamed (read chunk by chunk, and through the client's own
-// stream helper, which assembles the tool_calls deltas). Also: "auto" and "none", a conversation that
-// carries calls and their results back, n = 2, and the 400s that name the field.
+// stream helper, which assembles the tool_calls deltas), and parallel_tool_calls false (one call) and true
+// (several). Also: "auto" and "none", a conversation that carries calls and their results back, n = 2,
+// and the 400s that name the field.
 // Run by tests/server/test_server_tools.c, which starts the server (with --chat-template FAMILY for the
 // families other than the model's own) and passes WOOLLY_BASE_URL, WOOLLY_API_KEY, WOOLLY_MODEL,
-// WOOLLY_SLOTS and WOOLLY_TOOLS_QUICK (1: one required and one named call only).
+// WOOLLY_SLOTS, WOOLLY_TOOLS_QUICK (1: one required and one named call, and the parallel_tool_calls
+// cases, only) and WOOLLY_TOOLS_FAMILY (the built-in forced, if any).
 // Prints "N valid of M, K failed" and exits 0 only when every check passes.
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
@@ -18,6 +20,8 @@ const apiKey = process.env.WOOLLY_API_KEY;
 const model = process.env.WOOLLY_MODEL;
 const slots = Number(process.env.WOOLLY_SLOTS);
 const quick = process.env.WOOLLY_TOOLS_QUICK === '1';
+// Llama 3's templates document one call a turn: its grammar holds one even with parallel_tool_calls.
+const oneCallAlways = process.env.WOOLLY_TOOLS_FAMILY === 'llama3';
 assert.ok(baseURL && apiKey && model && slots > 0, 'WOOLLY_* variables missing');
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 400_000 });
 const ajv = new Ajv({ strict: true, allowUnionTypes: true, allErrors: true });
@@ -154,6 +158,22 @@ for (const seed of SEEDS) {
   }
 }
 
+// parallel_tool_calls: false gives one call; true lets the grammar go on to several (this model does,
+// from call to call, so the request must give several), in each family's syntax but Llama 3's. The tool
+// without parameters keeps the calls short.
+let several = 0;
+check('parallel_tool_calls false', async () => {
+  const r = await whole({ tool_choice: 'required', parallel_tool_calls: false, ...only('now') }, 31);
+  assertCalls(r.choices[0].message, r.choices[0].finish_reason, ['now']);
+  assert.equal(r.choices[0].message.tool_calls.length, 1, 'calls');
+});
+check('parallel_tool_calls true', async () => {
+  const r = await whole({ tool_choice: 'required', parallel_tool_calls: true, ...only('now') }, 31);
+  assertCalls(r.choices[0].message, r.choices[0].finish_reason, ['now']);
+  several = r.choices[0].message.tool_calls.length;
+  if (oneCallAlways) assert.equal(several, 1, 'calls');
+});
+
 if (!quick) {
   check('the client\'s stream helper assembles the calls', async () => {
     const runner = client.chat.completions.stream({
@@ -233,6 +253,9 @@ async function worker() {
   }
 }
 await Promise.all(Array.from({ length: slots }, worker));
+total++;
+if (several > 1 || oneCallAlways) valid++;
+else failures.push('parallel_tool_calls true: no request gave several calls');
 
 for (const f of failures) console.log('FAILED', f);
 console.log(`${valid} valid of ${total} (${calls} calls validated), ${failures.length} failed`);

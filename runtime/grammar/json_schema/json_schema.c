@@ -1,7 +1,8 @@
 /* JSON Schema to GBNF: the subset OpenAI's structured outputs document (type, properties, required,
  * additionalProperties, items, minItems, maxItems, enum, const, anyOf, $ref to $defs/definitions), plus
- * annotations that do not constrain (title, description, ...). Any other keyword is an error naming it,
- * so a schema is never silently loosened.
+ * annotations that do not constrain (title, description, ...), and an integer's minimum and maximum where
+ * its bounded digits already keep them (zod writes the safe-integer range on every integer). Any other
+ * keyword, or a tighter bound, is an error naming it, so a schema is never silently loosened.
  *
  * Objects list their properties in the schema's order, each optional one may be left out; properties
  * not listed are never generated (a subset of what additionalProperties allows, so every output still
@@ -94,7 +95,7 @@ static const char *const PRIMITIVES =
     "ws ::= [ \\t\\n]{0,2}\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
     "char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
-    "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
+    "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,14})\n"
     "number ::= integer (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,2})?\n"
     "boolean ::= \"true\" | \"false\"\n"
     "null ::= \"null\"\n";
@@ -130,11 +131,13 @@ static uint32_t new_rule(compiler *c)
 
 static void check_keywords(compiler *c, json_t *s, const char *path)
 {
-    static const char *const known[] = {
-        "type",     "properties", "required", "additionalProperties", "items",  "minItems",
-        "maxItems", "enum",       "const",    "anyOf",                "$ref",   "$defs",
-        "definitions", "title",   "description", "$schema",           "$id",    "$comment",
-        "default",  "examples",   "strict",   "name",                 NULL};
+    static const char *const known[] = {"type",        "properties", "required",    "additionalProperties",
+                                        "items",       "minItems",   "maxItems",    "enum",
+                                        "const",       "anyOf",      "$ref",        "$defs",
+                                        "definitions", "title",      "description", "$schema",
+                                        "$id",         "$comment",   "default",     "examples",
+                                        "strict",      "name",       "minimum",     "maximum",
+                                        NULL};
     const char *key;
     json_t *v;
     json_object_foreach(s, key, v)
@@ -254,6 +257,45 @@ static uint32_t gen_object(compiler *c, json_t *s, const char *path, int depth)
     free(kv);
     free(required);
     return r;
+}
+
+/* The largest integer the grammar writes: 15 digits (PRIMITIVES' integer rule). */
+#define INTEGER_LIMIT 999999999999999.0
+
+/* minimum and maximum are taken where they do not constrain: on integers (their type "integer", or a list
+ * of types with it and without "number", whose exponent reaches further), at or beyond the 15 digits the
+ * integer rule allows. */
+static void check_bounds(compiler *c, json_t *s, const char *path)
+{
+    static const char *const KEYS[] = {"minimum", "maximum"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(s, KEYS[k]);
+        if (!v)
+            continue;
+        json_t *type = json_object_get(s, "type");
+        bool integer = json_is_string(type) && !strcmp(json_string_value(type), "integer");
+        if (json_is_array(type)) {
+            size_t i;
+            json_t *t;
+            json_array_foreach(type, i, t)
+            {
+                if (json_is_string(t) && !strcmp(json_string_value(t), "integer"))
+                    integer = true;
+                if (json_is_string(t) && !strcmp(json_string_value(t), "number")) {
+                    integer = false;
+                    break;
+                }
+            }
+        }
+        const double x = json_is_number(v) ? json_number_value(v) : 0;
+        if (!json_is_number(v) || !integer || (k == 0 ? x > -INTEGER_LIMIT : x < INTEGER_LIMIT)) {
+            cfail(c,
+                  "unsupported keyword '%s' at %s (a bound is taken only on an integer, %s %.0f or beyond, "
+                  "where the grammar's 15 digits keep it)",
+                  KEYS[k], path, k == 0 ? "at most" : "at least", k == 0 ? -INTEGER_LIMIT : INTEGER_LIMIT);
+            return;
+        }
+    }
 }
 
 static bool get_count(compiler *c, json_t *s, const char *key, const char *path, uint32_t *out)
@@ -376,6 +418,7 @@ static uint32_t gen(compiler *c, json_t *s, const char *path, int depth)
         return 0;
     }
     check_keywords(c, s, path);
+    check_bounds(c, s, path);
     if (c->failed)
         return 0;
     json_t *ref = json_object_get(s, "$ref"), *cst = json_object_get(s, "const");
