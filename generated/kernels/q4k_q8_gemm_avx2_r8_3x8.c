@@ -173,6 +173,98 @@ static inline void tile_3_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), _mm256_load_ps(out[t][g]));
 }
 
+/* Tokens [t0, t0 + 2) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
+static inline void tile_2_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    const int64_t nb = a->k / WOOLLY_QK_K;
+    const wblock *wb[1];
+    #pragma GCC unroll 16
+    for (int g = 0; g < 1; g++)
+        wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
+    const woolly_block_q8x32 *x[2];
+    /* the results, in memory: touched once per super-block, they would hold registers the sub-blocks need */
+    _Alignas(32) float out[2][1][8] = {{{0}}};
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; t++)
+        x[t] = act_row(a, t0 + t);
+    for (int64_t b = 0; b < nb; b++) {
+        /* A super-block's sum is kept in units of the row's d (1 where d is 0, sc then 0): per sub-block
+         * and row, sc and (dmin / d) * mn, in memory so that the sub-blocks' products keep the registers. */
+        _Alignas(32) float d1[1][8], scf[1][8][8], mnf[1][8][8];
+        __m256 acc[2][1];
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            const __m256 dzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_EQ_OQ);
+            const __m256 dg = _mm256_blendv_ps(d, _mm256_set1_ps(1.0f), dzero);
+            const __m256 mnd = _mm256_div_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].dmin)), dg);
+            _mm256_store_ps(d1[g], dg);
+            for (int j = 0; j < 8; j++) {
+                _mm256_store_ps(scf[g][j], _mm256_andnot_ps(dzero, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[j])))));
+                _mm256_store_ps(mnf[g][j], _mm256_mul_ps(mnd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].mn[j])))));
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < 2; t++)
+                acc[t][g] = _mm256_setzero_ps();
+        }
+        for (int j = 0; j < 8; j++) {
+            if (pf)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    for (int o = 0; o < (int)sizeof(wblock) / 8; o += 64)
+                        _mm_prefetch((const char *)&wb[g][b] + pf + (int)sizeof(wblock) / 8 * j + o, _MM_HINT_T0);
+            __m256i dot[2][1], s[2][1];
+            #pragma GCC unroll 16
+            for (int t = 0; t < 2; t++)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    dot[t][g] = s[t][g] = _mm256_setzero_si256();
+            #pragma GCC unroll 16
+            for (int h = 0; h < 4; h++) {
+                __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
+                for (int t = 0; t < 2; t++) {
+                    const int8_t *q = x[t][8 * b + j].q;
+                    #pragma GCC unroll 16
+                    for (int g = 0; g < 1; g++) {
+                        s[t][g] = dsum_add(s[t][g], lo[g], q + 4 * h);
+                        s[t][g] = dsum_add(s[t][g], hi[g], q + 16 + 4 * h);
+                        if ((2 * h + 2) % TERMS == 0) {
+                            dot[t][g] = _mm256_add_epi32(dot[t][g], dsum_i32(s[t][g]));
+                            s[t][g] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++) {
+                const __m256 sc = _mm256_load_ps(scf[g][j]), mn = _mm256_load_ps(mnf[g][j]);
+                #pragma GCC unroll 16
+                for (int t = 0; t < 2; t++) {
+                    const woolly_block_q8x32 *xb = &x[t][8 * b + j];
+                    acc[t][g] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(xb->ds), acc[t][g]);
+                    /* dot * sc is below 2^24: exact as a float, whichever way it is formed */
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dot[t][g]), sc), _mm256_set1_ps(xb->d), acc[t][g]);
+                }
+            }
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 2; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                _mm256_store_ps(out[t][g], _mm256_fmadd_ps(acc[t][g], _mm256_load_ps(d1[g]), _mm256_load_ps(out[t][g])));
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; t++)
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++)
+            if (g0 + G * g < a->r1)
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), _mm256_load_ps(out[t][g]));
+}
+
 /* Tokens [t0, t0 + 1) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
 static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
 {
@@ -265,6 +357,23 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), _mm256_load_ps(out[t][g]));
 }
 
+/* The tokens [t0, a->m) past the last whole tile (fewer than MR) in one tile of their number: the
+ * weights are decoded once for all of them, not once per token (speculative decoding's checks and the
+ * server's steps of 2-3 tokens). */
+static inline void tail_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    switch (a->m - t0) {
+    case 2:
+        tile_2_1(a, t0, g0, pf);
+        break;
+    case 1:
+        tile_1_1(a, t0, g0, pf);
+        break;
+    default:
+        break;
+    }
+}
+
 void woolly_q4k_q8_gemm_avx2_r8_3x8(const woolly_matmul_args *a)
 {
     const int64_t pf = a->prefetch ? a->prefetch : PF;
@@ -272,7 +381,6 @@ void woolly_q4k_q8_gemm_avx2_r8_3x8(const woolly_matmul_args *a)
         int64_t t0 = 0;
         for (; t0 + MR <= a->m; t0 += MR)
             tile_3_1(a, t0, g0, pf);
-        for (; t0 < a->m; t0++)
-            tile_1_1(a, t0, g0, pf);
+        tail_1(a, t0, g0, pf);
     }
 }

@@ -492,6 +492,34 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
 }
 
+/* The tokens [t0, a->m) past the last whole tile (fewer than MR) in one tile of their number: the
+ * weights are decoded once for all of them, not once per token (speculative decoding's checks and the
+ * server's steps of 2-3 tokens). */
+static inline void tail_2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    switch (a->m - t0) {
+    case 1:
+        tile_1_2(a, t0, g0, pf);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The tokens [t0, a->m) past the last whole tile (fewer than MR) in one tile of their number: the
+ * weights are decoded once for all of them, not once per token (speculative decoding's checks and the
+ * server's steps of 2-3 tokens). */
+static inline void tail_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    switch (a->m - t0) {
+    case 1:
+        tile_1_1(a, t0, g0, pf);
+        break;
+    default:
+        break;
+    }
+}
+
 void woolly_q6k_q8_gemm_avx2_r8_2x16(const woolly_matmul_args *a)
 {
     const int64_t pf = a->prefetch ? a->prefetch : PF;
@@ -501,15 +529,13 @@ void woolly_q6k_q8_gemm_avx2_r8_2x16(const woolly_matmul_args *a)
                 int64_t t0 = 0;
                 for (; t0 + MR <= a->m; t0 += MR)
                     tile_2_1(a, t0, g, pf);
-                for (; t0 < a->m; t0++)
-                    tile_1_1(a, t0, g, pf);
+                tail_1(a, t0, g, pf);
             }
             break;
         }
         int64_t t0 = 0;
         for (; t0 + MR <= a->m; t0 += MR)
             tile_2_2(a, t0, g0, pf);
-        for (; t0 < a->m; t0++)
-            tile_1_2(a, t0, g0, pf);
+        tail_2(a, t0, g0, pf);
     }
 }

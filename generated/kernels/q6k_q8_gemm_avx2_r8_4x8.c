@@ -204,6 +204,198 @@ static inline void tile_4_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
 }
 
+/* Tokens [t0, t0 + 3) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
+static inline void tile_3_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    const int64_t nb = a->k / WOOLLY_QK_K;
+    const wblock *wb[1];
+    #pragma GCC unroll 16
+    for (int g = 0; g < 1; g++)
+        wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
+    const woolly_block_q8x32 *x[3];
+    __m256 out[3][1];
+    #pragma GCC unroll 16
+    for (int t = 0; t < 3; t++) {
+        x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++)
+            out[t][g] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 d[1], acc[3][1]; /* a super-block's sum in units of the row's d */
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++) {
+            d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            #pragma GCC unroll 16
+            for (int t = 0; t < 3; t++)
+                acc[t][g] = _mm256_setzero_ps();
+        }
+        for (int j = 0; j < 8; j++) {
+            if (pf)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    for (int o = 0; o < (int)sizeof(wblock) / 8; o += 64)
+                        _mm_prefetch((const char *)&wb[g][b] + pf + (int)sizeof(wblock) / 8 * j + o, _MM_HINT_T0);
+            __m256i sc0[1], sc1[1], off[1];
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++) {
+                const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j]));
+                const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j + 1]));
+                sc0[g] = dscale_of(s0);
+                sc1[g] = dscale_of(s1);
+                /* 32 * sc0 and 32 * sc1 as the int16 halves of each row's lane (at most 4096 in magnitude) */
+                off[g] = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s0, 5), _mm256_set1_epi32(0xFFFF)),
+                                         _mm256_slli_epi32(s1, 21));
+            }
+            __m256i dot[3][1], s0[3][1], s1[3][1];
+            #pragma GCC unroll 16
+            for (int t = 0; t < 3; t++)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    dot[t][g] = s0[t][g] = s1[t][g] = _mm256_setzero_si256();
+            #pragma GCC unroll 16
+            for (int h = 0; h < 4; h++) {
+                __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
+                for (int t = 0; t < 3; t++) {
+                    const int8_t *q = x[t][8 * b + j].q;
+                    #pragma GCC unroll 16
+                    for (int g = 0; g < 1; g++) {
+                        s0[t][g] = dsum_add(s0[t][g], lo[g], q + 4 * h);
+                        s1[t][g] = dsum_add(s1[t][g], hi[g], q + 16 + 4 * h);
+                        if ((h + 1) % TERMS == 0) {
+                            dot[t][g] = _mm256_add_epi32(dot[t][g], _mm256_add_epi32(dsum_i32_scaled(s0[t][g], sc0[g]),
+                                                                                      dsum_i32_scaled(s1[t][g], sc1[g])));
+                            s0[t][g] = s1[t][g] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < 3; t++) {
+                const woolly_block_q8x32 *xb = &x[t][8 * b + j];
+                const __m256i xs = sums16(xb);
+                const __m256 xd = _mm256_set1_ps(xb->d);
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++) {
+                    const __m256i v = _mm256_sub_epi32(dot[t][g], _mm256_madd_epi16(off[g], xs));
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), xd, acc[t][g]);
+                }
+            }
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 3; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                out[t][g] = _mm256_fmadd_ps(acc[t][g], d[g], out[t][g]);
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < 3; t++)
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++)
+            if (g0 + G * g < a->r1)
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
+}
+
+/* Tokens [t0, t0 + 2) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
+static inline void tile_2_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    const int64_t nb = a->k / WOOLLY_QK_K;
+    const wblock *wb[1];
+    #pragma GCC unroll 16
+    for (int g = 0; g < 1; g++)
+        wb[g] = (const wblock *)((const char *)a->w + (size_t)(g0 + G * g) * a->w_row_bytes);
+    const woolly_block_q8x32 *x[2];
+    __m256 out[2][1];
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; t++) {
+        x[t] = act_row(a, t0 + t);
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++)
+            out[t][g] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 d[1], acc[2][1]; /* a super-block's sum in units of the row's d */
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++) {
+            d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g][b].d));
+            #pragma GCC unroll 16
+            for (int t = 0; t < 2; t++)
+                acc[t][g] = _mm256_setzero_ps();
+        }
+        for (int j = 0; j < 8; j++) {
+            if (pf)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    for (int o = 0; o < (int)sizeof(wblock) / 8; o += 64)
+                        _mm_prefetch((const char *)&wb[g][b] + pf + (int)sizeof(wblock) / 8 * j + o, _MM_HINT_T0);
+            __m256i sc0[1], sc1[1], off[1];
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++) {
+                const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j]));
+                const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)wb[g][b].sc[2 * j + 1]));
+                sc0[g] = dscale_of(s0);
+                sc1[g] = dscale_of(s1);
+                /* 32 * sc0 and 32 * sc1 as the int16 halves of each row's lane (at most 4096 in magnitude) */
+                off[g] = _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(s0, 5), _mm256_set1_epi32(0xFFFF)),
+                                         _mm256_slli_epi32(s1, 21));
+            }
+            __m256i dot[2][1], s0[2][1], s1[2][1];
+            #pragma GCC unroll 16
+            for (int t = 0; t < 2; t++)
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    dot[t][g] = s0[t][g] = s1[t][g] = _mm256_setzero_si256();
+            #pragma GCC unroll 16
+            for (int h = 0; h < 4; h++) {
+                __m256i lo[1], hi[1];
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++)
+                    decode(&wb[g][b], j, h, &lo[g], &hi[g]);
+                #pragma GCC unroll 16
+                for (int t = 0; t < 2; t++) {
+                    const int8_t *q = x[t][8 * b + j].q;
+                    #pragma GCC unroll 16
+                    for (int g = 0; g < 1; g++) {
+                        s0[t][g] = dsum_add(s0[t][g], lo[g], q + 4 * h);
+                        s1[t][g] = dsum_add(s1[t][g], hi[g], q + 16 + 4 * h);
+                        if ((h + 1) % TERMS == 0) {
+                            dot[t][g] = _mm256_add_epi32(dot[t][g], _mm256_add_epi32(dsum_i32_scaled(s0[t][g], sc0[g]),
+                                                                                      dsum_i32_scaled(s1[t][g], sc1[g])));
+                            s0[t][g] = s1[t][g] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < 2; t++) {
+                const woolly_block_q8x32 *xb = &x[t][8 * b + j];
+                const __m256i xs = sums16(xb);
+                const __m256 xd = _mm256_set1_ps(xb->d);
+                #pragma GCC unroll 16
+                for (int g = 0; g < 1; g++) {
+                    const __m256i v = _mm256_sub_epi32(dot[t][g], _mm256_madd_epi16(off[g], xs));
+                    acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), xd, acc[t][g]);
+                }
+            }
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < 2; t++)
+            #pragma GCC unroll 16
+            for (int g = 0; g < 1; g++)
+                out[t][g] = _mm256_fmadd_ps(acc[t][g], d[g], out[t][g]);
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; t++)
+        #pragma GCC unroll 16
+        for (int g = 0; g < 1; g++)
+            if (g0 + G * g < a->r1)
+                store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
+}
+
 /* Tokens [t0, t0 + 1) against 1 group(s) of 8 rows from g0 (rows >= a->r1 computed, not stored). */
 static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
 {
@@ -300,6 +492,26 @@ static inline void tile_1_1(const woolly_matmul_args *a, int64_t t0, int64_t g0,
                 store(a, t0 + t, g0 + G * g, a->r1 - (g0 + G * g), out[t][g]);
 }
 
+/* The tokens [t0, a->m) past the last whole tile (fewer than MR) in one tile of their number: the
+ * weights are decoded once for all of them, not once per token (speculative decoding's checks and the
+ * server's steps of 2-3 tokens). */
+static inline void tail_1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_t pf)
+{
+    switch (a->m - t0) {
+    case 3:
+        tile_3_1(a, t0, g0, pf);
+        break;
+    case 2:
+        tile_2_1(a, t0, g0, pf);
+        break;
+    case 1:
+        tile_1_1(a, t0, g0, pf);
+        break;
+    default:
+        break;
+    }
+}
+
 void woolly_q6k_q8_gemm_avx2_r8_4x8(const woolly_matmul_args *a)
 {
     const int64_t pf = a->prefetch ? a->prefetch : PF;
@@ -307,7 +519,6 @@ void woolly_q6k_q8_gemm_avx2_r8_4x8(const woolly_matmul_args *a)
         int64_t t0 = 0;
         for (; t0 + MR <= a->m; t0 += MR)
             tile_4_1(a, t0, g0, pf);
-        for (; t0 < a->m; t0++)
-            tile_1_1(a, t0, g0, pf);
+        tail_1(a, t0, g0, pf);
     }
 }
