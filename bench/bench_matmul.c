@@ -10,7 +10,7 @@
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
- *   bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
+ *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
  *                [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]
  *                [--no-reference]
  * Prints markdown tables (the form bench/journal/ keeps); "(default)" marks the kernel a run without
@@ -53,6 +53,16 @@ static const shape GRANITE_8B[] = {
     {"ffn_gate, ffn_up", 12800, 4096, 1, {WOOLLY_TYPE_Q4_K}},
     {"ffn_down", 4096, 12800, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
     {"output (tied)", 49152, 4096, 1, {WOOLLY_TYPE_Q6_K}},
+};
+/* Gemma 3 1B's Q4_K_M: rows of 1152 values are no whole Q4_K or Q6_K super-blocks, so the matrices that
+ * read the residual stream fall back to Q8_0. */
+static const shape GEMMA3_1B[] = {
+    {"attn_q", 1024, 1152, 1, {WOOLLY_TYPE_Q8_0}},
+    {"attn_k, attn_v", 256, 1152, 1, {WOOLLY_TYPE_Q8_0}},
+    {"attn_output", 1152, 1024, 1, {WOOLLY_TYPE_Q4_K}},
+    {"ffn_gate, ffn_up", 6912, 1152, 1, {WOOLLY_TYPE_Q8_0}},
+    {"ffn_down", 1152, 6912, 1, {WOOLLY_TYPE_Q6_K}},
+    {"output (tied)", 262144, 1152, 1, {WOOLLY_TYPE_Q8_0}},
 };
 
 enum { MAX_LIST = 8 };
@@ -387,10 +397,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--no-reference"))
             o.no_reference = true;
         else {
-            fprintf(stderr, "usage: bench_matmul [--preset llama-1b|granite-8b|all] [--shape ROWSxCOLS] "
-                            "[--weights TYPE,...] "
-                            "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
-                            "[--no-reference]\n");
+            fprintf(stderr,
+                    "usage: bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] "
+                    "[--weights TYPE,...] "
+                    "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
+                    "[--no-reference]\n");
             return 2;
         }
     }
@@ -420,9 +431,10 @@ int main(int argc, char **argv)
         const shape *s;
         size_t n;
     } presets[] = {{"llama-1b", LLAMA_1B, sizeof LLAMA_1B / sizeof LLAMA_1B[0]},
-                   {"granite-8b", GRANITE_8B, sizeof GRANITE_8B / sizeof GRANITE_8B[0]}};
+                   {"granite-8b", GRANITE_8B, sizeof GRANITE_8B / sizeof GRANITE_8B[0]},
+                   {"gemma3-1b", GEMMA3_1B, sizeof GEMMA3_1B / sizeof GEMMA3_1B[0]}};
     bool any = false;
-    for (size_t p = 0; p < 2; p++) {
+    for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         if (strcmp(o.preset, "all") && strcmp(o.preset, presets[p].name))
             continue;
         any = true;

@@ -231,16 +231,22 @@ def check_defaults(kernels):
             f"{w} at {isa}: default GEMV {v['name']} and GEMM {m['name']} differ in activations or layout"
         # The default in place of the level's for 2-16 tokens: a small-batch GEMM. (A CPU class's
         # defaults are its shipped profile's, tune/defaults/, which the runtime checks the same way.)
+        # One per activation format: a matrix whose model prefers another format than the default
+        # GEMV's (Q8_0 beside K-quants, on int8) takes that format's first listed GEMM for prompts and
+        # its small_default for 2-16 tokens (woolly_kernel_choose_small).
         for k in ks:
             assert not k["small_default"] or k["op"] == "gemm", f"{k['name']}: small_default is for a GEMM"
-        alt = [k for k in ks if k["small_default"]]
-        assert len(alt) <= 1, f"{w} at {isa}: {len(alt)} small_default GEMM kernels (need at most one)"
-        for a in alt:
-            assert a["params"].get("every_m") or a["mr"] <= 8, \
-                f"{a['name']}: a small_default GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
-            assert (a["act"], a["layout"]) == (v["act"], v["layout"]), \
-                f"{w} at {isa}: small_default {a['name']} and default GEMV {v['name']} differ in activations " \
-                "or layout"
+        for act in {k["act"] for k in ks}:
+            alt = [k for k in ks if k["small_default"] and k["act"] == act]
+            assert len(alt) <= 1, \
+                f"{w} at {isa}: {len(alt)} small_default GEMM kernels on {act} (need at most one)"
+            for a in alt:
+                assert a["params"].get("every_m") or a["mr"] <= 8, \
+                    f"{a['name']}: a small_default GEMM is a small-batch tile (params every_m, or at most 8 tokens)"
+                assert act != v["act"] or a["layout"] == v["layout"], \
+                    f"{w} at {isa}: small_default {a['name']} and default GEMV {v['name']} differ in layout"
+                assert any(g["op"] == "gemv" and (g["act"], g["layout"]) == (act, a["layout"]) for g in ks), \
+                    f"{w} at {isa}: small_default {a['name']} has no GEMV of its activations and layout"
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]

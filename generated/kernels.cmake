@@ -287,6 +287,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
@@ -414,6 +416,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f32_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c

@@ -50,7 +50,7 @@ static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *
                 woolly_isa_name(woolly_isa_active()));
         return;
     }
-    /* a GEMV, the small-batch GEMM and (Q4_K, Q6_K) the prompt GEMM at least */
+    /* a GEMV, the small-batch GEMM and (Q4_K, Q6_K, Q8_0) the prompt GEMM at least */
     cr_assert_geq(n, 2, "%s: %d %s kernels", layout, n, level);
     fprintf(stderr, "%s: %d %s kernels agree:", layout, n, level);
     for (int i = 0; i < n; i++)
@@ -74,6 +74,11 @@ Test(matmul_batch, q5_k_kernels_agree_bit_for_bit)
 Test(matmul_batch, q6_k_kernels_agree_bit_for_bit)
 {
     check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q6_K, "q6k_r8");
+}
+
+Test(matmul_batch, q8_0_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q8_0, "q80_r8");
 }
 
 Test(matmul_batch, avx512_q4_k_kernels_agree_bit_for_bit)

@@ -15,8 +15,8 @@
 
 typedef woolly_block_q6k_r8 wblock;
 
-/* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows. */
-enum { TG = 3, KC = 256, RB = 128 };
+/* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows; super-blocks of WB values. */
+enum { WB = WOOLLY_QK_K, TG = 3, KC = 256, RB = 128 };
 
 /* Per super-block of the panel and row of the group: d; the 16 sub-block scales as int16; per slice j of
  * 32 values, -32 * sc[2j] and -32 * sc[2j + 1] as the int16 halves of an int32 (at most 4096 in magnitude). */
@@ -34,14 +34,15 @@ static inline int32_t panel_extra(const woolly_block_q8x32 *xb)
     return (int32_t)(((uint32_t)s0 & 0xFFFFu) | (uint32_t)s1 << 16);
 }
 
-/* The part of the AVX2 row-broadcast GEMMs (q4k_q8_r8_rowcast, q6k_q8_r8_rowcast) that does not depend on
- * the weights' format: the activation panel, its transpose, the driver loop over token tiles, row blocks
- * and panels, and the write-back to the token-major y. The including template defines, before this:
- * wblock (its layout's block of 8 rows), scale_tab (what it precomputes per group and panel), TG, KC, RB,
- * panel_extra() (a token's 4 bytes of block sums in the panel) and, after the include, scale_table() and
- * row_1() .. row_TG() with the signatures declared here. */
-enum { G = 8, NJ = KC / 32, NB = KC / WOOLLY_QK_K };
-_Static_assert(KC % WOOLLY_QK_K == 0 && RB % G == 0, "panels of whole super-blocks, row blocks of whole groups");
+/* The part of the AVX2 row-broadcast GEMMs (q4k_q8_r8_rowcast, q6k_q8_r8_rowcast, q80_q8_r8_rowcast) that
+ * does not depend on the weights' format: the activation panel, its transpose, the driver loop over token
+ * tiles, row blocks and panels, and the write-back to the token-major y. The including template defines,
+ * before this: wblock (its layout's block of 8 rows), WB (the values of a row in one: WOOLLY_QK_K for the
+ * K-quants, 32 for Q8_0), scale_tab (what it precomputes per group and panel), TG, KC, RB, panel_extra()
+ * (a token's 4 bytes of block sums in the panel) and, after the include, scale_table() and row_1() ..
+ * row_TG() with the signatures declared here. */
+enum { G = 8, NJ = KC / 32, NB = KC / WB };
+_Static_assert(WB % 32 == 0 && KC % WB == 0 && RB % G == 0, "panels of whole weight blocks, row blocks of whole groups");
 
 void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a);
 
@@ -53,7 +54,7 @@ typedef struct {
     int32_t extra[8];
 } panel_block;
 
-/* The per-group precomputation of super-blocks [b0, b0 + nb) of the group at row g0, and row i of the
+/* The per-group precomputation of weight blocks [b0, b0 + nb) of the group at row g0, and row i of the
  * group at w against n registers of 8 tokens, added to out (out[8g + l] += token 8g + l's dot product). */
 static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, scale_tab *tab);
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out);
@@ -174,7 +175,7 @@ static void store_block(const woolly_matmul_args *a, int64_t t0, int nt, int64_t
 
 void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a)
 {
-    const int64_t nb_all = a->k / WOOLLY_QK_K;
+    const int64_t nb_all = a->k / WB;
     panel_block pan[TG * NJ];
     float buf[RB][8 * TG] __attribute__((aligned(32)));
     scale_tab tab;
@@ -185,7 +186,8 @@ void woolly_q6k_q8_gemm_avx2_r8_24x8(const woolly_matmul_args *a)
             for (int64_t b0 = 0; b0 < nb_all; b0 += NB) {
                 const int nb = nb_all - b0 < NB ? (int)(nb_all - b0) : NB;
                 for (int g = 0; g < ng; g++)
-                    build_panel(a, t0 + 8 * g, nt - 8 * g < 8 ? nt - 8 * g : 8, 8 * b0, 8 * nb, pan + g * NJ);
+                    build_panel(a, t0 + 8 * g, nt - 8 * g < 8 ? nt - 8 * g : 8, WB / 32 * b0, WB / 32 * nb,
+                                pan + g * NJ);
                 /* the rows in pieces that keep to one group (R0 need not start one) */
                 for (int64_t r = R0, next; r < R1; r = next) {
                     const int64_t g0 = r / G * G;

@@ -224,9 +224,11 @@ static int parse_row(void *ctx, char **w, int n, woolly_error *err)
 
 /* ---- the whole ---------------------------------------------------------------------------------- */
 
-/* The default of a slot with the profile applied: its row's kernel, else the spec's. */
+/* The default of a slot with the profile applied: its row's kernel, else the spec's. The spec may mark a
+ * small_default per activation format (a model may prefer another than the default GEMV's): the spec's
+ * of format `act` (any when act < 0). */
 static const woolly_kernel *resolved(const parse_ctx *c, enum woolly_type wtype, enum woolly_isa isa,
-                                     enum woolly_tokens_class tokens)
+                                     enum woolly_tokens_class tokens, int act)
 {
     const woolly_class_default *row = row_of(c->p, wtype, isa, tokens);
     if (row)
@@ -234,7 +236,7 @@ static const woolly_kernel *resolved(const parse_ctx *c, enum woolly_type wtype,
     const enum woolly_op op = woolly_tokens_class_op(tokens);
     for (int i = 0; i < c->n_ks; i++) {
         const woolly_kernel *k = &c->ks[i];
-        if (k->op == op && k->wtype == wtype && k->isa == isa &&
+        if (k->op == op && k->wtype == wtype && k->isa == isa && (act < 0 || (int)k->act == act) &&
             (tokens == WOOLLY_TOKENS_SMALL ? k->is_small_default : k->is_default))
             return k;
     }
@@ -248,13 +250,14 @@ static int check_slots(const parse_ctx *c, woolly_error *err)
     for (int i = 0; i < c->p->n_defaults; i++) {
         const woolly_kernel *k = c->p->defaults[i].kernel;
         const char *tn = type_name(k->wtype), *isa = woolly_isa_name(k->isa);
-        const woolly_kernel *gemv = resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_1);
-        if (!gemv || !resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_LARGE))
+        const woolly_kernel *gemv = resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_1, -1);
+        if (!gemv || !resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_LARGE, -1))
             return woolly_fail(err,
                                "%s weights at %s: a default %s without a default GEMV and GEMM beside it", tn,
                                isa, k->name);
         for (int t = 0; t < WOOLLY_TOKENS_CLASSES; t++) {
-            const woolly_kernel *d = resolved(c, k->wtype, k->isa, (enum woolly_tokens_class)t);
+            const woolly_kernel *d = resolved(c, k->wtype, k->isa, (enum woolly_tokens_class)t,
+                                              t == WOOLLY_TOKENS_SMALL ? (int)gemv->act : -1);
             if (d && (d->act != gemv->act || d->layout != gemv->layout))
                 return woolly_fail(err,
                                    "%s weights at %s: default %s and GEMV %s differ in activations or layout",

@@ -44,8 +44,9 @@ typedef struct woolly_kernel {
     bool is_default;             /* the spec's portable default of its (weights, ISA) (matmul), of its
                                     (cache, ISA, head dim) (attention); this CPU's is
                                     woolly_kernel_is_default */
-    bool is_small_default;       /* matmul GEMM: the spec's default of its (weights, ISA) for 2-16 tokens,
-                                    where it differs from the GEMM default (see woolly_kernel_choose_small);
+    bool is_small_default;       /* matmul GEMM: the spec's default of its (weights, ISA, activations) for
+                                    2-16 tokens, where it differs from the GEMM that woolly_kernel_choose
+                                    takes (see woolly_kernel_choose_small);
                                     this CPU's is woolly_kernel_is_small_default */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
