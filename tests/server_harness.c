@@ -447,3 +447,35 @@ char *th_woolly_run(const char *model, const char *prompt, int n, const char *ex
     free(out);
     return rest;
 }
+
+void th_node_checks(const char *script, const char *package, const char *key, int slots, const char *flags)
+{
+    const char *dir = WOOLLY_SOURCE_DIR "/tests/server";
+    char *installed = th_fmt("%s/node_modules/%s/package.json", dir, package);
+    if (access(installed, R_OK) != 0) {
+        char *npm = th_fmt("cd '%s' && npm ci --no-audit --no-fund >&2", dir);
+        cr_assert_eq(system(npm), 0, "npm ci in %s failed", dir);
+        free(npm);
+    }
+    free(installed);
+    th_server s;
+    th_start(&s, NULL, "-m %s -c 2048 -t 2 --parallel %d --api-key %s %s", tu_data("models/stories260K.gguf"),
+             slots, key, flags);
+    char *url = th_fmt("%s/v1", s.base), *n_slots = th_fmt("%d", slots);
+    setenv("WOOLLY_BASE_URL", url, 1);
+    setenv("WOOLLY_API_KEY", key, 1);
+    setenv("WOOLLY_MODEL", "stories260K", 1);
+    setenv("WOOLLY_SLOTS", n_slots, 1);
+    char *out_name = th_fmt("%s.out", script);
+    const char *out_path = tu_tmp_path(out_name);
+    char *cmd = th_fmt("cd '%s' && node %s >'%s' 2>&1", dir, script, out_path);
+    const int rc = system(cmd);
+    char *out = tu_read_file(out_path, NULL);
+    remove(out_path);
+    cr_expect_eq(rc, 0, "%s %s failed:\n%s", script, flags, out);
+    cr_expect(strstr(out, " 0 failed") != NULL, "%s", out);
+    fprintf(stderr, "[%s %s] %s", script, flags, out);
+    free(out), free(cmd), free(out_name), free(url), free(n_slots);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+}

@@ -73,6 +73,12 @@ bool th_wait_idle(const th_server *s, int timeout_ms);
  * single quotes). */
 char *th_woolly_run(const char *model, const char *prompt, int n, const char *extra);
 
+/* Runs `node SCRIPT` in tests/server (after `npm ci` there if node_modules lacks `package`) against a
+ * stories260K server with SLOTS slots, API key `key` and more serve flags `flags`; the script reads
+ * WOOLLY_BASE_URL, WOOLLY_API_KEY, WOOLLY_MODEL and WOOLLY_SLOTS (and whatever else the caller set) and
+ * must exit 0 with " 0 failed" in its output, which goes to stderr. The server must end idle. */
+void th_node_checks(const char *script, const char *package, const char *key, int slots, const char *flags);
+
 /* A string of the form "%s" formatted into a heap buffer. */
 char *th_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

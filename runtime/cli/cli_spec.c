@@ -17,11 +17,16 @@ void cli_add_spec_flags(cli_table *t, cli_spec_opts *o)
                           NULL});
 }
 
-bool cli_spec_wanted(const char *cmd, const cli_spec_opts *o, bool *bad)
+bool cli_spec_wanted(const char *cmd, const cli_spec_opts *o, bool ctx_shift, bool *bad)
 {
     *bad = false;
-    if (o->draft || o->lookup > 0)
+    if (o->draft || o->lookup > 0) {
+        if (ctx_shift) {
+            fprintf(stderr, "woolly %s: --context-shift does not work with --draft or --lookup yet\n", cmd);
+            *bad = true;
+        }
         return true;
+    }
     if (o->draft_max_given) {
         fprintf(stderr, "woolly %s: --draft-max needs --draft MODEL or --lookup N\n", cmd);
         *bad = true;

@@ -17,8 +17,9 @@ typedef struct cli_spec_opts {
 /* --draft MODEL, --draft-max N (1 .. 64), --lookup N (1 .. 16). */
 void cli_add_spec_flags(cli_table *t, cli_spec_opts *o);
 
-/* Whether the flags ask for speculation; --draft-max alone is a usage error (message, false, *bad set). */
-bool cli_spec_wanted(const char *cmd, const cli_spec_opts *o, bool *bad);
+/* Whether the flags ask for speculation; --draft-max alone, or speculation with --context-shift
+ * (ctx_shift), is a usage error (message, *bad set). */
+bool cli_spec_wanted(const char *cmd, const cli_spec_opts *o, bool ctx_shift, bool *bad);
 
 /* Makes the target's context parameters fit speculation (the logits of every checked position). */
 void cli_spec_context_params(const cli_spec_opts *o, woolly_context_params *p);

@@ -369,7 +369,7 @@ int woolly_cmd_bench(int argc, char **argv)
         return 2;
     }
     bool bad_spec;
-    const bool speculate = cli_spec_wanted(cmd, &o.spec, &bad_spec);
+    const bool speculate = cli_spec_wanted(cmd, &o.spec, false, &bad_spec);
     if (bad_spec)
         return 2;
     if (speculate && o.n_gen == 0) {

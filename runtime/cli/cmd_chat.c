@@ -211,13 +211,9 @@ int woolly_cmd_chat(int argc, char **argv)
     if (st != CLI_PROCEED)
         return st;
     bool bad_spec;
-    const bool speculate = cli_spec_wanted(cmd, &spec_opts, &bad_spec);
+    const bool speculate = cli_spec_wanted(cmd, &spec_opts, ctx_shift, &bad_spec);
     if (bad_spec)
         return 2;
-    if (speculate && ctx_shift) {
-        fprintf(stderr, "woolly %s: --context-shift does not work with --draft or --lookup yet\n", cmd);
-        return 2;
-    }
     const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
     cli_sampling_finish(cmd, &samp);
 

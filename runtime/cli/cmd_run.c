@@ -78,13 +78,9 @@ int woolly_cmd_run(int argc, char **argv)
     if (st != CLI_PROCEED)
         return st;
     bool bad_spec;
-    const bool speculate = cli_spec_wanted(cmd, &spec_opts, &bad_spec);
+    const bool speculate = cli_spec_wanted(cmd, &spec_opts, ctx_shift, &bad_spec);
     if (bad_spec)
         return 2;
-    if (speculate && ctx_shift) {
-        fprintf(stderr, "woolly %s: --context-shift does not work with --draft or --lookup yet\n", cmd);
-        return 2;
-    }
     if (!*prompt) {
         fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
         return 2;

@@ -9,41 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "server_harness.h"
 #include "testutil.h"
 
-#define JS_DIR WOOLLY_SOURCE_DIR "/tests/server"
 #define SLOTS 4
 
 Test(server_structured, every_output_validates_against_its_schema)
 {
-    struct stat st;
-    if (stat(JS_DIR "/node_modules/ajv/package.json", &st) != 0)
-        cr_assert_eq(system("cd '" JS_DIR "' && npm ci --no-audit --no-fund >&2"), 0, "npm ci in %s failed", JS_DIR);
-    th_server s;
-    th_start(&s, NULL, "-m %s -c 2048 -t 2 --parallel %d --api-key structured-key",
-             tu_data("models/stories260K.gguf"), SLOTS);
-    char url[128], slots[8];
-    snprintf(url, sizeof url, "%s/v1", s.base);
-    snprintf(slots, sizeof slots, "%d", SLOTS);
-    setenv("WOOLLY_BASE_URL", url, 1);
-    setenv("WOOLLY_API_KEY", "structured-key", 1);
-    setenv("WOOLLY_MODEL", "stories260K", 1);
-    setenv("WOOLLY_SLOTS", slots, 1);
-    const char *out_path = tu_tmp_path("structured_output.out");
-    char *cmd = th_fmt("cd '%s' && node structured_output.mjs >'%s' 2>&1", JS_DIR, out_path);
-    const int rc = system(cmd);
-    char *out = tu_read_file(out_path, NULL);
-    remove(out_path);
-    cr_expect_eq(rc, 0, "structured output checks failed:\n%s", out);
-    cr_expect(strstr(out, " 0 failed") != NULL, "%s", out);
-    fprintf(stderr, "%s", out);
-    free(out);
-    free(cmd);
-    cr_expect(th_wait_idle(&s, 5000));
-    cr_expect_eq(th_stop(&s, NULL), 0);
+    th_node_checks("structured_output.mjs", "ajv", "structured-key", SLOTS, "");
 }
 
 /* choices[0] of a 200 completion: its text (heap), finish_reason "stop"; its completion tokens. */
@@ -64,7 +38,8 @@ static char *stopped_text(const th_resp *r, long long *n_tokens)
 Test(server_structured, a_context_shift_keeps_the_grammar_state)
 {
     th_server s;
-    th_start(&s, NULL, "-m %s -c 32 -t 1 --parallel 1 --context-shift --max-tokens 1000", tu_data("models/stories260K.gguf"));
+    th_start(&s, NULL, "-m %s -c 32 -t 1 --parallel 1 --context-shift --max-tokens 1000",
+             tu_data("models/stories260K.gguf"));
 
     /* One text only: whatever the model prefers, the grammar spells it out to the end. */
     static const char gbnf[] = "root ::= (\\\"a b c d e f g h \\\"){12} \\\"end.\\\"";
@@ -72,9 +47,10 @@ Test(server_structured, a_context_shift_keeps_the_grammar_state)
     for (int i = 0; i < 12; i++)
         strcat(want, "a b c d e f g h ");
     strcat(want, "end.");
-    char *body = th_fmt("{\"prompt\": \"Once upon a time\", \"max_tokens\": 1000, \"temperature\": 1, \"seed\": 3, "
-                        "\"grammar\": \"%s\"}",
-                        gbnf);
+    char *body =
+        th_fmt("{\"prompt\": \"Once upon a time\", \"max_tokens\": 1000, \"temperature\": 1, \"seed\": 3, "
+               "\"grammar\": \"%s\"}",
+               gbnf);
     th_resp r = th_post(&s, "/v1/completions", body);
     long long n = 0;
     char *text = stopped_text(&r, &n);
@@ -85,9 +61,10 @@ Test(server_structured, a_context_shift_keeps_the_grammar_state)
     th_resp_free(&r);
 
     /* A schema: exactly 30 items, each the string "ab". */
-    body = th_fmt("{\"prompt\": \"Once upon a time\", \"max_tokens\": 1000, \"temperature\": 1, \"seed\": 4, "
-                  "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": "
-                  "{\"type\": \"array\", \"items\": {\"const\": \"ab\"}, \"minItems\": 30, \"maxItems\": 30}}}}");
+    body = th_fmt(
+        "{\"prompt\": \"Once upon a time\", \"max_tokens\": 1000, \"temperature\": 1, \"seed\": 4, "
+        "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": "
+        "{\"type\": \"array\", \"items\": {\"const\": \"ab\"}, \"minItems\": 30, \"maxItems\": 30}}}}");
     r = th_post(&s, "/v1/completions", body);
     text = stopped_text(&r, &n);
     cr_expect_gt(n, 32, "only %lld tokens: no shift happened", n);
