@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
+import { runCases } from './run_cases.mjs';
 
 const baseURL = process.env.WOOLLY_BASE_URL;
 const apiKey = process.env.WOOLLY_API_KEY;
@@ -285,20 +286,10 @@ expect400('grammar and schema together', { grammar: 'root ::= "a"', response_for
   'grammar', 'exclude');
 
 // As many cases at once as there are slots (a case of n choices takes n of them when it runs).
-let next = 0;
-async function worker() {
-  while (next < cases.length) {
-    const [name, fn] = cases[next++];
-    total++;
-    try {
-      await fn();
-      valid++;
-    } catch (e) {
-      failures.push(`${name}: ${e.message}`);
-    }
-  }
-}
-await Promise.all(Array.from({ length: slots }, worker));
+const run = await runCases(cases, slots);
+total += run.total;
+valid += run.valid;
+failures.push(...run.failures);
 
 for (const f of failures) console.log('FAILED', f);
 console.log(`${valid} valid of ${total} (${tokens} tokens generated), ${failures.length} failed`);

@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
+import { runCases } from './run_cases.mjs';
 
 const baseURL = process.env.WOOLLY_BASE_URL;
 const apiKey = process.env.WOOLLY_API_KEY;
@@ -239,20 +240,10 @@ if (!quick) {
   expect400('required without tools', { tools: undefined, tool_choice: 'required' }, 'tool_choice', 'tools');
 }
 
-let next = 0;
-async function worker() {
-  while (next < cases.length) {
-    const [name, f] = cases[next++];
-    total++;
-    try {
-      await f();
-      valid++;
-    } catch (e) {
-      failures.push(`${name}: ${e.message}`);
-    }
-  }
-}
-await Promise.all(Array.from({ length: slots }, worker));
+const run = await runCases(cases, slots);
+total += run.total;
+valid += run.valid;
+failures.push(...run.failures);
 total++;
 if (several > 1 || oneCallAlways) valid++;
 else failures.push('parallel_tool_calls true: no request gave several calls');

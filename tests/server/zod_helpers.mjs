@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
+import { runCases } from './run_cases.mjs';
 
 const baseURL = process.env.WOOLLY_BASE_URL;
 const apiKey = process.env.WOOLLY_API_KEY;
@@ -157,20 +158,10 @@ check('parallel_tool_calls not a boolean is a 400 naming it', async () => {
     });
 });
 
-let next = 0;
-async function worker() {
-  while (next < cases.length) {
-    const [name, f] = cases[next++];
-    total++;
-    try {
-      await f();
-      valid++;
-    } catch (e) {
-      failures.push(`${name}: ${e.message}`);
-    }
-  }
-}
-await Promise.all(Array.from({ length: slots }, worker));
+const run = await runCases(cases, slots);
+total += run.total;
+valid += run.valid;
+failures.push(...run.failures);
 total++;
 if (several > 0) valid++;
 else failures.push('parallel_tool_calls true: no request made several calls');
