@@ -305,12 +305,13 @@ static const char TOOLS[] =
     "\"properties\": {\"to\": "
     "{\"$ref\": \"#/$defs/pt\"}}, \"required\": [\"to\"], \"additionalProperties\": false}}}]";
 
-static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const char *only, bool parallel)
+static woolly_grammar *form_grammar(enum woolly_chat_tool_syntax syntax, bool named, const char *only,
+                                    bool parallel)
 {
     json_t *tools = json_loads(TOOLS, 0, NULL);
     cr_assert(tools != NULL);
     char err[512];
-    char *gbnf = srv_tool_call_gbnf(syntax, tools, only, parallel, err, sizeof err);
+    char *gbnf = srv_tool_call_gbnf(syntax, named, tools, only, parallel, err, sizeof err);
     cr_assert(gbnf != NULL, "%s", err);
     woolly_error e;
     woolly_grammar *g = woolly_grammar_from_gbnf(gbnf, strlen(gbnf), &e);
@@ -318,6 +319,11 @@ static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const c
     free(gbnf);
     json_decref(tools);
     return g;
+}
+
+static woolly_grammar *call_grammar(enum woolly_chat_tool_syntax syntax, const char *only, bool parallel)
+{
+    return form_grammar(syntax, false, only, parallel);
 }
 
 Test(server_tool_calls, the_grammar_of_a_required_call)
@@ -393,6 +399,67 @@ Test(server_tool_calls, the_grammar_of_parallel_calls)
     cr_expect(
         !accepts(g, "{\"name\": \"now\", \"parameters\": {}}; {\"name\": \"now\", \"parameters\": {}}"));
     woolly_grammar_free(g);
+}
+
+/* Mistral's newer templates (they write [ARGS]): a required call is the tool's name and its arguments,
+ * `name{...}`, each tool's arguments held to its own schema; parsed back as a call. */
+Test(server_tool_calls, the_grammar_of_mistral_named_calls)
+{
+    woolly_grammar *g = form_grammar(WOOLLY_TOOLS_MISTRAL, true, NULL, false);
+    cr_expect(accepts(g, "get_weather{\"city\": \"Oslo\", \"days\": 3}"));
+    cr_expect(accepts(g, "now{}"));
+    cr_expect(accepts(g, "walk{\"to\": [1.5, -2]}"));
+    cr_expect(!accepts(g, "get_weather{\"city\": \"Oslo\"}"), "days is required");
+    cr_expect(!accepts(g, "now{\"to\": [1, 2]}"), "walk's arguments under now's name");
+    cr_expect(!accepts(g, "walk{\"to\": [1]}"));
+    cr_expect(!accepts(g, "nope{}"));
+    cr_expect(!accepts(g, "[{\"name\": \"now\", \"arguments\": {}}]"), "the v3 array");
+    cr_expect(!accepts(g, "now{}now{}"), "one call without parallel_tool_calls");
+    woolly_grammar_free(g);
+
+    g = form_grammar(WOOLLY_TOOLS_MISTRAL, true, "walk", true);
+    cr_expect(accepts(g, "walk{\"to\": [1, 2]}walk{\"to\": [3, 4]}"));
+    cr_expect(!accepts(g, "now{}"), "only the named tool");
+    char text[1024] = "";
+    for (int c = 0; c < SRV_MAX_PARALLEL_CALLS; c++)
+        strcat(text, "walk{\"to\": [1, 2]}");
+    cr_expect(accepts(g, text));
+    cr_expect(!accepts(g, strcat(text, "walk{\"to\": [1, 2]}")), "at most SRV_MAX_PARALLEL_CALLS calls");
+    woolly_grammar_free(g);
+
+    /* what the grammar lets through, the parser takes */
+    static const char TWO[] = "walk{\"to\": [1, 2]}now{}";
+    size_t content_end = 99;
+    json_t *calls = srv_tool_calls_parse(WOOLLY_TOOLS_MISTRAL, TWO, strlen(TWO), true, &content_end);
+    cr_assert(calls != NULL);
+    cr_expect_eq(json_array_size(calls), 2);
+    const json_t *second = json_object_get(json_array_get(calls, 1), "function");
+    cr_expect_str_eq(json_string_value(json_object_get(second, "name")), "now");
+    cr_expect_eq(content_end, 0);
+    json_decref(calls);
+}
+
+/* The newer form is the template's: Mistral Small 3.2's writes [ARGS], Nemo's writes the v3 array. */
+Test(server_tool_calls, the_named_form_comes_from_the_template)
+{
+    static const struct {
+        const char *file;
+        bool named;
+    } CASES[] = {{"mistral-small-3.2-instruct-2506.jinja", true},
+                 {"mistral-nemo-instruct-2407.jinja", false},
+                 {"qwen3.jinja", false}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/data/chat/%s", WOOLLY_SOURCE_DIR, CASES[i].file);
+        char *tmpl = tu_read_file(path, NULL);
+        cr_assert(tmpl != NULL, "%s", path);
+        woolly_chat_format f;
+        cr_assert_eq(woolly_chat_format_open(&f, tmpl, "<s>", "</s>", -1, "test"), 0, "%s", path);
+        cr_expect(f.jinja != NULL, "%s renders", CASES[i].file);
+        cr_expect_eq(f.named_calls, CASES[i].named, "%s", CASES[i].file);
+        woolly_chat_format_close(&f);
+        free(tmpl);
+    }
 }
 
 static srv_gen_rules rules(enum woolly_chat_family fam)

@@ -113,6 +113,7 @@ typedef struct woolly_chat_format {
     struct jinja_template *jinja;   /* the model's template, or NULL: the built-in renders */
     char *bos, *eos;                /* the vocabulary's BOS/EOS text (bos_token, eos_token) */
     bool bos_in_text;               /* renderings start with BOS as text: the caller adds none */
+    bool named_calls;               /* the template writes Mistral's newer calls, name[ARGS]{...} */
     const char *who;                /* prefix of warnings ("woolly serve") */
     char name[64];                  /* what woolly_chat_format_name says */
 } woolly_chat_format;

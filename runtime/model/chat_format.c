@@ -194,6 +194,7 @@ int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char 
         char *text = NULL;
         if (render_jinja(f, probe, NULL, 1, NULL, 0, true, &text, err, sizeof err) >= 0) {
             f->bos_in_text = starts_with(text, f->bos);
+            f->named_calls = strstr(tmpl, "[ARGS]") != NULL;
             if (f->family == WOOLLY_CHAT_UNKNOWN)
                 snprintf(f->name, sizeof f->name, "the model's own (Jinja)");
             else

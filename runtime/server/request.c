@@ -272,7 +272,8 @@ static int parse_constraint(const json_t *body, srv_gen_request *r, srv_error *e
 static int parse_tools(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r, srv_error *err)
 {
     woolly_grammar *call = NULL;
-    if (srv_tools_parse(body, woolly_chat_tool_syntax_of(rules->chat->family), &r->tools, &call, err))
+    if (srv_tools_parse(body, woolly_chat_tool_syntax_of(rules->chat->family), rules->chat->named_calls,
+                        &r->tools, &call, err))
         return -1;
     if (!call)
         return 0;

@@ -8,6 +8,7 @@
 
 #include "grammar.h"
 #include "json_fields.h"
+#include "text.h"
 #include "tokenizer.h"
 
 /* The API's limits on tools: at most 128 a request, names of [a-zA-Z0-9_-]{1,64}. */
@@ -175,7 +176,7 @@ static int parse_choice(const json_t *body, const json_t *tools, srv_tools *out,
     return 0;
 }
 
-int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv_tools *out,
+int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, bool named, srv_tools *out,
                     woolly_grammar **grammar, srv_error *err)
 {
     *out = (srv_tools){.syntax = syntax, .parallel = true};
@@ -207,13 +208,13 @@ int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv
             out->n++;
         }
     }
-    const char *named;
-    if (parse_choice(body, tools, out, &named, err))
+    const char *only;
+    if (parse_choice(body, tools, out, &only, err))
         return -1;
     if (out->choice < SRV_TOOL_CHOICE_REQUIRED)
         return 0;
     char why[512];
-    char *gbnf = srv_tool_call_gbnf(syntax, tools, named, out->parallel_required, why, sizeof why);
+    char *gbnf = srv_tool_call_gbnf(syntax, named, tools, only, out->parallel_required, why, sizeof why);
     if (!gbnf)
         return srv_fail(err, 400, "invalid_value", "tools", "the tools cannot be held to a call: %s", why);
     *grammar = woolly_grammar_open_gbnf(gbnf, strlen(gbnf));
@@ -297,14 +298,10 @@ static json_t *call_schema(enum woolly_chat_tool_syntax syntax, const json_t *to
     return root;
 }
 
-char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only,
-                         bool parallel, char *err, size_t err_cap)
+/* The GBNF of the JSON Schema `schema`, or NULL with a message in err. */
+static char *schema_gbnf(const json_t *schema, char *err, size_t err_cap)
 {
-    json_t *schema = call_schema(syntax, tools, only, err, err_cap);
-    if (!schema)
-        return NULL;
     char *text = json_dumps(schema, JSON_COMPACT);
-    json_decref(schema);
     if (!text) {
         snprintf(err, err_cap, "out of memory");
         return NULL;
@@ -312,10 +309,102 @@ char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tool
     woolly_error e = {0};
     char *gbnf = woolly_json_schema_to_gbnf(text, strlen(text), &e);
     free(text);
-    if (!gbnf) {
+    if (!gbnf)
         snprintf(err, err_cap, "%s", e.msg);
+    return gbnf;
+}
+
+static bool is_rule_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* Appends gbnf with `prefix` before every rule name, where it is defined and where it is used (quoted
+ * strings, character classes and comments as they are; a repetition's {m,n} holds no name): the
+ * grammars of several schemas side by side in one, their rules apart. 0 or -1 (out of memory). */
+static int put_prefixed(srv_buf *b, const char *gbnf, const char *prefix)
+{
+    for (const char *p = gbnf; *p;) {
+        const char *from = p;
+        if (*p == '"' || *p == '[') { /* to the closing quote or bracket, past escapes */
+            const char close = *p == '"' ? '"' : ']';
+            for (p++; *p && *p != close; p++)
+                if (*p == '\\' && p[1])
+                    p++;
+            p += *p != 0;
+        } else if (*p == '#') {
+            while (*p && *p != '\n')
+                p++;
+        } else if (*p == '{') {
+            while (*p && *p != '}')
+                p++;
+            p += *p != 0;
+        } else if (is_rule_char(*p)) {
+            while (is_rule_char(*p))
+                p++;
+            if (srv_buf_append(b, prefix, strlen(prefix)))
+                return -1;
+        } else {
+            p++;
+        }
+        if (srv_buf_append(b, from, (size_t)(p - from)))
+            return -1;
+    }
+    return 0;
+}
+
+/* Mistral's newer calls: `name{...}`, a tool's name and then its arguments, each tool's parameter schema
+ * compiled on its own (rules prefixed t<i>-) and chosen by the name. */
+static char *named_call_gbnf(const json_t *tools, const char *only, bool parallel, char *err, size_t err_cap)
+{
+    srv_buf b = {0}, call = {0};
+    bool ok = !srv_buf_printf(&call, "call ::= ");
+    size_t n = 0;
+    for (size_t i = 0; ok && i < json_array_size(tools); i++) {
+        const json_t *f = json_object_get(json_array_get(tools, i), "function");
+        const char *name = json_string_value(json_object_get(f, "name"));
+        if (only && strcmp(name, only))
+            continue;
+        const json_t *p = json_object_get(f, "parameters");
+        json_t *empty = json_is_object(p) ? NULL
+                                          : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                                      "additionalProperties", 0);
+        char *gbnf = schema_gbnf(empty ? empty : p, err, err_cap), prefix[32];
+        json_decref(empty);
+        if (!gbnf) {
+            srv_buf_free(&b);
+            srv_buf_free(&call);
+            return NULL;
+        }
+        snprintf(prefix, sizeof prefix, "t%zu-", i);
+        /* names are [a-zA-Z0-9_-]: nothing to escape in the literal */
+        ok = !put_prefixed(&b, gbnf, prefix) &&
+             !srv_buf_printf(&call, "%s\"%s\" %sroot", n++ ? " | " : "", name, prefix);
+        free(gbnf);
+    }
+    ok = ok && !srv_buf_printf(&call, "\n") && !srv_buf_append(&b, call.p, call.len) &&
+         !srv_buf_printf(&b, parallel ? "root ::= call{1,%d}\n" : "root ::= call\n", SRV_MAX_PARALLEL_CALLS);
+    srv_buf_free(&call);
+    if (!ok) {
+        srv_buf_free(&b);
+        snprintf(err, err_cap, "out of memory");
         return NULL;
     }
+    return b.p;
+}
+
+char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, bool named, const json_t *tools,
+                         const char *only, bool parallel, char *err, size_t err_cap)
+{
+    if (named && syntax == WOOLLY_TOOLS_MISTRAL)
+        return named_call_gbnf(tools, only, parallel, err, err_cap);
+    json_t *schema = call_schema(syntax, tools, only, err, err_cap);
+    if (!schema)
+        return NULL;
+    char *gbnf = schema_gbnf(schema, err, err_cap);
+    json_decref(schema);
+    if (!gbnf)
+        return NULL;
     /* The compiler's start rule comes last ("root ::= rN"): it becomes the call inside the syntax's
      * frame. The markers that are control tokens are left out: a grammar spells text, and the parser
      * takes the calls without them. */

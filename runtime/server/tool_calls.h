@@ -38,19 +38,22 @@ typedef struct srv_tools {
 /* Reads body.tools, body.tool_choice and body.parallel_tool_calls (a 400 naming the field for a malformed
  * tool, a parameter schema the JSON Schema compiler refuses, a tool_choice that is malformed, names an
  * unknown function or asks for a call without tools, a parallel_tool_calls that is not a boolean). With
- * "required" or a named function, *grammar (else NULL) holds the output to calls in `syntax`: one, or
- * with parallel_tool_calls true up to SRV_MAX_PARALLEL_CALLS where the family's syntax writes several.
- * 0 or -1. */
-int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, srv_tools *out,
+ * "required" or a named function, *grammar (else NULL) holds the output to calls in `syntax` (with
+ * `named`, Mistral's newer form: srv_tool_call_gbnf): one, or with parallel_tool_calls true up to
+ * SRV_MAX_PARALLEL_CALLS where the family's syntax writes several. 0 or -1. */
+int srv_tools_parse(const json_t *body, enum woolly_chat_tool_syntax syntax, bool named, srv_tools *out,
                     woolly_grammar **grammar, srv_error *err);
 void srv_tools_free(srv_tools *t);
 
 /* The GBNF of a call in `syntax` of a tool of `tools` (the request's array), or of the one named
  * `only` (NULL: any); with `parallel`, of 1 to SRV_MAX_PARALLEL_CALLS calls where the syntax lists
  * several (Hermes' tagged blocks, Mistral's and Granite's arrays; Llama 3's templates document one call a
- * turn). NULL with a message in err (heap text otherwise). */
-char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, const json_t *tools, const char *only,
-                         bool parallel, char *err, size_t err_cap);
+ * turn). `named` (Mistral only: its templates that write [ARGS]): each call the tool's name, then its
+ * arguments object, `name{...}`, the form those models are trained on, rather than the v3 array; the
+ * [TOOL_CALLS] and [ARGS] control tokens are left out, as the markers of every syntax are. NULL with a
+ * message in err (heap text otherwise). */
+char *srv_tool_call_gbnf(enum woolly_chat_tool_syntax syntax, bool named, const json_t *tools,
+                         const char *only, bool parallel, char *err, size_t err_cap);
 
 /* The calls in a model's output: the API's tool_calls array ([{id, type, function: {name, arguments}}],
  * arguments a JSON text), or NULL when the output holds no call that parses (then it is all content).
