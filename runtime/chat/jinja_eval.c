@@ -141,6 +141,8 @@ jv jattr(jstate *s, jv obj, jv key)
             const int64_t i = norm_index(key.t == JV_INT ? key.i : key.b, obj.l->n);
             return i >= 0 && (size_t)i < obj.l->n ? obj.l->v[i] : jv_undef();
         }
+        if (obj.l->group && key.t == JV_STR && (!strcmp(key.s->p, "grouper") || !strcmp(key.s->p, "list")))
+            return obj.l->v[key.s->p[0] == 'l'];
         return jv_undef();
     case JV_STR:
         if (key.t == JV_INT) {

@@ -121,12 +121,20 @@ typedef struct sort_ctx {
     int line;
     jv attr;
     bool by_value, reverse, icase;
+    jv missing; /* groupby's default: the key of an item without the attribute (JV_UNDEF: none) */
 } sort_ctx;
 
-static jv sort_key(const sort_ctx *c, jv v)
+/* The item's attribute that sorts it, before case folding. */
+static jv sort_attr(const sort_ctx *c, jv v)
 {
     if (c->attr.t != JV_UNDEF && c->attr.t != JV_NONE)
         v = item_attr(c->s, v, c->attr);
+    return v.t == JV_UNDEF && c->missing.t != JV_UNDEF && c->missing.t != JV_NONE ? c->missing : v;
+}
+
+static jv sort_key(const sort_ctx *c, jv v)
+{
+    v = sort_attr(c, v);
     if (c->icase && v.t == JV_STR)
         v = change_case(c->s, v, 1);
     return v;
@@ -461,8 +469,37 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
                       jargs_get(a, 2, "attribute", jv_undef()),
                       false,
                       jv_truthy(jargs_get(a, 0, "reverse", jv_bool(false))),
-                      !jv_truthy(jargs_get(a, 1, "case_sensitive", jv_bool(false)))};
+                      !jv_truthy(jargs_get(a, 1, "case_sensitive", jv_bool(false))),
+                      jv_undef()};
         stable_sort(&c, out.l->v, out.l->n);
+        return out;
+    }
+    if (eq(name, "groupby")) { /* sorted by the attribute, then runs of equal keys: (grouper, list) */
+        sort_ctx c = {s,
+                      line,
+                      jargs_get(a, 0, "attribute", jv_undef()),
+                      false,
+                      false,
+                      !jv_truthy(jargs_get(a, 2, "case_sensitive", jv_bool(false))),
+                      jargs_get(a, 1, "default", jv_none())};
+        if (c.attr.t != JV_STR && c.attr.t != JV_INT)
+            jthrow(s->err, line, "groupby needs the attribute to group by");
+        const jv sorted = copy_list(s, want_seq(s, line, "groupby", in));
+        stable_sort(&c, sorted.l->v, sorted.l->n);
+        jv out = jv_list(s->a), key = jv_undef(), group = jv_undef();
+        for (size_t i = 0; i < sorted.l->n; i++) {
+            const jv k = sort_key(&c, sorted.l->v[i]);
+            if (!i || !jv_equal(k, key)) { /* the grouper is the first item's own value, not its folded key */
+                jv pair = jv_list(s->a);
+                pair.l->tuple = pair.l->group = true;
+                group = jv_list(s->a);
+                jlist_push(s->a, pair.l, sort_attr(&c, sorted.l->v[i]));
+                jlist_push(s->a, pair.l, group);
+                jlist_push(s->a, out.l, pair);
+                key = k;
+            }
+            jlist_push(s->a, group.l, sorted.l->v[i]);
+        }
         return out;
     }
     if (eq(name, "dictsort")) {
@@ -474,7 +511,8 @@ jv jfilter(jstate *s, int line, const char *name, jv in, const jargs *a)
                       jv_int(by.t == JV_STR && eq(by.s->p, "value") ? 1 : 0),
                       false,
                       jv_truthy(jargs_get(a, 2, "reverse", jv_bool(false))),
-                      !jv_truthy(jargs_get(a, 0, "case_sensitive", jv_bool(false)))};
+                      !jv_truthy(jargs_get(a, 0, "case_sensitive", jv_bool(false))),
+                      jv_undef()};
         const jargs none = {0};
         jv out = jfilter(s, line, "items", in, &none);
         out.l->generator = false; /* sorted(): a list */

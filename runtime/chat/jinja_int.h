@@ -63,6 +63,7 @@ struct jlist { /* lists are shared and mutable, as in Python (list.append) */
     size_t n, cap;
     jv *v;
     bool tuple; /* printed as a Python tuple: (a, b) (dict items, tuple literals) */
+    bool group; /* a tuple of groupby: (grouper, list), its items also named so */
     /* What Jinja2's map, select, reject, selectattr, rejectattr, unique, items and reverse return: a
      * Python generator or iterator, not a list. It iterates once (then it is empty), is always true, and
      * has no length, no JSON and no printable text (Jinja2 prints its address). */
