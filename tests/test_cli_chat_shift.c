@@ -103,6 +103,48 @@ Test(cli_chat_template, the_models_own_template_renders)
     remove(model);
 }
 
+/* --chat-template-file: a Jinja template in place of the model's; one that cannot render is an error
+ * naming the file (a template given on purpose is not replaced by a built-in); a missing file, an empty
+ * one or the two template flags together are usage errors. */
+Test(cli_chat_template, a_template_file_replaces_the_models)
+{
+    static const struct {
+        const char *text; /* NULL: no file */
+        bool with_name;
+        int status;
+        const char *says;
+    } CASES[] = {
+        {"{% for m in messages %}### {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}###{% endif %}",
+         false, 0, "chat template the template given (Jinja);"},
+        {"{% for message in messages %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% endfor %}"
+         "{{ '<|assistant|>\\n' }}",
+         false, 0, "chat template the template given (Jinja, recognized as phi3);"},
+        {"{% for m in messages %}{{ m.content | frobnicate }}{% endfor %}", false, 1, "cannot be rendered"},
+        {"", false, 2, "is empty"},
+        {NULL, false, 2, "cannot read"},
+        {"{{ messages[0].content }}", true, 2, "exclude each other"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char path[4096], args[8192], *out, *err;
+        snprintf(path, sizeof path, "%s", tu_tmp_path("given.jinja"));
+        remove(path);
+        if (CASES[i].text) {
+            FILE *f = fopen(path, "w");
+            cr_assert(f != NULL);
+            fputs(CASES[i].text, f);
+            fclose(f);
+        }
+        snprintf(args, sizeof args, "chat -m %s -n 3 --temp 0 --chat-template-file %s%s",
+                 tu_data("models/stories260K.gguf"), path, CASES[i].with_name ? " --chat-template chatml" : "");
+        cr_expect_eq(run_with_stdin(args, "Hello\n", &out, &err), CASES[i].status, "case %zu: %s", i, err);
+        cr_expect(strstr(err, CASES[i].says) != NULL, "case %zu: expected '%s' in\n%s", i, CASES[i].says, err);
+        if (CASES[i].status == 1)
+            cr_expect(strstr(err, path) && strstr(err, "frobnicate"), "case %zu: %s", i, err);
+        free(out);
+        free(err);
+    }
+}
+
 /* The families' templates render through the interpreter; one it cannot render (system_prompt is
  * undefined there: a string plus undefined is an error) falls back to the family its markers name. */
 Test(cli_chat_template, new_families_recognized_from_the_model)

@@ -15,6 +15,7 @@
 #include "chat.h"
 #include "cli_common.h"
 #include "cli_spec.h"
+#include "cli_template.h"
 #include "commands.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -183,7 +184,7 @@ static int32_t shift(const char *cmd, woolly_context *c, woolly_token *hist, int
 int woolly_cmd_chat(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL, *system = NULL, *tmpl_name = NULL;
+    const char *model_path = NULL, *system = NULL;
     int32_t n_predict = 1024;
     bool verbose = false, ctx_shift = false;
     cli_context_opts ctx_opts;
@@ -191,9 +192,9 @@ int woolly_cmd_chat(int argc, char **argv)
     cli_table t = {.synopsis = "-m MODEL [options]   (then type; /exit or end of input quits)"};
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, woolly_chat_family_choices(),
-                           "the prompt format (default: recognized from the model's tokenizer.chat_template)",
-                           NULL});
+    cli_template_opts tmpl_opts;
+    cli_add_template_flags(&t, &tmpl_opts,
+                           "the prompt format (default: recognized from the model's tokenizer.chat_template)");
     cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
                            "when the context is full, forget the oldest turns (keeping the system prompt) "
                            "instead of stopping",
@@ -214,12 +215,17 @@ int woolly_cmd_chat(int argc, char **argv)
     const bool speculate = cli_spec_wanted(cmd, &spec_opts, ctx_shift, &bad_spec);
     if (bad_spec)
         return 2;
-    const int forced = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
+    int forced;
+    char *tmpl_text = NULL;
+    if (!cli_template_finish(cmd, &tmpl_opts, &forced, &tmpl_text))
+        return 2;
     cli_sampling_finish(cmd, &samp);
 
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
-    if (!m)
+    if (!m) {
+        free(tmpl_text);
         return 1;
+    }
     int status = 1;
     woolly_context *c = NULL, *dc = NULL;
     woolly_model *dm = NULL;
@@ -247,7 +253,13 @@ int woolly_cmd_chat(int argc, char **argv)
         goto done;
     char who[64];
     snprintf(who, sizeof who, "woolly %s", cmd);
-    if (woolly_chat_format_open_model(&fmt, m, forced, who)) {
+    const int unknown = woolly_chat_format_open_model(&fmt, m, tmpl_text, forced, who);
+    if (tmpl_text && !fmt.jinja) { /* a template given on purpose is not replaced by a built-in */
+        fprintf(stderr, "woolly %s: %s: the chat template cannot be rendered: %s\n", cmd, tmpl_opts.file,
+                fmt.jinja_error);
+        goto done;
+    }
+    if (unknown) {
         fprintf(stderr,
                 "woolly %s: %s: the model's chat template (tokenizer.chat_template) is not one Woolly "
                 "recognizes; choose the prompt format with --chat-template %s\n",
@@ -444,6 +456,7 @@ done:
     free(reply.p);
     free_chat(&chat);
     woolly_chat_format_close(&fmt);
+    free(tmpl_text);
     free(prompt);
     free(ids);
     free(line);

@@ -13,6 +13,7 @@
 
 #include "chat.h"
 #include "cli_common.h"
+#include "cli_template.h"
 #include "commands.h"
 #include "server.h"
 
@@ -58,7 +59,7 @@ static void drain(const char *cmd, woolly_server *s, const sigset_t *stop_signal
 int woolly_cmd_serve(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    const char *model_path = NULL, *alias = NULL, *tmpl_name = NULL, *api_key = NULL;
+    const char *model_path = NULL, *alias = NULL, *api_key = NULL;
     woolly_server_config sc = woolly_server_default_config();
     int drain_timeout = 30;
     int64_t max_body = (int64_t)sc.max_body, max_header = (int64_t)sc.max_header;
@@ -122,8 +123,8 @@ int woolly_cmd_serve(int argc, char **argv)
                            "system message (or the request's n_keep tokens) and go on, instead of ending it "
                            "with finish_reason \"length\"",
                            NULL});
-    cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_ENUM, &tmpl_name, 0, 0, woolly_chat_family_choices(),
-                           "the chat format (default: recognized from the model)", NULL});
+    cli_template_opts tmpl_opts;
+    cli_add_template_flags(&t, &tmpl_opts, "the chat format (default: recognized from the model)");
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
     const int st = cli_parse(&t, argc, argv);
@@ -146,7 +147,10 @@ int woolly_cmd_serve(int argc, char **argv)
     sc.max_header = (size_t)max_header;
     sc.defaults = samp.p;
     sc.fixed_seed = samp.seed_given > 0;
-    sc.chat_family = tmpl_name ? woolly_chat_family_from_name(tmpl_name) : -1;
+    char *tmpl_text = NULL;
+    if (!cli_template_finish(cmd, &tmpl_opts, &sc.chat_family, &tmpl_text))
+        return 2;
+    sc.chat_template = tmpl_text;
 
     /* The signals are taken by sigwait below: blocked here, before any thread starts, in every thread. */
     sigset_t stop_signals;
@@ -161,6 +165,7 @@ int woolly_cmd_serve(int argc, char **argv)
     woolly_server *s = woolly_server_listen(&sc, &err);
     if (!s) {
         fprintf(stderr, "woolly %s: %s\n", cmd, err.msg);
+        free(tmpl_text);
         return 1;
     }
     const int port = woolly_server_port(s);
@@ -173,6 +178,7 @@ int woolly_cmd_serve(int argc, char **argv)
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m) {
         woolly_server_close(s);
+        free(tmpl_text);
         return 1;
     }
     sc.model = m;
@@ -181,6 +187,7 @@ int woolly_cmd_serve(int argc, char **argv)
         fprintf(stderr, "woolly %s: %s\n", cmd, err.msg);
         woolly_server_close(s);
         woolly_model_close(m);
+        free(tmpl_text);
         return 1;
     }
     fprintf(stderr, "woolly %s: model '%s', %d slots of %d tokens, %d threads%s\n", cmd, sc.model_id,
@@ -196,5 +203,6 @@ int woolly_cmd_serve(int argc, char **argv)
     drain(cmd, s, &stop_signals, drain_timeout);
     woolly_server_close(s);
     woolly_model_close(m);
+    free(tmpl_text);
     return 0;
 }

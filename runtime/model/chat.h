@@ -116,6 +116,7 @@ typedef struct woolly_chat_format {
     bool named_calls;               /* the template writes Mistral's newer calls, name[ARGS]{...} */
     const char *who;                /* prefix of warnings ("woolly serve") */
     char name[64];                  /* what woolly_chat_format_name says */
+    char jinja_error[512];          /* why the template given did not render ("" if it did, or none) */
 } woolly_chat_format;
 
 /* Chooses the format for template text `tmpl` (NULL: none) with the vocabulary's BOS/EOS texts (NULL:
@@ -124,9 +125,11 @@ typedef struct woolly_chat_format {
  * rendering fails. Warnings go to stderr prefixed by `who`. */
 int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char *bos, const char *eos, int forced,
                             const char *who);
-/* The same for a model: its tokenizer.chat_template and its vocabulary's BOS/EOS. */
+/* The same for a model: its tokenizer.chat_template (or `tmpl` in its place, if not NULL) and its
+ * vocabulary's BOS/EOS. */
 struct woolly_model;
-int woolly_chat_format_open_model(woolly_chat_format *f, const struct woolly_model *m, int forced, const char *who);
+int woolly_chat_format_open_model(woolly_chat_format *f, const struct woolly_model *m, const char *tmpl,
+                                  int forced, const char *who);
 void woolly_chat_format_close(woolly_chat_format *f);
 /* A format of a built-in family (static, never closed). */
 const woolly_chat_format *woolly_chat_builtin(enum woolly_chat_family fam);

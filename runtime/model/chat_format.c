@@ -206,6 +206,7 @@ int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char 
         jinja_free(f->jinja);
         f->jinja = NULL;
     }
+    snprintf(f->jinja_error, sizeof f->jinja_error, "%s", err);
     f->bos_in_text = woolly_chat_bos_in_text(f->family);
     if (f->family == WOOLLY_CHAT_UNKNOWN)
         return -1;
@@ -215,12 +216,22 @@ int woolly_chat_format_open(woolly_chat_format *f, const char *tmpl, const char 
     return 0;
 }
 
-int woolly_chat_format_open_model(woolly_chat_format *f, const woolly_model *m, int forced, const char *who)
+int woolly_chat_format_open_model(woolly_chat_format *f, const woolly_model *m, const char *tmpl, int forced,
+                                  const char *who)
 {
     const int32_t bos = m->tok ? woolly_tokenizer_bos(m->tok) : -1,
                   eos = m->tok ? woolly_tokenizer_eos(m->tok) : -1;
-    return woolly_chat_format_open(f, m->chat_template, bos >= 0 ? woolly_tokenizer_piece(m->tok, bos) : NULL,
-                                   eos >= 0 ? woolly_tokenizer_piece(m->tok, eos) : NULL, forced, who);
+    const int rc = woolly_chat_format_open(f, tmpl ? tmpl : m->chat_template,
+                                           bos >= 0 ? woolly_tokenizer_piece(m->tok, bos) : NULL,
+                                           eos >= 0 ? woolly_tokenizer_piece(m->tok, eos) : NULL, forced, who);
+    if (tmpl && f->jinja) { /* not the model's own: say so */
+        if (f->family == WOOLLY_CHAT_UNKNOWN)
+            snprintf(f->name, sizeof f->name, "the template given (Jinja)");
+        else
+            snprintf(f->name, sizeof f->name, "the template given (Jinja, recognized as %s)",
+                     woolly_chat_family_name(f->family));
+    }
+    return rc;
 }
 
 void woolly_chat_format_close(woolly_chat_format *f)

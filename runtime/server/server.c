@@ -114,16 +114,20 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
     if (!m || !m->tok)
         return woolly_fail(err, "the server needs a model with a usable tokenizer%s%s", m ? ": " : "",
                            m ? m->tok_err.msg : "");
+    const int unknown = woolly_chat_format_open_model(&s->chat, m, c->chat_template, c->chat_family,
+                                                      "woolly serve");
+    if (c->chat_template && !s->chat.jinja) /* a template given on purpose is not replaced by a built-in */
+        return woolly_fail(err, "the chat template given cannot be rendered: %s", s->chat.jinja_error);
+    if (unknown)
+        fprintf(stderr,
+                "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
+                "get a 400 naming --chat-template (%s); completions work\n",
+                woolly_chat_family_choices());
     s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
     const srv_scheduler_config sc = {.n_slots = s->parallel, .queue_cap = c->queue, .ctx = c->ctx};
     if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err)))
         return -1;
     const int32_t n_ctx = srv_scheduler_n_ctx(s->sched);
-    if (woolly_chat_format_open_model(&s->chat, m, c->chat_family, "woolly serve"))
-        fprintf(stderr,
-                "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
-                "get a 400 naming --chat-template (%s); completions work\n",
-                woolly_chat_family_choices());
     srv_app *a = &s->app;
     a->model = m;
     a->created = (long long)time(NULL);

@@ -34,6 +34,7 @@ typedef struct woolly_server_config {
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
     bool fixed_seed;                /* requests without a seed use defaults.seed, not a fresh one each */
     int chat_family;                /* enum woolly_chat_family, or -1: recognized from the model */
+    const char *chat_template;      /* Jinja text rendered instead of the model's template, or NULL */
     bool context_shift; /* a full context forgets the oldest tokens after the kept ones (the request's
                            n_keep, else a chat's system message, else BOS) and generation goes on */
 } woolly_server_config;
