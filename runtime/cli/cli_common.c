@@ -458,3 +458,35 @@ bool cli_output_is_input(const char *cmd, const char *out, const char *in)
     fprintf(stderr, "woolly %s: the output %s is the input %s: refusing to overwrite it\n", cmd, out, in);
     return true;
 }
+
+woolly_token *cli_tokenize_text(const char *cmd, const woolly_model *m, const char *text, size_t len, int32_t *n)
+{
+    if (len > (size_t)INT32_MAX - 8) {
+        fprintf(stderr, "woolly %s: the text is too long (%zu bytes; at most %d)\n", cmd, len, INT32_MAX - 8);
+        return NULL;
+    }
+    int32_t cap = (int32_t)len + 8;
+    woolly_token *ids = malloc(sizeof *ids * (size_t)cap);
+    if (!ids) {
+        fprintf(stderr, "woolly %s: out of memory for the tokens of %zu bytes\n", cmd, len);
+        return NULL;
+    }
+    int32_t k = woolly_model_tokenize(m, text, len, woolly_model_adds_bos(m), false, ids, cap);
+    if (k > cap) {
+        woolly_token *bigger = realloc(ids, sizeof *ids * (size_t)k);
+        if (!bigger) {
+            free(ids);
+            fprintf(stderr, "woolly %s: out of memory for %d tokens\n", cmd, k);
+            return NULL;
+        }
+        ids = bigger;
+        k = woolly_model_tokenize(m, text, len, woolly_model_adds_bos(m), false, ids, k);
+    }
+    if (k < 0) {
+        cli_api_error(cmd);
+        free(ids);
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}

@@ -123,6 +123,11 @@ int32_t cli_parse_tokens(const char *cmd, const char *s, int32_t n_vocab, woolly
  * after a message naming the file and the reason. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
 
+/* A text's tokens as llama.cpp's perplexity and imatrix tools take them: BOS first when the vocabulary
+ * asks for one, and special-token names in the text left as text. A heap array (the count in *n); NULL
+ * after a message. */
+woolly_token *cli_tokenize_text(const char *cmd, const woolly_model *m, const char *text, size_t len, int32_t *n);
+
 /* Tokenizes text into a heap array (the count in *n); NULL after a message. */
 woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos,
                            int32_t *n);

@@ -34,41 +34,6 @@ typedef struct ppl_run {
     cli_progress progress;
 } ppl_run;
 
-/* The text's tokens as llama.cpp's tool takes them: BOS first when the vocabulary asks for one, and
- * special-token names in the text left as text. */
-static woolly_token *tokenize_text(const char *cmd, const woolly_model *m, const char *text, size_t len,
-                                   int32_t *n)
-{
-    if (len > (size_t)INT32_MAX - 8) {
-        fprintf(stderr, "woolly %s: the text is too long (%zu bytes; at most %d)\n", cmd, len, INT32_MAX - 8);
-        return NULL;
-    }
-    int32_t cap = (int32_t)len + 8;
-    woolly_token *ids = malloc(sizeof *ids * (size_t)cap);
-    if (!ids) {
-        fprintf(stderr, "woolly %s: out of memory for the tokens of %zu bytes\n", cmd, len);
-        return NULL;
-    }
-    int32_t k = woolly_model_tokenize(m, text, len, woolly_model_adds_bos(m), false, ids, cap);
-    if (k > cap) {
-        woolly_token *bigger = realloc(ids, sizeof *ids * (size_t)k);
-        if (!bigger) {
-            free(ids);
-            fprintf(stderr, "woolly %s: out of memory for %d tokens\n", cmd, k);
-            return NULL;
-        }
-        ids = bigger;
-        k = woolly_model_tokenize(m, text, len, woolly_model_adds_bos(m), false, ids, k);
-    }
-    if (k < 0) {
-        cli_api_error(cmd);
-        free(ids);
-        return NULL;
-    }
-    *n = k;
-    return ids;
-}
-
 static int fail(ppl_run *r, const woolly_error *e)
 {
     cli_progress_clear(&r->progress);
@@ -266,7 +231,7 @@ int woolly_cmd_perplexity(int argc, char **argv)
     woolly_token *tokens = NULL;
     int32_t n_tokens = 0;
     kl_base_header base = {0}, run;
-    if (!(tokens = tokenize_text(cmd, m, text, text_len, &n_tokens)))
+    if (!(tokens = cli_tokenize_text(cmd, m, text, text_len, &n_tokens)))
         goto done;
     r.tokens = tokens;
     r.n_vocab = woolly_model_n_vocab(m);

@@ -15,6 +15,7 @@
     X(bench, "measure prompt processing and generation speed")                               \
     X(tune, "measure the kernels on this machine and write the profile runs use")            \
     X(perplexity, "perplexity of a text, and KL divergence against a base run")              \
+    X(imatrix, "the importance matrix of a text, for quantizing with it")                    \
     X(serve, "serve the model over HTTP with the OpenAI API")
 
 #define WOOLLY_DECLARE_COMMAND(name, help) int woolly_cmd_##name(int argc, char **argv);

@@ -221,6 +221,26 @@ int32_t woolly_seq_shift(woolly_context *c, int32_t seq_id, woolly_token *tokens
 /* The same on sequence 0, the one woolly_eval uses. */
 int32_t woolly_context_shift(woolly_context *c, woolly_token *tokens, int32_t n, int32_t n_keep,
                              int32_t n_discard);
+
+/* ---- importance statistics (imatrix) -------------------------------------------------------------- */
+/* What a quantizer needs to weigh each column's rounding error by how large that column's inputs are:
+ * per weight matrix, the sum over every input row it multiplied of each column's square, and the number
+ * of rows (per expert for a mixture of experts' matrices); llama.cpp's "imatrix". The output matrix is
+ * left out, as llama.cpp's tool leaves it out. */
+typedef struct woolly_imatrix woolly_imatrix;
+/* Empty statistics for m's matrices; NULL on failure (woolly_last_error). */
+woolly_imatrix *woolly_imatrix_open(const woolly_model *m);
+void woolly_imatrix_close(woolly_imatrix *im);
+/* While attached (im not NULL; its model must be the context's), every evaluation of the context adds
+ * to im. The mixture-of-experts FFN then runs a lone token through its batched path (the same sums).
+ * 0, or -1 with a message. */
+int woolly_context_set_imatrix(woolly_context *c, woolly_imatrix *im);
+/* Writes im as llama.cpp's GGUF imatrix file ("<tensor>.in_sum2", "<tensor>.counts"; general.type
+ * "imatrix"; imatrix.datasets holds `dataset` if not NULL, imatrix.chunk_count and imatrix.chunk_size the
+ * evaluation's), which llama.cpp's llama-quantize --imatrix reads. 0, or -1 with a message. */
+int woolly_imatrix_save(const woolly_imatrix *im, const char *path, const char *dataset, uint32_t chunk_count,
+                        uint32_t chunk_size);
+
 /* ---- sampling ------------------------------------------------------------------------------------- */
 
 typedef struct woolly_sampler_params {

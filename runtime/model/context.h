@@ -53,6 +53,7 @@ typedef struct woolly_run_state {
 
 struct woolly_context {
     woolly_model *model;
+    woolly_imatrix *imatrix;      /* the statistics evaluations add to (woolly_context_set_imatrix), or NULL */
     woolly_context_params params; /* resolved: no zeros left */
     woolly_threadpool *pool;
     woolly_kv_cache kv;

@@ -39,6 +39,7 @@
 
 #include "arch.h"
 #include "context.h"
+#include "imatrix.h"
 #include "quant.h"
 
 /* The optional steps (arch.h) woolly_forward does not run yet. A step is written in its place in
@@ -55,6 +56,8 @@ bool woolly_forward_runs(const woolly_arch *a, char *why, size_t n)
 
 static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, int32_t n, float *y)
 {
+    if (c->imatrix)
+        woolly_imatrix_add(c->imatrix, w, x, n);
     woolly_matmul(c->pool, &c->plans[w->id], w, x, n, y, (size_t)w->rows, c->s.pack);
 }
 
@@ -64,8 +67,11 @@ static void matmul_same_input(woolly_context *c, const woolly_matrix *const *ws,
                               const float *x, int32_t m)
 {
     woolly_matmul_out outs[4];
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (c->imatrix)
+            woolly_imatrix_add(c->imatrix, ws[i], x, m);
         outs[i] = (woolly_matmul_out){ws[i], &c->plans[ws[i]->id], ys[i], (size_t)ws[i]->rows};
+    }
     woolly_matmul_n(c->pool, outs, n, x, m, c->s.pack);
 }
 
@@ -270,6 +276,8 @@ void woolly_forward(woolly_context *c, const woolly_batch *b)
     const int32_t d = p->n_embd, n = b->n_tokens;
     const size_t kv_dim = (size_t)p->n_head_kv * p->head_dim;
     const int32_t n_runs = split_runs(c, c->runs, b);
+    if (c->imatrix)
+        woolly_imatrix_next_pass(c->imatrix);
 
     /* Token embeddings: one dequantized row per token. */
     for (int32_t t = 0; t < n; t++) {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "imatrix.h"
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
                            woolly_error *err)
@@ -113,6 +114,8 @@ static void group_by_expert(woolly_moe_state *s, int32_t n, int32_t n_expert, in
 
 static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, int32_t m, float *y)
 {
+    if (c->imatrix)
+        woolly_imatrix_add(c->imatrix, w, x, m);
     woolly_matmul(c->pool, &c->plans[w->id], w, x, m, y, (size_t)w->rows, c->s.pack);
 }
 
@@ -245,7 +248,7 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
     for (int32_t t = 0; t < n; t++)
         woolly_moe_route(s->logits + (size_t)t * n_expert, n_expert, k, s->chosen + (size_t)t * k,
                          s->weight + (size_t)t * k);
-    if (n == 1 && g_one_step && ffn_one_token(c, L, h, rs->xb))
+    if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
         return;
     group_by_expert(s, n, n_expert, k);
 
@@ -263,6 +266,10 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
                 in = s->in;
             }
             const woolly_matrix *gate = &L->gate_exps.each[e], *up = &L->up_exps.each[e];
+            if (c->imatrix) {
+                woolly_imatrix_add(c->imatrix, gate, in, m);
+                woolly_imatrix_add(c->imatrix, up, in, m);
+            }
             woolly_matmul_n(
                 c->pool,
                 (const woolly_matmul_out[]){{gate, &c->plans[gate->id], rs->hb, (size_t)gate->rows},
