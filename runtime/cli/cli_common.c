@@ -490,3 +490,14 @@ woolly_token *cli_tokenize_text(const char *cmd, const woolly_model *m, const ch
     *n = k;
     return ids;
 }
+
+char *cli_read_text(const char *cmd, const char *path, size_t *len, const char *to)
+{
+    char *text = cli_read_file(cmd, path, len);
+    if (text && *len == 0) {
+        fprintf(stderr, "woolly %s: '%s' is empty: there is no text to %s\n", cmd, path, to);
+        free(text);
+        return NULL;
+    }
+    return text;
+}

@@ -128,6 +128,10 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len);
  * after a message. */
 woolly_token *cli_tokenize_text(const char *cmd, const woolly_model *m, const char *text, size_t len, int32_t *n);
 
+/* cli_read_file of a text that must not be empty (it is there `to` be scored, evaluated, ...); NULL after
+ * a message. */
+char *cli_read_text(const char *cmd, const char *path, size_t *len, const char *to);
+
 /* Tokenizes text into a heap array (the count in *n); NULL after a message. */
 woolly_token *cli_tokenize(const char *cmd, const woolly_model *m, const char *text, bool add_bos,
                            int32_t *n);

@@ -213,14 +213,9 @@ int woolly_cmd_perplexity(int argc, char **argv)
         return 2;
 
     size_t text_len;
-    char *text = cli_read_file(cmd, text_path, &text_len);
+    char *text = cli_read_text(cmd, text_path, &text_len, "score");
     if (!text)
         return 1;
-    if (text_len == 0) {
-        fprintf(stderr, "woolly %s: '%s' is empty: there is no text to score\n", cmd, text_path);
-        free(text);
-        return 1;
-    }
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m) {
         free(text);
