@@ -76,7 +76,7 @@ woolly_spec_params woolly_spec_default_params(void)
     return (woolly_spec_params){.draft_max = 8, .lookup = 0, .adaptive = true};
 }
 
-static int check_vocab(const woolly_model *t, const woolly_model *d, woolly_error *err)
+int woolly_spec_check_vocab(const woolly_model *t, const woolly_model *d, woolly_error *err)
 {
     if (!t->tok || !d->tok)
         return woolly_fail(err, "speculative decoding: %s model has no vocabulary",
@@ -136,7 +136,7 @@ static woolly_spec *spec_create(woolly_context *tgt, woolly_context *dft, const 
                     tgt->params.n_batch);
         return NULL;
     }
-    if (dft && check_vocab(tgt->model, dft->model, err))
+    if (dft && woolly_spec_check_vocab(tgt->model, dft->model, err))
         return NULL;
     woolly_spec *s = calloc(1, sizeof *s);
     if (!s) {
@@ -287,21 +287,25 @@ static int32_t choose_len(woolly_spec *s, int32_t kmax)
     return 1;
 }
 
-/* Guesses from the latest earlier occurrence of the last `lookup` tokens: the tokens that followed it. */
-static int32_t draft_lookup(woolly_spec *s, int32_t k)
+int32_t woolly_spec_lookup(const woolly_token *hist, int32_t h, int32_t n, woolly_token *out, int32_t k)
 {
-    const int32_t n = s->p.lookup, h = s->n_hist;
-    if (h < n + 1)
+    if (n < 1 || h < n + 1)
         return 0;
-    const woolly_token *tail = s->hist + h - n;
+    const woolly_token *tail = hist + h - n;
     for (int32_t end = h - 2; end >= n - 1; end--) { /* end: the last token of an earlier occurrence */
-        if (memcmp(s->hist + end - n + 1, tail, sizeof *tail * (size_t)n))
+        if (memcmp(hist + end - n + 1, tail, sizeof *tail * (size_t)n))
             continue;
         const int32_t got = h - 1 - end < k ? h - 1 - end : k;
-        memcpy(s->guess, s->hist + end + 1, sizeof *s->guess * (size_t)got);
+        memcpy(out, hist + end + 1, sizeof *out * (size_t)got);
         return got;
     }
     return 0;
+}
+
+/* Guesses from the latest earlier occurrence of the last `lookup` tokens: the tokens that followed it. */
+static int32_t draft_lookup(woolly_spec *s, int32_t k)
+{
+    return woolly_spec_lookup(s->hist, s->n_hist, s->p.lookup, s->guess, k);
 }
 
 /* Brings the draft's cache up to hist[0 .. n_hist) (restarting it when it fell far behind, or when a
