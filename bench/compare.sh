@@ -82,9 +82,12 @@ import json, math, os, sys
 tmp, reps, llama_path, woolly_path, model, load_before, load_after = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 
 def test_name(o):
-    """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth."""
+    """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth; woolly's speculative
+    generation test (--draft, --lookup in --woolly-args) is 'tgN spec'."""
     p, g, d = o.get("n_prompt", 0), o.get("n_gen", 0), o.get("n_depth", 0)
     name = f"pp{p}+tg{g}" if p and g else f"pp{p}" if p else f"tg{g}"
+    if o.get("speculative"):
+        name += " spec"
     return f"{name} @ d{d}" if d else name
 
 def load(engine):
@@ -103,7 +106,13 @@ def load(engine):
                 order.append(key)
             runs[key] += o["samples_ts"] if o.get("samples_ts") else [o["avg_ts"]]
             first = first or o
+            if o.get("speculative"):
+                sp = spec.setdefault(key, dict(o["speculative"], drafted=0, accepted=0, steps=0, tokens=0))
+                for f in ("drafted", "accepted", "steps", "tokens"):
+                    sp[f] += o["speculative"][f]
     return runs, order, first
+
+spec = {}  # (threads, test) -> woolly's speculative counts, summed over the runs
 
 def stats(xs):
     m = sum(xs) / len(xs)
@@ -135,4 +144,11 @@ for key in keys:
     ratio = f"{w[0] / l[0]:.2f}" if w and l and l[0] > 0 else "-"
     print(f"| {wo['model']} | {size(wo['model_size'])} | {count(wo['model_n_params'])} | {key[0]} | {key[1]} "
           f"| {fmt(l)} | {fmt(w)} | {ratio} |")
+for key, sp in spec.items():
+    src = " and ".join(x for x in (f"draft {sp['draft']}" if sp["draft"] else "",
+                                   f"lookup {sp['lookup']}" if sp["lookup"] else "") if x)
+    acc = 100.0 * sp["accepted"] / sp["drafted"] if sp["drafted"] else 0.0
+    per = sp["tokens"] / sp["steps"] if sp["steps"] else 0.0
+    print(f"\nwoolly {key[1]}, {key[0]} threads ({src}, draft-max {sp['draft_max']}, after a {sp['prompt']}-token "
+          f"prompt): {sp['drafted']} drafted, {sp['accepted']} accepted ({acc:.1f}%), {per:.2f} tokens per step")
 EOF

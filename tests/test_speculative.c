@@ -1,8 +1,9 @@
 /* Speculative decoding (woolly_spec_*): greedy text with a draft model or prompt lookup is token for
  * token the text of plain greedy decoding (several prompts, draft lengths and draft pairs, among them one
  * that disagrees often); sampled text has the distribution of plain sampling (a chi-square test of
- * homogeneity per generated position over many seeded runs); bad parameters and a draft of another
- * vocabulary are refused with a clear error. */
+ * homogeneity per generated position over many seeded runs, with lookup, a self-draft and a quantized
+ * draft that rejects about half its guesses); bad parameters and a draft of another vocabulary are
+ * refused with a clear error. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -214,8 +215,8 @@ static double homogeneity_tail(const int32_t *a, const int32_t *b, int32_t n, in
 }
 
 /* n_runs seeded runs of N_POS sampled tokens each, plain and speculative; the tokens at each position
- * must come from one distribution. Returns the guesses accepted. */
-static int64_t check_distribution(const char *target, const char *draft, int32_t lookup, const char *text,
+ * must come from one distribution. Returns the spec's counts. */
+static woolly_spec_stats check_distribution(const char *target, const char *draft, int32_t lookup, const char *text,
                                   woolly_sampler_params sp_base, int32_t n_runs)
 {
     woolly_model *tm = open_model(target), *dm = draft ? open_model(draft) : NULL;
@@ -268,7 +269,7 @@ static int64_t check_distribution(const char *target, const char *draft, int32_t
     woolly_context_close(plain);
     woolly_model_close(dm);
     woolly_model_close(tm);
-    return st.n_accepted;
+    return st;
 }
 
 static woolly_sampler_params hot(void)
@@ -285,9 +286,10 @@ Test(spec_sampling, stories260K_lookup_has_the_plain_distribution)
 {
     /* Lookup's guesses are point masses: the acceptance with probability p(x) and the draw from p without
      * x are exercised (accepting with probability 2 p(x) instead fails here: tail 9e-8). */
-    check_distribution("stories260K", NULL, 1,
-                       "Once upon a time, there was a girl. She had a cat. She liked the cat. She", hot(),
-                       1500);
+    cr_assert(check_distribution("stories260K", NULL, 1,
+                                 "Once upon a time, there was a girl. She had a cat. She liked the cat. She",
+                                 hot(), 1500)
+                  .n_accepted > 0);
 }
 
 Test(spec_sampling, stories260K_draft_with_penalties_has_the_plain_distribution)
@@ -298,8 +300,25 @@ Test(spec_sampling, stories260K_draft_with_penalties_has_the_plain_distribution)
     woolly_sampler_params p = hot();
     p.repeat_penalty = 2.0f;
     p.presence_penalty = 1.0f;
-    cr_assert(check_distribution("stories260K", "stories260K", 0, "Once upon a time, there was a", p, 800) >
-              0);
+    cr_assert(check_distribution("stories260K", "stories260K", 0, "Once upon a time, there was a", p, 800)
+                  .n_accepted > 0);
+}
+
+Test(spec_sampling, tiny_qwen3_f16_with_its_q4_k_m_draft_has_the_plain_distribution)
+{
+    /* The same random weights in F16 and Q4_K_M: the quantized draft's top-4 distribution differs from the
+     * target's enough that about half its guesses are rejected (stories260K drafting for itself keeps
+     * 94%), so both branches of min(1, p/q) and the draw from max(0, p - q) carry weight. Resampling from
+     * p instead of max(0, p - q) fails here (tail 7e-12 at generated token 1), and so does keeping a guess
+     * with probability p(x) regardless of q (tail 2e-31). */
+    woolly_sampler_params p = hot();
+    p.temp = 1.0f;
+    p.top_k = 4;
+    const woolly_spec_stats st = check_distribution("tiny-qwen3-f16", "tiny-qwen3-q4_k_m", 0,
+                                                    "The quick brown fox jumps over the", p, 600);
+    const double kept = (double)st.n_accepted / (double)st.n_drafted;
+    cr_assert(kept > 0.2 && kept < 0.8, "the pair should disagree often but not always: %.0f%% of guesses kept",
+              100.0 * kept);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------- */

@@ -1,8 +1,9 @@
 /* `woolly run --draft / --lookup` end to end: greedy text is byte for byte the text without speculation
  * at every ISA level this CPU runs (WOOLLY_ISA forced), the summary reports the drafted and accepted
- * tokens; chat's replies over two turns are the plain ones; bench adds its speculative line; bad flags
- * (--draft-max 0 or absurd, --draft-max alone, a draft of another vocabulary, a missing draft file,
- * --context-shift with speculation) are clear errors with a non-zero exit. */
+ * tokens; chat's replies over two turns are the plain ones; bench adds its speculative test to the
+ * table, JSON and CSV with its counts; bad flags (--draft-max 0 or absurd, --draft-max alone, a draft of
+ * another vocabulary, a missing draft file, --context-shift with speculation) are clear errors with a
+ * non-zero exit. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,17 +131,57 @@ Test(spec_cli, bad_flags_are_refused)
 Test(spec_cli, bench_reports_speculative_generation)
 {
     char args[8400], *out, *err;
+    const char *draft = model("tiny-llama-q4_k_m");
     snprintf(args, sizeof args, "bench -m %s -p 16 -n 24 -r 1 -t 1 --draft %s --draft-max 4",
-             model("tiny-llama-q8_0"), model("tiny-llama-q4_k_m"));
+             model("tiny-llama-q8_0"), draft);
     int st = tu_run_cli(args, &out, &err);
     cr_assert_eq(st, 0, "woolly %s: exit %d\n%s", args, st, err);
-    cr_expect(strstr(out, "| tg24 |") || strstr(out, "tg24 |"), "the table keeps its tg row:\n%s", out);
-    cr_expect(!strstr(out, "speculative"), "the table's output stays llama-bench's:\n%s", out);
+    cr_expect(strstr(out, "tg24 |"), "the table keeps its tg row:\n%s", out);
+    cr_expect(strstr(out, "tg24 spec |"), "the table has the speculative row:\n%s", out);
+    cr_expect(strstr(out, "speculative tg24 spec, 1 thread: greedy after a 16-token prompt, draft ") &&
+                  strstr(out, "draft-max 4: ") && strstr(out, "accepted (") && strstr(out, "tokens per step"),
+              "the footer has the speculative counts:\n%s", out);
     cr_expect(strstr(err, "speculative tg24 after pp16") && strstr(err, "tokens/s") &&
                   strstr(err, "accepted") && strstr(err, "tokens per step"),
               "no speculative line:\n%s", err);
     free(out);
     free(err);
+
+    /* JSON: one more object, its counts in "speculative"; the plain tests have none. */
+    snprintf(args, sizeof args, "bench -m %s -p 16 -n 24 -r 2 -t 1 --lookup 2 --draft %s --format json",
+             model("stories260K"), model("stories260K"));
+    st = tu_run_cli(args, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s: exit %d\n%s", args, st, err);
+    const char *o = strstr(out, "\"test\": \"tg24 spec\"");
+    cr_assert(o, "no speculative test object:\n%s", out);
+    const char *sp = strstr(out, "\"speculative\": {\"prompt\": 16, \"draft\": \"");
+    cr_assert(sp && sp > o, "no speculative counts in the test's object:\n%s", out);
+    cr_expect(strstr(sp, "\"lookup\": 2, \"draft_max\": 8, \"drafted\": "), "%s", sp);
+    long long drafted = -1, accepted = -1, steps = -1, tokens = -1;
+    const char *d = strstr(sp, "\"drafted\": ");
+    cr_assert(d && sscanf(d, "\"drafted\": %lld, \"accepted\": %lld, \"steps\": %lld, \"tokens\": %lld", &drafted,
+                          &accepted, &steps, &tokens) == 4,
+              "%s", sp);
+    /* Two measured runs of 23 tokens after each first; a model drafting for itself accepts. */
+    cr_expect_eq(tokens, 46, "%s", sp);
+    cr_expect(drafted > 0 && accepted > 0 && accepted <= drafted && steps >= 1 && steps < tokens, "%s", sp);
+    cr_expect(strstr(sp, "\"acceptance\": ") && strstr(sp, "\"tokens_per_step\": "), "%s", sp);
+    cr_expect(strstr(sp, "\"steps\"") < strstr(out, "\n]") && !strstr(sp + 1, "\"speculative\""),
+              "one speculative object:\n%s", out);
+    free(out);
+    free(err);
+
+    /* CSV: the spec_ columns, empty for the plain tests. */
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 8 -r 1 -t 1 --lookup 2 --format csv", model("stories260K"));
+    st = tu_run_cli(args, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s: exit %d\n%s", args, st, err);
+    cr_expect(strstr(out, ",spec_prompt,spec_draft,spec_lookup,spec_draft_max,spec_drafted,spec_accepted,"),
+              "%s", out);
+    cr_expect(strstr(out, "\"tg8\",") && strstr(out, ",,,,,,,,,\n"), "%s", out);
+    cr_expect(strstr(out, "\"tg8 spec\",") && strstr(out, ",8,\"\",2,8,"), "%s", out);
+    free(out);
+    free(err);
+
     snprintf(args, sizeof args, "bench -m %s -p 16 -n 0 --lookup 2", model("stories260K"));
     expect_failure(args, 2, "-n N > 0");
     snprintf(args, sizeof args, "bench -m %s -p 16 -n 8 --draft-max 0 --lookup 2", model("stories260K"));

@@ -82,6 +82,28 @@ void bench_md_row(FILE *f, const bench_run *r, const bench_test *t)
     fflush(f);
 }
 
+static double spec_acceptance(const bench_spec *s)
+{
+    return s->drafted > 0 ? (double)s->accepted / (double)s->drafted : 0.0;
+}
+
+static double spec_tokens_per_step(const bench_spec *s)
+{
+    return s->steps > 0 ? (double)s->tokens / (double)s->steps : 0.0;
+}
+
+static void spec_md_line(FILE *f, const bench_test *t)
+{
+    const bench_spec *s = &t->spec;
+    fprintf(f,
+            "speculative %s, %d thread%s: greedy after a %d-token prompt, %s%s%s%s, draft-max %d: %lld drafted, "
+            "%lld accepted (%.1f%%), %.2f tokens per step (one target pass each)\n",
+            t->name, t->threads, t->threads == 1 ? "" : "s", s->n_prompt, s->draft ? "draft " : "",
+            s->draft ? s->draft : "", s->draft && s->lookup ? " and " : "", s->lookup ? "lookup" : "",
+            s->draft_max, (long long)s->drafted, (long long)s->accepted, 100.0 * spec_acceptance(s),
+            spec_tokens_per_step(s));
+}
+
 void bench_md_footer(FILE *f, const bench_run *r)
 {
     fprintf(f, "\nload time: %.3f s\nweights: %s\nISA level: %s\nKV cache: %s\n", r->load_s, r->weights,
@@ -100,6 +122,9 @@ void bench_md_footer(FILE *f, const bench_run *r)
             fprintf(f, "tuning profile: %s\n", r->tests[i].profile);
     }
     fprintf(f, "peak RSS: %.2f MiB\n", (double)r->peak_rss / (1024.0 * 1024.0));
+    for (int i = 0; i < r->n_tests; i++)
+        if (r->tests[i].speculative)
+            spec_md_line(f, &r->tests[i]);
     if (!r->roofline)
         return;
     char macs[32], out_macs[32];
@@ -199,6 +224,22 @@ void bench_write_json(FILE *f, const bench_run *r)
         fprintf(f,
                 ",\n    \"peak_rss_bytes\": %llu,\n    \"tune_profile\": ", (unsigned long long)r->peak_rss);
         json_string(f, t->profile);
+        if (t->speculative) {
+            fprintf(f, ",\n    \"speculative\": {\"prompt\": %d, \"draft\": ", t->spec.n_prompt);
+            if (t->spec.draft)
+                json_string(f, t->spec.draft);
+            else
+                fputs("null", f);
+            fprintf(f,
+                    ", \"lookup\": %d, \"draft_max\": %d, \"drafted\": %lld, \"accepted\": %lld, \"steps\": "
+                    "%lld, \"tokens\": %lld, \"acceptance\": ",
+                    t->spec.lookup, t->spec.draft_max, (long long)t->spec.drafted, (long long)t->spec.accepted,
+                    (long long)t->spec.steps, (long long)t->spec.tokens);
+            json_number(f, spec_acceptance(&t->spec));
+            fputs(", \"tokens_per_step\": ", f);
+            json_number(f, spec_tokens_per_step(&t->spec));
+            fputc('}', f);
+        }
         if (t->has_roof) {
             fputs(",\n    \"roofline\": {\"dram_read_gbs\": ", f);
             json_number(f, t->roof.dram_read_gbs);
@@ -255,6 +296,10 @@ void bench_write_csv(FILE *f, const bench_run *r)
           f);
     if (r->roofline)
         fputs(",dram_read_gbs,int8_gmacs,work_rate,work_unit,limit,percent_of_limit", f);
+    if (r->speculative)
+        fputs(",spec_prompt,spec_draft,spec_lookup,spec_draft_max,spec_drafted,spec_accepted,spec_steps,"
+              "spec_tokens,spec_acceptance,spec_tokens_per_step",
+              f);
     fputc('\n', f);
     for (int i = 0; i < r->n_tests; i++) {
         const bench_test *t = &r->tests[i];
@@ -275,6 +320,15 @@ void bench_write_csv(FILE *f, const bench_run *r)
                     work_unit(t), t->limit);
             if (t->limit > 0)
                 fprintf(f, "%.4f", 100.0 * t->work_rate / t->limit);
+        }
+        if (r->speculative && t->speculative) {
+            fprintf(f, ",%d,", t->spec.n_prompt);
+            csv_string(f, t->spec.draft);
+            fprintf(f, ",%d,%d,%lld,%lld,%lld,%lld,%.6f,%.6f", t->spec.lookup, t->spec.draft_max,
+                    (long long)t->spec.drafted, (long long)t->spec.accepted, (long long)t->spec.steps,
+                    (long long)t->spec.tokens, spec_acceptance(&t->spec), spec_tokens_per_step(&t->spec));
+        } else if (r->speculative) {
+            fputs(",,,,,,,,,,", f);
         }
         fputc('\n', f);
     }

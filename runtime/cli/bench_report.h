@@ -17,12 +17,22 @@ typedef struct bench_roof {
     const char *int8_instr;
 } bench_roof;
 
+/* A speculative generation test's facts (--draft / --lookup): greedy tgN after an n_prompt-token prompt,
+ * guesses from the draft model and/or prompt lookup, checked by the target in steps of one pass each. */
+typedef struct bench_spec {
+    const char *draft; /* the draft model's path, or NULL */
+    int32_t lookup, draft_max, n_prompt;
+    int64_t drafted, accepted, steps, tokens; /* over the measured runs */
+} bench_spec;
+
 typedef struct bench_test {
     int threads;
     bool batched;  /* pp (one batch) rather than tg (one token at a time) */
     int32_t n;     /* tokens of the test */
     int32_t depth; /* tokens in the cache before it */
-    char name[48]; /* "pp512", "tg128", "pp512 @ d4096" */
+    char name[48]; /* "pp512", "tg128", "pp512 @ d4096", "tg128 spec" */
+    bool speculative; /* a speculative generation test: spec holds its counts */
+    bench_spec spec;
     double *samples_ts;
     int n_samples;
     double mean_ts, std_ts;
@@ -44,6 +54,7 @@ typedef struct bench_run {
     bench_test *tests;
     int n_tests;
     bool roofline;
+    bool speculative; /* some test is speculative: the CSV has its columns */
     double bytes_per_token; /* weights read per decoded token: of a mixture of experts, the active ones */
     int n_expert, n_expert_used; /* a mixture of experts' n and k per layer (0: none) */
     double expert_bytes;         /* all its experts' bytes (of which k/n are in bytes_per_token) */

@@ -8,9 +8,10 @@
  * their ratios (pp512 @ d4096 against pp512, say) hold. The mean and standard deviation of tokens/s
  * over the repetitions go out as llama-bench's markdown table, JSON or CSV (bench_report.h).
  * --roofline measures the machine's limits and prints each figure as a share of its limit
- * (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test after the table (on
- * stderr, so that the table's format stays llama-bench's): greedy generation of -n tokens after the -p
- * prompt, with tokens/s, the acceptance and the tokens per target pass. */
+ * (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test per thread count,
+ * "tgN spec": greedy generation of -n tokens after the -p prompt, a row of the table (or a JSON object,
+ * a CSV line) with its tokens/s, and its acceptance and tokens per target pass in the markdown footer,
+ * the JSON object's "speculative" field or the CSV's spec_ columns (and a line on stderr). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -131,10 +132,12 @@ typedef struct bench_opts {
 } bench_opts;
 
 /* The speculative generation test at one thread count: -n tokens greedily after the -p prompt (at
- * least one token), one warm-up and reps measured runs; the result goes to stderr. 0, or -1 after a
- * message. */
-static int bench_spec(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
-                      int threads)
+ * least one token), one warm-up and reps measured runs, appended to r->tests as "tgN spec" (its markdown
+ * row printed, and a line on stderr as it finishes). With --roofline, its share of the DRAM limit counts
+ * the target's weights once per generated token, as tgN's does: past 100% is speed past what one stream
+ * of one-token passes could reach. 0, or -1 after a message. */
+static int bench_spec_test(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
+                      int threads, bench_run *r)
 {
     cli_context_opts co = o->ctx;
     co.n_threads = threads;
@@ -151,12 +154,18 @@ static int bench_spec(const char *cmd, const bench_opts *o, woolly_model *m, con
     woolly_model *dm = NULL;
     woolly_spec *spec = NULL;
     woolly_token *out = malloc(sizeof *out * (size_t)(o->n_gen > 0 ? o->n_gen : 1));
-    double *ts = calloc((size_t)o->reps, sizeof *ts);
+    bench_test *t = &r->tests[r->n_tests];
+    *t = (bench_test){.threads = threads, .batched = false, .n = o->n_gen, .speculative = true};
+    t->samples_ts = calloc((size_t)o->reps, sizeof *t->samples_ts);
     int status = -1;
-    if (!c || !smp || !out || !ts) {
+    if (!c || !smp || !out || !t->samples_ts) {
         cli_api_error(cmd);
+        free(t->samples_ts);
         goto done;
     }
+    r->n_tests++; /* it owns samples_ts now */
+    snprintf(t->name, sizeof t->name, "tg%d spec", o->n_gen);
+    cli_profile_text(m, c, t->profile, sizeof t->profile);
     if (!(spec = cli_spec_open(cmd, &o->spec, &o->ctx, c, &dm, &dc)))
         goto done;
     woolly_spec_stats before = {0};
@@ -180,25 +189,44 @@ static int bench_spec(const char *cmd, const bench_opts *o, woolly_model *m, con
         }
         const double s = cli_now_s() - t0;
         if (rep >= 0)
-            ts[rep] = s > 0 ? o->n_gen / s : 0.0;
+            t->samples_ts[t->n_samples++] = s > 0 ? o->n_gen / s : 0.0;
     }
+    bench_test_stats(t);
     const woolly_spec_stats st = woolly_spec_get_stats(spec);
-    const double drafted = (double)(st.n_drafted - before.n_drafted),
-                 accepted = (double)(st.n_accepted - before.n_accepted),
-                 steps = (double)(st.n_steps - before.n_steps),
-                 tokens = (double)(st.n_tokens - before.n_tokens);
-    double mean = 0.0, var = 0.0;
-    for (int32_t i = 0; i < o->reps; i++)
-        mean += ts[i] / o->reps;
-    for (int32_t i = 0; i < o->reps; i++)
-        var += (ts[i] - mean) * (ts[i] - mean) / (o->reps > 1 ? o->reps - 1 : 1);
-    fprintf(
-        stderr,
-        "speculative tg%d after pp%d, %d threads (%s%s%s, draft-max %d): %.2f ± %.2f tokens/s, %.0f drafted, "
-        "%.0f accepted (%.1f%%), %.2f tokens per step\n",
-        o->n_gen, n_prompt, threads, o->spec.draft ? "draft " : "", o->spec.draft ? o->spec.draft : "",
-        o->spec.lookup ? (o->spec.draft ? ", lookup" : "lookup") : "", o->spec.draft_max, mean, sqrt(var),
-        drafted, accepted, drafted > 0 ? 100.0 * accepted / drafted : 0.0, steps > 0 ? tokens / steps : 0.0);
+    t->spec = (bench_spec){.draft = o->spec.draft,
+                           .lookup = o->spec.lookup,
+                           .draft_max = o->spec.draft_max,
+                           .n_prompt = n_prompt,
+                           .drafted = st.n_drafted - before.n_drafted,
+                           .accepted = st.n_accepted - before.n_accepted,
+                           .steps = st.n_steps - before.n_steps,
+                           .tokens = st.n_tokens - before.n_tokens};
+    r->speculative = true;
+    if (o->roofline)
+        for (int i = 0; i < r->n_tests - 1; i++)
+            if (r->tests[i].has_roof && r->tests[i].threads == threads) {
+                /* its cache holds the prompt before the generated tokens: the prompt is its depth */
+                bench_test at = *t;
+                at.depth = n_prompt;
+                bench_apply_roof(r, &r->tests[i].roof, &at);
+                t->has_roof = true;
+                t->roof = at.roof;
+                t->work_per_token = at.work_per_token;
+                t->work_rate = at.work_rate;
+                t->limit = at.limit;
+                break;
+            }
+    if (o->format == BENCH_MD)
+        bench_md_row(o->out, r, t);
+    const bench_spec *bs = &t->spec;
+    fprintf(stderr,
+            "speculative tg%d after pp%d, %d threads (%s%s%s, draft-max %d): %.2f ± %.2f tokens/s, %lld drafted, "
+            "%lld accepted (%.1f%%), %.2f tokens per step\n",
+            o->n_gen, n_prompt, threads, o->spec.draft ? "draft " : "", o->spec.draft ? o->spec.draft : "",
+            o->spec.lookup ? (o->spec.draft ? ", lookup" : "lookup") : "", o->spec.draft_max, t->mean_ts,
+            t->std_ts, (long long)bs->drafted, (long long)bs->accepted,
+            bs->drafted > 0 ? 100.0 * (double)bs->accepted / (double)bs->drafted : 0.0,
+            bs->steps > 0 ? (double)bs->tokens / (double)bs->steps : 0.0);
     status = 0;
 done:
     woolly_spec_close(spec);
@@ -207,7 +235,6 @@ done:
     woolly_sampler_close(smp);
     woolly_context_close(c);
     free(out);
-    free(ts);
     return status;
 }
 
@@ -415,7 +442,7 @@ int woolly_cmd_bench(int argc, char **argv)
     r.weights = woolly_model_weights_source(m);
     int status = 1;
     woolly_token *ids = malloc(sizeof *ids * ((size_t)longest + (size_t)o.max_depth));
-    r.tests = calloc((size_t)n_threads * (size_t)o.n_depths * 2, sizeof *r.tests);
+    r.tests = calloc((size_t)n_threads * ((size_t)o.n_depths * 2 + 1), sizeof *r.tests); /* + tgN spec */
     if (!ids || !r.tests) {
         fprintf(stderr, "woolly %s: out of memory\n", cmd);
         goto done;
@@ -438,7 +465,7 @@ int woolly_cmd_bench(int argc, char **argv)
     bool rss_trackable = true;
     for (int i = 0; i < n_threads; i++)
         if (bench_threads(cmd, &o, m, ids, threads[i], &r, &rss_trackable) ||
-            (speculate && bench_spec(cmd, &o, m, ids + o.max_depth, threads[i])))
+            (speculate && bench_spec_test(cmd, &o, m, ids + o.max_depth, threads[i], &r)))
             goto done;
     if (rss_trackable) {
         const uint64_t rss = peak_rss_bytes();

@@ -13,6 +13,7 @@
 
 #include "chat.h"
 #include "cli_common.h"
+#include "cli_spec.h"
 #include "cli_template.h"
 #include "commands.h"
 #include "server.h"
@@ -65,6 +66,7 @@ int woolly_cmd_serve(int argc, char **argv)
     int64_t max_body = (int64_t)sc.max_body, max_header = (int64_t)sc.max_header;
     cli_context_opts ctx_opts;
     cli_sampling_opts samp;
+    cli_spec_opts spec;
     cli_table t = {
         .synopsis = "-m MODEL [--host ADDR] [--port N] [--parallel N] [options]",
         .about = "Serves the model over HTTP with the OpenAI API: POST /v1/chat/completions, POST "
@@ -127,9 +129,19 @@ int woolly_cmd_serve(int argc, char **argv)
     cli_add_template_flags(&t, &tmpl_opts, "the chat format (default: recognized from the model)");
     cli_add_sampling_flags(&t, &samp);
     cli_add_context_flags(&t, &ctx_opts);
+    cli_add_spec_flags(&t, &spec);
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)
         return st;
+    bool bad_spec;
+    const bool speculate = cli_spec_wanted(cmd, &spec, sc.context_shift, &bad_spec);
+    if (bad_spec)
+        return 2;
+    sc.lookup = spec.lookup;
+    sc.draft_max = spec.draft_max;
+    /* For the tests of speculation: guesses at every step, whatever they cost or how few are kept. */
+    const char *fixed = getenv("WOOLLY_TEST_SPEC_FIXED");
+    sc.draft_fixed = fixed && atoi(fixed) > 0;
     const char *key_from = "--api-key";
     if (!api_key && (api_key = getenv("WOOLLY_API_KEY")))
         key_from = "WOOLLY_API_KEY";
@@ -183,9 +195,17 @@ int woolly_cmd_serve(int argc, char **argv)
     }
     sc.model = m;
     cli_context_params(cmd, &ctx_opts, m, &sc.ctx);
-    if (woolly_server_start(s, &sc, &err)) {
-        fprintf(stderr, "woolly %s: %s\n", cmd, err.msg);
+    woolly_model *dm = NULL;
+    if (speculate && spec.draft && !(dm = sc.draft = cli_open_model(cmd, spec.draft, NULL, NULL))) {
         woolly_server_close(s);
+        woolly_model_close(m);
+        free(tmpl_text);
+        return 1;
+    }
+    if (woolly_server_start(s, &sc, &err)) {
+        fprintf(stderr, "woolly %s: %s%s: %s\n", cmd, dm ? "--draft " : "", dm ? spec.draft : "", err.msg);
+        woolly_server_close(s);
+        woolly_model_close(dm);
         woolly_model_close(m);
         free(tmpl_text);
         return 1;
@@ -202,6 +222,7 @@ int woolly_cmd_serve(int argc, char **argv)
     woolly_server_drain(s);
     drain(cmd, s, &stop_signals, drain_timeout);
     woolly_server_close(s);
+    woolly_model_close(dm);
     woolly_model_close(m);
     free(tmpl_text);
     return 0;

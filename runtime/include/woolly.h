@@ -323,8 +323,10 @@ typedef struct woolly_spec woolly_spec;
 typedef struct woolly_spec_params {
     int32_t draft_max; /* guesses per step at most, 1 .. 64 (default 8) */
     int32_t lookup;    /* prompt lookup: the n-gram length it matches, 1 .. 16; 0: off (default) */
-    bool adaptive;     /* adapt the number of guesses to the acceptance (default); false: always draft_max
-                          (as many as the draft source gives), for tests */
+    bool adaptive;     /* adapt the number of guesses to the acceptance and to the pass and draft costs
+                          measured as it runs (default; then a seeded sampled text may vary between runs,
+                          its distribution does not); false: always draft_max (as many as the draft source
+                          gives), for tests and reproducible sampled text */
 } woolly_spec_params;
 
 typedef struct woolly_spec_stats {

@@ -7,14 +7,20 @@
  * with that step's guesses). The draft's cache holds hist[d_off .. d_off + its n_past): it evaluates a
  * text's beginning whole, but a draft that later fell far behind (its guesses were not asked for a
  * while) restarts on the last few tokens instead of catching up on all of them, which keeps an idle
- * draft cheap; any draft context is correct, a shorter one only guesses worse. */
-#include <math.h>
+ * draft cheap; any draft context is correct, a shorter one only guesses worse.
+ *
+ * The number of guesses per step follows the estimated acceptance and the costs of the target's passes
+ * and the draft's guesses as measured on this machine while speculation runs (spec_cost.h). */
+#include "speculative.h"
+
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "context.h"
 #include "model.h"
 #include "sampler.h"
+#include "spec_cost.h"
 #include "tokenizer.h"
 
 enum {
@@ -25,16 +31,18 @@ enum {
     DRAFT_RESTART_TOKENS = 32,  /* ... on this many of the last tokens */
     PROBE_GAP_MIN = 8,          /* steps without guesses before the source is tried again, growing ... */
     PROBE_GAP_MAX = 256,        /* ... to this while it keeps failing */
+    UNIT_PROBE_EVERY = 16,      /* until a one-token pass is measured, one step in this many is plain */
 };
 
 /* The weight of the past in the acceptance estimate: about the last ten steps count. */
 #define ACCEPT_DECAY 0.9
 
-/* The cost of one target pass over the pending token and k guesses, in one-token passes: measured on
- * llama-1b with 2 threads (issue 56): 1.06x for 2 tokens, 1.12x for 4, 1.35x for 8, 2.38x for 16. */
-static double verify_cost(int32_t k)
+static double monotonic_s(void *arg)
 {
-    return 1.0 + 0.05 * (k < 7 ? k : 7) + 0.09 * (k > 7 ? k - 7 : 0);
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 struct woolly_spec {
@@ -55,7 +63,9 @@ struct woolly_spec {
     woolly_sampler *ds;  /* the draft's sampler: the caller's parameters without penalties */
     woolly_sampler_params ds_for; /* the caller's parameters ds was made from */
     double acc, rej;              /* decayed counts of accepted guesses and of rejections */
-    double draft_cost;            /* one draft-model guess, in target one-token passes */
+    spec_cost cost;               /* the target's pass and the draft's guess, as measured here */
+    double (*now)(void *);        /* the clock of the measurements (a seam: tests give the times) */
+    void *now_arg;
     int32_t idle, probe_gap;
     bool probing;
     woolly_spec_stats st;
@@ -66,7 +76,7 @@ woolly_spec_params woolly_spec_default_params(void)
     return (woolly_spec_params){.draft_max = 8, .lookup = 0, .adaptive = true};
 }
 
-static int check_vocab(const woolly_model *t, const woolly_model *d, woolly_error *err)
+int woolly_spec_check_vocab(const woolly_model *t, const woolly_model *d, woolly_error *err)
 {
     if (!t->tok || !d->tok)
         return woolly_fail(err, "speculative decoding: %s model has no vocabulary",
@@ -126,7 +136,7 @@ static woolly_spec *spec_create(woolly_context *tgt, woolly_context *dft, const 
                     tgt->params.n_batch);
         return NULL;
     }
-    if (dft && check_vocab(tgt->model, dft->model, err))
+    if (dft && woolly_spec_check_vocab(tgt->model, dft->model, err))
         return NULL;
     woolly_spec *s = calloc(1, sizeof *s);
     if (!s) {
@@ -151,8 +161,11 @@ static woolly_spec *spec_create(woolly_context *tgt, woolly_context *dft, const 
         woolly_fail(err, "speculative decoding: out of memory");
         return NULL;
     }
-    /* Decoding reads the weights once per token: a draft token costs the draft's share of the bytes. */
-    s->draft_cost = dft ? (double)woolly_model_size(dft->model) / (double)woolly_model_size(tgt->model) : 0.0;
+    /* Until measured: decoding reads the weights once per token, a draft token costs the draft's share of
+     * the bytes. */
+    spec_cost_init(&s->cost,
+                   dft ? (double)woolly_model_size(dft->model) / (double)woolly_model_size(tgt->model) : 0.0);
+    s->now = monotonic_s;
     s->acc = s->rej = 1.0; /* no evidence yet: one half */
     s->probe_gap = PROBE_GAP_MIN;
     return s;
@@ -249,8 +262,9 @@ int woolly_spec_begin(woolly_spec *s, const woolly_token *ids, int32_t n)
 }
 
 /* How many guesses to ask for, at most kmax: the number with the most tokens per unit of cost for the
- * estimated acceptance, none when no number pays (then a single guess now and then, a probe, keeps the
- * estimate up to date). */
+ * estimated acceptance and the measured costs, none when no number pays (then a single guess now and
+ * then, a probe, keeps the estimate up to date). Until the one-token pass, every cost's unit, is
+ * measured, a step now and then is a plain one. */
 static int32_t choose_len(woolly_spec *s, int32_t kmax)
 {
     s->probing = false;
@@ -258,18 +272,10 @@ static int32_t choose_len(woolly_spec *s, int32_t kmax)
         return 0;
     if (!s->p.adaptive)
         return kmax;
+    if (!spec_cost_has_unit(&s->cost) && s->st.n_steps % UNIT_PROBE_EVERY == UNIT_PROBE_EVERY - 1)
+        return 0;
     const double alpha = s->acc / (s->acc + s->rej);
-    int32_t best_k = 0;
-    double best = 1.0; /* no guesses: one token per one-token pass */
-    for (int32_t k = 1; k <= kmax; k++) {
-        /* Expected tokens: the accepted guesses (stopping at the first rejection) plus the target's own. */
-        const double tokens = alpha < 1.0 ? (1.0 - pow(alpha, k + 1)) / (1.0 - alpha) : k + 1.0;
-        const double rate = tokens / (verify_cost(k) + s->draft_cost * k);
-        if (rate > best) {
-            best = rate;
-            best_k = k;
-        }
-    }
+    const int32_t best_k = spec_cost_best_len(&s->cost, alpha, kmax, s->dft != NULL);
     if (best_k > 0) {
         s->idle = 0;
         return best_k;
@@ -281,21 +287,25 @@ static int32_t choose_len(woolly_spec *s, int32_t kmax)
     return 1;
 }
 
-/* Guesses from the latest earlier occurrence of the last `lookup` tokens: the tokens that followed it. */
-static int32_t draft_lookup(woolly_spec *s, int32_t k)
+int32_t woolly_spec_lookup(const woolly_token *hist, int32_t h, int32_t n, woolly_token *out, int32_t k)
 {
-    const int32_t n = s->p.lookup, h = s->n_hist;
-    if (h < n + 1)
+    if (n < 1 || h < n + 1)
         return 0;
-    const woolly_token *tail = s->hist + h - n;
+    const woolly_token *tail = hist + h - n;
     for (int32_t end = h - 2; end >= n - 1; end--) { /* end: the last token of an earlier occurrence */
-        if (memcmp(s->hist + end - n + 1, tail, sizeof *tail * (size_t)n))
+        if (memcmp(hist + end - n + 1, tail, sizeof *tail * (size_t)n))
             continue;
         const int32_t got = h - 1 - end < k ? h - 1 - end : k;
-        memcpy(s->guess, s->hist + end + 1, sizeof *s->guess * (size_t)got);
+        memcpy(out, hist + end + 1, sizeof *out * (size_t)got);
         return got;
     }
     return 0;
+}
+
+/* Guesses from the latest earlier occurrence of the last `lookup` tokens: the tokens that followed it. */
+static int32_t draft_lookup(woolly_spec *s, int32_t k)
+{
+    return woolly_spec_lookup(s->hist, s->n_hist, s->p.lookup, s->guess, k);
 }
 
 /* Brings the draft's cache up to hist[0 .. n_hist) (restarting it when it fell far behind, or when a
@@ -429,8 +439,10 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
     if (k > 0 && s->p.lookup > 0)
         n_guess = draft_lookup(s, k);
     if (k > 0 && n_guess == 0 && s->dft) {
+        const double t0 = s->now(s->now_arg);
         if ((n_guess = draft_model(s, smp, k, sampling, err)) < 0)
             return -1;
+        spec_cost_observe_draft(&s->cost, n_guess, s->now(s->now_arg) - t0);
         s->guess_q = sampling;
     }
 
@@ -439,7 +451,9 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
     for (int32_t i = 0; i < n_guess; i++)
         woolly_batch_add(&s->vb, s->guess[i], n_past + 1 + i, 0, true);
     s->tgt->decode_runs = true;
+    const double t0 = s->now(s->now_arg);
     const int rc = woolly_context_decode(s->tgt, &s->vb, err);
+    spec_cost_observe(&s->cost, n_guess + 1, s->now(s->now_arg) - t0);
     s->tgt->decode_runs = false;
     if (rc)
         return -1;
@@ -505,4 +519,15 @@ int32_t woolly_spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
     if (n < 0)
         woolly_set_last_error(&err);
     return n;
+}
+
+void woolly_spec_set_clock(woolly_spec *s, double (*now)(void *arg), void *arg)
+{
+    s->now = now ? now : monotonic_s;
+    s->now_arg = now ? arg : NULL;
+}
+
+spec_cost *woolly_spec_cost(woolly_spec *s)
+{
+    return &s->cost;
 }

@@ -220,6 +220,21 @@ static json_t *jobs_usage(const gen_jobs *g)
     return srv_oai_usage(g->j[0]->n_prompt, completion, g->j[0]->n_cached);
 }
 
+/* With speculative decoding, the response's "timings" (llama.cpp's server's names): the guesses checked
+ * and kept over all its choices. */
+static void add_timings(const srv_app *app, const gen_jobs *g, json_t *o)
+{
+    if (!app->speculative || !o)
+        return;
+    long long drafted = 0, accepted = 0;
+    for (int i = 0; i < g->n; i++) {
+        drafted += g->j[i]->n_drafted;
+        accepted += g->j[i]->n_accepted;
+    }
+    json_object_set_new(o, "timings", json_pack("{s:I,s:I}", "draft_n", (json_int_t)drafted, "draft_n_accepted",
+                                                 (json_int_t)accepted));
+}
+
 /* The logprobs of tokens [from, to) of a job, in the request's form; NULL without logprobs. */
 static json_t *logprobs_json(const srv_app *app, const gen_jobs *g, const srv_job *j, int32_t from,
                              int32_t to, size_t *offset)
@@ -278,7 +293,9 @@ static void respond_whole(srv_app *app, srv_req *r, gen_jobs *g)
             calls ? srv_oai_choice_calls(i, j->text.p, content_end, calls, "tool_calls", lp)
                   : srv_oai_choice(g->kind, i, j->text.p, j->text.len, srv_finish_name(j->finish), lp));
     }
-    srv_respond_json(r, 200, srv_oai_response(&head, choices, jobs_usage(g)), NULL, NULL);
+    json_t *resp = srv_oai_response(&head, choices, jobs_usage(g));
+    add_timings(app, g, resp);
+    srv_respond_json(r, 200, resp, NULL, NULL);
 }
 
 typedef struct gen_stream {
@@ -437,8 +454,12 @@ static int stream_next(void *ud, srv_stream *s, srv_buf *out)
         if ((waited += POLL_MS) >= srv_stream_keepalive_ms(s)) /* queued, or a slow step */
             return srv_buf_printf(out, ": keep-alive\n\n") ? -1 : 0;
     }
-    if (g->include_usage && add_event(out, srv_oai_usage_chunk(&g->head, jobs_usage(&g->jobs))))
-        return -1;
+    if (g->include_usage) {
+        json_t *chunk = srv_oai_usage_chunk(&g->head, jobs_usage(&g->jobs));
+        add_timings(g->app, &g->jobs, chunk);
+        if (add_event(out, chunk))
+            return -1;
+    }
     return srv_buf_printf(out, "data: [DONE]\n\n") ? -1 : 1;
 }
 

@@ -84,6 +84,7 @@ typedef struct srv_job {
     bool shutdown;       /* with SRV_FINISH_ERROR: the server stopped it (another replica may take it) */
     int32_t n_cached;    /* prompt tokens reused from the slot's cache */
     int32_t n_generated; /* completion tokens */
+    int32_t n_drafted, n_accepted; /* speculative decoding's guesses checked and kept (set at the finish) */
     uint64_t events;     /* leader: changes of any job of its group, for srv_job_group_wait_locked */
     int refs;
 } srv_job;

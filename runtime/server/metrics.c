@@ -86,6 +86,15 @@ void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int pr
     pthread_mutex_unlock(&m->lock);
 }
 
+void srv_metrics_draft(srv_metrics *m, int32_t drafted, int32_t accepted)
+{
+    pthread_mutex_lock(&m->lock);
+    m->speculative = true;
+    m->drafted += (uint64_t)drafted;
+    m->accepted += (uint64_t)accepted;
+    pthread_mutex_unlock(&m->lock);
+}
+
 void srv_metrics_step(srv_metrics *m, int32_t n_gen)
 {
     pthread_mutex_lock(&m->lock);
@@ -166,5 +175,15 @@ int srv_metrics_render(srv_metrics *m, const srv_metrics_gauges *g, srv_buf *o)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         rc |= srv_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", rows[i].name, rows[i].help,
                              rows[i].name, rows[i].type, rows[i].name, rows[i].value);
+    if (c.speculative)
+        rc |= srv_buf_printf(o,
+                             "# HELP woolly_draft_tokens_total Speculative decoding: guessed tokens the model "
+                             "checked (from --draft or --lookup).\n"
+                             "# TYPE woolly_draft_tokens_total counter\nwoolly_draft_tokens_total %llu\n"
+                             "# HELP woolly_draft_tokens_accepted_total Of those, the ones kept (the model "
+                             "sampled them itself).\n"
+                             "# TYPE woolly_draft_tokens_accepted_total counter\n"
+                             "woolly_draft_tokens_accepted_total %llu\n",
+                             (unsigned long long)c.drafted, (unsigned long long)c.accepted);
     return rc ? -1 : 0;
 }

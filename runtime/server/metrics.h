@@ -5,6 +5,7 @@
 #define WOOLLY_SRV_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "text.h"
@@ -47,6 +48,8 @@ typedef struct srv_metrics {
     uint64_t generation_steps; /* of those, the ones with generated tokens */
     uint64_t session_requests; /* generation requests that named their session (the affinity header) */
     uint64_t session_cached;   /* of those, the ones whose prompt was partly found in a slot's cache */
+    bool speculative;          /* the server speculates: the draft counters below are shown */
+    uint64_t drafted, accepted; /* speculative decoding's guesses checked, and kept */
     char model[128], replica[192]; /* the identity labels of woolly_server_info */
 } srv_metrics;
 
@@ -67,6 +70,8 @@ void srv_metrics_destroy(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, enum srv_endpoint ep, int status);
 void srv_metrics_job(srv_metrics *m, int32_t prompt, int32_t cached, int32_t completion, int cancelled);
 void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int prompt);
+/* A finished job's speculative guesses: checked, and kept (also turns the draft counters on). */
+void srv_metrics_draft(srv_metrics *m, int32_t drafted, int32_t accepted);
 /* One forward pass of the engine, with n_gen generated tokens (and prompt tokens besides). */
 void srv_metrics_step(srv_metrics *m, int32_t n_gen);
 /* Appends the Prometheus text; the gauges come from the caller (the scheduler's state). */

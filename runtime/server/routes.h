@@ -32,6 +32,7 @@ typedef struct srv_app {
     bool chat_bos;   /* prepend BOS to a rendered chat (the template does not write it) */
     bool fixed_seed; /* a request without a seed takes rules.defaults.seed, else a fresh one */
     bool context_shift; /* a full context forgets old tokens instead of ending the request */
+    bool speculative;   /* speculative decoding: responses carry "timings" with the draft counts */
     srv_scheduler *sched;
 } srv_app;
 

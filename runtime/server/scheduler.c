@@ -11,7 +11,7 @@
 typedef struct srv_member {
     srv_slot *slot;
     const woolly_token *ids;
-    int32_t n, row0;
+    int32_t n, row0; /* row0: in its batch */
     bool prompt;
 } srv_member;
 
@@ -23,6 +23,11 @@ struct srv_scheduler {
     woolly_context *ctx; /* one sequence per slot */
     woolly_batch batch;  /* the step's tokens, cap n_batch */
     srv_member *members; /* [n_slots] the step's slots */
+    /* Speculative decoding: the generating slots' tokens and guesses go into a batch of their own,
+     * evaluated on the decode path (plain decoding's arithmetic) after the prompts' batch. */
+    bool speculate;
+    srv_spec spec;
+    woolly_batch gbatch;
 
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* a job arrived, was cancelled, or stop */
@@ -207,6 +212,8 @@ static void retire(srv_scheduler *s, srv_slot *slot)
     /* A group's prompt counts once: its followers' is the leader's. */
     srv_metrics_job(s->metrics, j->leader ? 0 : j->n_prompt, j->leader ? 0 : slot->n_reused, slot->n_gen,
                     slot->finish == SRV_FINISH_CANCELLED);
+    if (s->speculate)
+        srv_metrics_draft(s->metrics, slot->n_drafted, slot->n_accepted);
     pthread_mutex_lock(&s->lock);
     s->busy[slot->id] = false;
     s->n_busy--;
@@ -214,16 +221,17 @@ static void retire(srv_scheduler *s, srv_slot *slot)
     srv_slot_detach(slot); /* after the slot is marked free: a client that has its answer sees it free */
 }
 
-/* Adds a slot's planned tokens to the step's batch. Logits are kept for the token whose distribution
- * the slot samples from next: a generated token, or the last token of its prompt. */
+/* Adds a slot's planned tokens to the step's batch (a speculating scheduler's generated tokens: to
+ * the decode batch). Logits are kept for the token whose distribution the slot samples from next: a
+ * generated token, or the last token of its prompt; for a token with guesses, for each of them. */
 static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_token *ids, int32_t n,
                  bool prompt)
 {
-    woolly_batch *b = &s->batch;
+    woolly_batch *b = s->speculate && !prompt ? &s->gbatch : &s->batch;
     s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
     const bool last = !slot->job->embed && (!prompt || slot->n_cache + n == slot->n_fill);
     for (int32_t i = 0; i < n; i++)
-        woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && i == n - 1);
+        woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && (i == n - 1 || !prompt));
 }
 
 /* Whether the slot already has tokens in this step's batch (a slot whose context shifted in the first
@@ -236,12 +244,53 @@ static bool joined(const srv_scheduler *s, int n_members, const srv_slot *slot)
     return false;
 }
 
+/* Evaluates batch b and tells its members (which = 1: the prompt members, 0: the generating ones, -1:
+ * all; n_gen of its tokens are generated ones, the rest prompts'). A speculating scheduler's decode batch
+ * takes the decode path, and its time per size goes to the cost model. */
+static void evaluate(srv_scheduler *s, woolly_batch *b, int n_members, int which, int32_t n_gen)
+{
+    /* The final hidden states are kept only for steps that evaluate an embedding's tokens. */
+    bool embed = false;
+    for (int i = 0; i < n_members; i++)
+        if (which < 0 || s->members[i].prompt == (which == 1))
+            embed |= s->members[i].slot->job->embed;
+    const int embed_rc = woolly_set_embeddings(s->ctx, embed);
+    const bool decode_path = s->speculate && which == 0;
+    s->ctx->decode_runs = decode_path;
+    const double t0 = now_s();
+    const int rc = woolly_decode(s->ctx, b);
+    const double dt = now_s() - t0;
+    s->ctx->decode_runs = false;
+    if (decode_path) {
+        spec_cost_observe(&s->spec.cost, b->n_tokens, dt);
+        n_gen = b->n_tokens; /* the generated tokens and their guesses */
+    }
+    const int32_t n_prompt = b->n_tokens - n_gen;
+    srv_metrics_step(s->metrics, n_gen);
+    if (n_gen > 0)
+        srv_metrics_engine(s->metrics, n_gen, dt * n_gen / b->n_tokens, 0);
+    if (n_prompt > 0)
+        srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
+    for (int i = 0; i < n_members; i++) {
+        const srv_member *mb = &s->members[i];
+        if (which >= 0 && mb->prompt != (which == 1))
+            continue;
+        const bool embedding = mb->slot->job->embed;
+        const bool logits = !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill);
+        if (embedding && rc == 0 && embed_rc == 0)
+            srv_slot_pool(mb->slot, mb->row0, mb->n);
+        srv_slot_evaluated(mb->slot, mb->ids, mb->n, embedding && embed_rc ? embed_rc : rc,
+                           logits ? mb->row0 + mb->n - 1 : -1);
+    }
+}
+
 /* One step of every busy slot, as one batch: first each generating slot's next token, then prompt
  * chunks within the prompt budget (taken in the rotating order, so waiting prompts take turns). */
 static void step(srv_scheduler *s, int start)
 {
     woolly_batch *b = &s->batch;
     b->n_tokens = 0;
+    s->gbatch.n_tokens = 0;
     int n_members = 0;
     int32_t n_gen = 0;
     sync_followers(s);
@@ -284,29 +333,14 @@ static void step(srv_scheduler *s, int start)
     }
     if (n_members == 0)
         return;
-    /* The final hidden states are kept only for steps that evaluate an embedding's tokens. */
-    bool embed = false;
-    for (int i = 0; i < n_members; i++)
-        embed |= s->members[i].slot->job->embed;
-    const int embed_rc = woolly_set_embeddings(s->ctx, embed);
-    const double t0 = now_s();
-    const int rc = woolly_decode(s->ctx, b);
-    const double dt = now_s() - t0;
-    const int32_t n_prompt = b->n_tokens - n_gen;
-    srv_metrics_step(s->metrics, n_gen);
-    if (n_gen > 0)
-        srv_metrics_engine(s->metrics, n_gen, dt * n_gen / b->n_tokens, 0);
-    if (n_prompt > 0)
-        srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
-    for (int i = 0; i < n_members; i++) {
-        const srv_member *mb = &s->members[i];
-        const bool embedding = mb->slot->job->embed;
-        const bool logits = !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill);
-        if (embedding && rc == 0 && embed_rc == 0)
-            srv_slot_pool(mb->slot, mb->row0, mb->n);
-        srv_slot_evaluated(mb->slot, mb->ids, mb->n, embedding && embed_rc ? embed_rc : rc,
-                           logits ? mb->row0 + mb->n - 1 : -1);
+    if (s->speculate) {
+        if (b->n_tokens > 0)
+            evaluate(s, b, n_members, 1, 0);
+        if (s->gbatch.n_tokens > 0)
+            evaluate(s, &s->gbatch, n_members, 0, n_gen);
+        return;
     }
+    evaluate(s, b, n_members, -1, n_gen);
 }
 
 static void *engine_main(void *arg)
@@ -360,8 +394,23 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
     cp.n_seq_max = cfg->n_slots;
     if (cp.n_batch < cfg->n_slots) /* 0 (the default) too: the context resolves it */
         cp.n_batch = cp.n_batch == 0 ? 0 : cfg->n_slots;
+    s->speculate = cfg->draft || cfg->lookup > 0;
+    const int32_t spec_batch = cfg->n_slots * (cfg->draft_max + 1); /* every slot's token and guesses */
+    if (s->speculate) {
+        cp.logits_all = true; /* a logits row for every token of the decode batch */
+        if (cp.n_batch != 0 && cp.n_batch < spec_batch)
+            cp.n_batch = spec_batch;
+    }
     if (!(s->ctx = woolly_context_open(m, &cp))) {
         woolly_fail(err, "%s", woolly_last_error());
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    if (s->speculate && woolly_context_n_batch(s->ctx) < spec_batch) {
+        woolly_fail(err,
+                    "speculative decoding: the batch size %d is below the %d slots' tokens and guesses "
+                    "(%d x (draft-max %d + 1)): raise --batch-size or lower --draft-max",
+                    woolly_context_n_batch(s->ctx), spec_batch, cfg->n_slots, cfg->draft_max);
         srv_scheduler_close(s);
         return NULL;
     }
@@ -384,14 +433,31 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
         srv_scheduler_close(s);
         return NULL;
     }
+    if (s->speculate &&
+        (srv_spec_open(&s->spec, m, cfg->draft, cfg->n_slots, woolly_context_n_ctx(s->ctx), cfg->draft_max,
+                       cfg->lookup, cp.n_threads, cp.kv_type, err) ||
+         woolly_batch_init(&s->gbatch, spec_batch))) {
+        if (err && !err->msg[0])
+            woolly_fail(err, "out of memory");
+        srv_scheduler_close(s);
+        return NULL;
+    }
+    if (s->speculate && cfg->draft_fixed)
+        srv_spec_fix_length(&s->spec);
     for (int i = 0; i < cfg->n_slots; i++) {
         if (srv_slot_open(&s->slots[i], i, m, s->ctx, err)) {
             srv_scheduler_close(s);
             return NULL;
         }
         s->n_slots++;
+        if (s->speculate && srv_slot_speculate(&s->slots[i], &s->spec, err)) {
+            srv_scheduler_close(s);
+            return NULL;
+        }
     }
     s->n_ctx = woolly_context_n_ctx(s->ctx);
+    if (s->speculate)
+        srv_metrics_draft(metrics, 0, 0); /* /metrics shows the draft counters from the start */
     const int rc = pthread_create(&s->engine, NULL, engine_main, s);
     if (rc) {
         woolly_fail(err, "cannot start the engine thread (error %d)", rc);
@@ -439,6 +505,8 @@ void srv_scheduler_close(srv_scheduler *s)
         srv_slot_close(&s->slots[i]);
     woolly_context_close(s->ctx);
     woolly_batch_free(&s->batch);
+    woolly_batch_free(&s->gbatch);
+    srv_spec_close(&s->spec);
     free(s->members);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);

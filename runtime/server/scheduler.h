@@ -28,6 +28,11 @@ typedef struct srv_scheduler_config {
     int n_slots;
     int queue_cap;             /* jobs that may wait for a slot */
     woolly_context_params ctx; /* per slot; its n_batch is raised to n_slots if below */
+    /* Speculative decoding (spec.h): a draft model (NULL: none) and/or prompt lookup (n-gram length, 0:
+     * none); draft_max guesses per slot and step at most. Neither: no speculation. */
+    woolly_model *draft;
+    int32_t lookup, draft_max;
+    bool draft_fixed; /* always draft_max guesses: no adaptive length (tests) */
 } srv_scheduler_config;
 
 /* Opens the slots' context (one sequence per slot) and starts the engine thread. */

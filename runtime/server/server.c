@@ -44,6 +44,7 @@ woolly_server_config woolly_server_default_config(void)
         .affinity_header = "X-Session-Id",
         .defaults = woolly_sampler_default_params(),
         .chat_family = -1,
+        .draft_max = 8,
     };
 }
 
@@ -124,7 +125,13 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
                 "get a 400 naming --chat-template (%s); completions work\n",
                 woolly_chat_family_choices());
     s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
-    const srv_scheduler_config sc = {.n_slots = s->parallel, .queue_cap = c->queue, .ctx = c->ctx};
+    const srv_scheduler_config sc = {.n_slots = s->parallel,
+                                     .queue_cap = c->queue,
+                                     .ctx = c->ctx,
+                                     .draft = c->draft,
+                                     .lookup = c->lookup,
+                                     .draft_max = c->draft_max,
+                                     .draft_fixed = c->draft_fixed};
     if (!(s->sched = srv_scheduler_open(m, &sc, &s->metrics, err)))
         return -1;
     const int32_t n_ctx = srv_scheduler_n_ctx(s->sched);
@@ -142,6 +149,7 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
     a->chat_bos = !s->chat.bos_in_text && woolly_model_adds_bos(m);
     a->fixed_seed = c->fixed_seed;
     a->context_shift = c->context_shift;
+    a->speculative = c->draft || c->lookup > 0;
     a->sched = s->sched;
     atomic_store_explicit(&a->state, SRV_READY, memory_order_release);
     return 0;

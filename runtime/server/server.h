@@ -37,6 +37,12 @@ typedef struct woolly_server_config {
     const char *chat_template;      /* Jinja text rendered instead of the model's template, or NULL */
     bool context_shift; /* a full context forgets the oldest tokens after the kept ones (the request's
                            n_keep, else a chat's system message, else BOS) and generation goes on */
+    /* Speculative decoding (server/spec.h): a draft model with the model's vocabulary (the caller keeps
+     * it open; NULL: none) and/or prompt lookup over n-grams of `lookup` tokens (0: none), at most
+     * draft_max guesses per slot and step (1 .. 64). Not with context_shift. */
+    woolly_model *draft;
+    int32_t lookup, draft_max;
+    bool draft_fixed; /* always draft_max guesses, no adaptive length (tests: every step checks guesses) */
 } woolly_server_config;
 
 woolly_server_config woolly_server_default_config(void);

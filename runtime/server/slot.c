@@ -20,8 +20,22 @@ int srv_slot_open(srv_slot *s, int id, woolly_model *m, woolly_context *ctx, woo
     return 0;
 }
 
+int srv_slot_speculate(srv_slot *s, srv_spec *sp, woolly_error *err)
+{
+    const int32_t n_ctx = woolly_context_n_ctx(s->ctx), rows = sp->draft_max + 1;
+    s->spec = sp;
+    s->plan = malloc(sizeof *s->plan * (size_t)rows);
+    s->logits = malloc(sizeof *s->logits * (size_t)rows * (size_t)woolly_model_n_vocab(s->model));
+    if (!s->plan || !s->logits || srv_spec_slot_open(&s->ss, n_ctx))
+        return woolly_fail(err, "slot %d: out of memory", s->id);
+    return 0;
+}
+
 void srv_slot_close(srv_slot *s)
 {
+    srv_spec_slot_close(&s->ss);
+    free(s->plan);
+    free(s->logits);
     woolly_sampler_close(s->smp);
     srv_stop_free(&s->stop);
     srv_buf_free(&s->out);
@@ -72,6 +86,8 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     s->finish = SRV_FINISH_NONE;
     s->error[0] = 0;
     s->n_gen = 0;
+    s->n_guess = 0;
+    s->n_drafted = s->n_accepted = 0;
     s->out.len = 0;
     s->follow = -1;
     s->hold_at = -1;
@@ -170,26 +186,11 @@ static bool shift(srv_slot *s, woolly_token tok)
     return true;
 }
 
-bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n)
+/* Samples the next token from logits and hands it on (log-probabilities, detokenized text, stop strings).
+ * False when the job is over (s->finish says why, except after a failure). */
+static bool sample_one(srv_slot *s, const float *logits, woolly_token *out)
 {
     srv_job *j = s->job;
-    if (s->finish != SRV_FINISH_NONE)
-        return false;
-    if (s->n_cache < s->n_fill) {
-        const int32_t rest = s->n_fill - s->n_cache;
-        *ids = s->fill + s->n_cache;
-        *n = rest < max_prompt ? rest : max_prompt;
-        return true;
-    }
-    if (j->embed) { /* the whole input is evaluated: pool */
-        srv_slot_pool_finish(s);
-        return false;
-    }
-    const float *logits = woolly_get_logits(s->ctx, s->logits_at);
-    if (!logits) {
-        fail(s, woolly_last_error());
-        return false;
-    }
     const woolly_token tok = woolly_sampler_sample(s->smp, logits);
     woolly_sampler_accept(s->smp, tok);
     /* A grammar that ended the output (it allows nothing more, or only the end) ends the choice, whatever
@@ -229,6 +230,58 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         end(s, SRV_FINISH_LENGTH);
         return false;
     }
+    *out = tok;
+    return true;
+}
+
+bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n)
+{
+    srv_job *j = s->job;
+    if (s->finish != SRV_FINISH_NONE)
+        return false;
+    if (s->n_cache < s->n_fill) {
+        const int32_t rest = s->n_fill - s->n_cache;
+        *ids = s->fill + s->n_cache;
+        *n = rest < max_prompt ? rest : max_prompt;
+        return true;
+    }
+    if (j->embed) { /* the whole input is evaluated: pool */
+        srv_slot_pool_finish(s);
+        return false;
+    }
+    /* Without speculation one token is sampled. A speculating slot samples from the logits after its
+     * last token and after each guess in turn while it samples the guess (then that guess, in the cache
+     * already, is kept), as plain decoding would after the same tokens. */
+    woolly_token tok;
+    int32_t row = 0;
+    for (;; row++) {
+        const float *logits = s->spec ? s->logits + (size_t)row * (size_t)woolly_model_n_vocab(s->model)
+                                      : woolly_get_logits(s->ctx, s->logits_at);
+        if (!logits) {
+            fail(s, woolly_last_error());
+            return false;
+        }
+        if (!sample_one(s, logits, &tok)) {
+            s->n_drafted += s->n_guess; /* the job is over: the guesses up to this one were kept */
+            s->n_accepted += row;
+            return false;
+        }
+        if (row >= s->n_guess || tok != s->plan[row + 1])
+            break;
+    }
+    if (s->n_guess > 0) { /* the guesses after the kept ones leave the cache */
+        srv_spec_checked(&s->ss, s->n_guess, row);
+        s->n_drafted += s->n_guess;
+        s->n_accepted += row;
+        if (row < s->n_guess) {
+            s->n_cache -= s->n_guess - row;
+            if (woolly_seq_rewind(s->ctx, s->id, s->n_cache)) {
+                fail(s, woolly_last_error());
+                return false;
+            }
+        }
+        s->n_guess = 0;
+    }
     if (s->n_cache == woolly_context_n_ctx(s->ctx)) {
         if (!j->context_shift || !shift(s, tok)) {
             end(s, SRV_FINISH_LENGTH);
@@ -236,6 +289,15 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         }
         *ids = s->fill + s->n_cache; /* one token now; the steps to come take the rest as a prompt */
         *n = 1;
+        return true;
+    }
+    if (s->spec) {
+        s->plan[0] = tok;
+        s->cache[s->n_cache] = tok; /* the text so far, for lookup (the evaluation writes it there too) */
+        const int32_t room = woolly_context_n_ctx(s->ctx) - s->n_cache - 1;
+        s->n_guess = srv_spec_guess(s->spec, &s->ss, s->id, s->cache, s->n_cache + 1, s->plan + 1, room);
+        *ids = s->plan;
+        *n = 1 + s->n_guess;
         return true;
     }
     s->next = tok;
@@ -251,6 +313,17 @@ void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc,
         return;
     }
     s->logits_at = logits_at;
+    if (s->spec && logits_at >= 0) { /* the plan's rows (a prompt's last token: one) */
+        const int32_t n_vocab = woolly_model_n_vocab(s->model), rows = s->n_guess + 1;
+        for (int32_t r = 0; r < rows; r++) {
+            const float *l = woolly_get_logits(s->ctx, logits_at - rows + 1 + r);
+            if (!l) {
+                fail(s, woolly_last_error());
+                return;
+            }
+            memcpy(s->logits + (size_t)r * (size_t)n_vocab, l, sizeof *l * (size_t)n_vocab);
+        }
+    }
     memmove(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n); /* after a shift ids lie there already */
     s->n_cache += n;
 }
@@ -294,6 +367,8 @@ void srv_slot_detach(srv_slot *s)
 {
     srv_job *j = s->job;
     srv_job_progress(j, s->n_reused, s->n_gen);
+    j->n_drafted = s->n_drafted; /* read after the finish below, under the job's lock */
+    j->n_accepted = s->n_accepted;
     srv_job_finish(j, s->finish, s->finish == SRV_FINISH_ERROR ? s->error : NULL);
     srv_job_release(j);
     woolly_sampler_close(s->smp);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "job.h"
+#include "spec.h"
 #include "stop.h"
 #include "text.h"
 #include "tokenizer.h"
@@ -47,6 +48,13 @@ typedef struct srv_slot {
                           else -1 */
     int32_t hold_at;   /* a leader with followers: its prompt stops here (all but the last token) until
                           they have copied it, so that every choice evaluates that token alike; else -1 */
+    srv_spec *spec;     /* the scheduler's speculative decoding (spec.h), or NULL */
+    srv_spec_slot ss;   /* with spec: this slot's drafting state */
+    woolly_token *plan; /* with spec: [draft_max + 1] the sampled token and its guesses, evaluated together */
+    int32_t n_guess;    /* guesses of the evaluated plan, checked by the next srv_slot_plan */
+    float *logits;      /* with spec: [draft_max + 1][n_vocab] the evaluated plan's logits, kept by the slot
+                           (the engine's step may run a second batch that overwrites the context's) */
+    int32_t n_drafted, n_accepted; /* the job's guesses and those kept */
     char *piece;       /* detokenizer output */
     size_t piece_cap;
     srv_buf clean; /* detokenizer output after UTF-8 repair */
@@ -56,6 +64,9 @@ typedef struct srv_slot {
 /* Slot `id` runs sequence `id` of ctx (which has at least id + 1 sequences). */
 int srv_slot_open(srv_slot *s, int id, woolly_model *m, woolly_context *ctx, woolly_error *err);
 void srv_slot_close(srv_slot *s);
+
+/* Makes the slot speculate with sp (which outlives it). 0, or -1 with a message. */
+int srv_slot_speculate(srv_slot *s, srv_spec *sp, woolly_error *err);
 
 /* How many leading tokens of a prompt the slot's cache holds (at most n - 1: the last prompt token is
  * always evaluated, for its logits). */
@@ -83,7 +94,8 @@ bool srv_slot_in_prompt(const srv_slot *s);
  * job is over (s->finish says why). Samples the next token when the prompt has been evaluated. */
 bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n);
 /* After the scheduler evaluated the planned tokens (rc 0; logits_at: the batch token whose logits
- * follow them, or -1 after a prompt chunk that is not the last), or the evaluation failed (rc -1) and
+ * follow them, or -1 after a prompt chunk that is not the last; a speculating slot's plan of a token and
+ * its guesses has every token's logits, the last at logits_at), or the evaluation failed (rc -1) and
  * the job ends with that error. */
 void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at);
 /* An embedding job: adds the final hidden states of rows row0 .. row0 + n - 1 of the last batch (its
