@@ -15,11 +15,12 @@
 #include "testutil.h"
 
 /* Mean per-position NMSE of the logits against the F16 source's float64 reference, tiny-llama-f16 (2
- * layers, N(0, 0.02) weights): about 2/3 of each bound (measured 0.097 Q2_K, 0.024 Q3_K_M, 0.0066
- * IQ4_XS, default dispatch). */
-#define Q2_K_LOGITS_MAX_NMSE 0.15
-#define Q3_K_M_LOGITS_MAX_NMSE 0.036
-#define IQ4_XS_LOGITS_MAX_NMSE 0.01
+ * layers, N(0, 0.02) weights), default dispatch: 1.5x what this quantizer gives (measured 0.199 Q2_K,
+ * 0.0489 Q3_K_M, 0.0354 IQ4_XS); llama-quantize's files of the same source give 0.279, 0.0547 and
+ * 0.0316 here. */
+#define Q2_K_LOGITS_MAX_NMSE 0.3
+#define Q3_K_M_LOGITS_MAX_NMSE 0.075
+#define IQ4_XS_LOGITS_MAX_NMSE 0.053
 /* The default dispatch (int8 activations) against the scalar level (F32 activations) on the same file:
  * the activations' rounding, as for the shipped quantized models (their bars are 1-2e-4). */
 #define DISPATCH_MAX_NMSE 3e-4
@@ -94,7 +95,7 @@ Test(quantize_low_bits, mix_rules_follow_llama_cpp)
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, 3, "attn_v", &moe), WOOLLY_TYPE_Q8_0);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, 3, "attn_k", &moe), WOOLLY_TYPE_Q8_0);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_IQ4_XS, 3, "attn_output", &moe), WOOLLY_TYPE_Q5_K);
-    cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, 3, "attn_output", &moe), WOOLLY_TYPE_Q5_K);
+    cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, 3, "attn_output", &moe), WOOLLY_TYPE_Q3_K); /* not in its list */
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q5_K_M, 3, "attn_output", &moe), WOOLLY_TYPE_Q5_K);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, 3, "ffn_down_exps", &moe), WOOLLY_TYPE_Q3_K);
     /* a row the 256-value block does not divide falls back as for every mix */
@@ -151,7 +152,7 @@ static double mean_nmse(const float *x, const float *ref, int n_tokens, int n_vo
 }
 
 typedef struct {
-    const char *suffix; /* of the tensor's name */
+    const char *suffix; /* the tensor's name or its last parts ("attn_v.weight"), "*" any other */
     enum woolly_type type;
 } want_type;
 
@@ -168,8 +169,10 @@ static void check_end_to_end(const char *type, uint32_t file_type, const want_ty
         }
         bool found = false;
         for (int w = 0; w < n_want && !found; w++) {
+            /* the whole name, or its last dot-separated parts; "*" any name */
             const size_t n = strlen(t->name), m = strlen(want[w].suffix);
-            if (n >= m && strcmp(t->name + n - m, want[w].suffix) == 0) {
+            if (!strcmp(want[w].suffix, "*") || !strcmp(t->name, want[w].suffix) ||
+                (n > m && t->name[n - m - 1] == '.' && !strcmp(t->name + n - m, want[w].suffix))) {
                 cr_assert_eq(t->type, want[w].type, "%s %s: %s, want %s", type, t->name,
                              woolly_type_get(t->type)->name, woolly_type_get(want[w].type)->name);
                 found = true;
@@ -203,7 +206,7 @@ Test(quantize_low_bits, q2_k_end_to_end)
 {
     const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},   {"attn_v.weight", WOOLLY_TYPE_Q3_K},
                               {"ffn_down.weight", WOOLLY_TYPE_Q3_K}, {"attn_output.weight", WOOLLY_TYPE_Q3_K},
-                              {".weight", WOOLLY_TYPE_Q2_K}};
+                              {"*", WOOLLY_TYPE_Q2_K}};
     check_end_to_end("Q2_K", 10, want, 5, Q2_K_LOGITS_MAX_NMSE);
 }
 
@@ -211,12 +214,12 @@ Test(quantize_low_bits, q3_k_m_end_to_end)
 {
     const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},   {"attn_v.weight", WOOLLY_TYPE_Q5_K},
                               {"ffn_down.weight", WOOLLY_TYPE_Q4_K}, {"attn_output.weight", WOOLLY_TYPE_Q4_K},
-                              {".weight", WOOLLY_TYPE_Q3_K}};
+                              {"*", WOOLLY_TYPE_Q3_K}};
     check_end_to_end("Q3_K_M", 12, want, 5, Q3_K_M_LOGITS_MAX_NMSE);
 }
 
 Test(quantize_low_bits, iq4_xs_end_to_end)
 {
-    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K}, {".weight", WOOLLY_TYPE_IQ4_XS}};
+    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K}, {"*", WOOLLY_TYPE_IQ4_XS}};
     check_end_to_end("IQ4_XS", 30, want, 2, IQ4_XS_LOGITS_MAX_NMSE);
 }
