@@ -34,6 +34,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_scalar_4x1.c
@@ -41,6 +44,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_scalar_1x1.c
@@ -62,6 +68,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_scalar_4x1.c
@@ -83,6 +98,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
@@ -119,14 +143,23 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q2k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q3k_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q2k_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q3k_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4xs_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r4.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r4.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q2k_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q3k_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4xs_r4.c
   )
   set(WOOLLY_SOURCES_SCALAR ${WOOLLY_GROUP_SCALAR_SOURCES})
   set(WOOLLY_TEST_SOURCES_SCALAR
@@ -137,6 +170,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_scalar_4x1.c
@@ -144,6 +180,9 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_scalar_1x1.c
@@ -165,6 +204,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_scalar_4x1.c
@@ -186,6 +234,15 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
@@ -222,14 +279,23 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q2k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q3k_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q2k_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q3k_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4xs_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q2k_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q3k_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4xs_r4.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_SCALAR})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_SCALAR})
@@ -266,6 +332,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_24x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_4x2.c
@@ -372,6 +456,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c
   )
@@ -395,6 +485,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_24x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_4x2.c
@@ -495,6 +603,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8_vnni.c
   )
@@ -557,6 +671,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
@@ -773,6 +905,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
@@ -962,6 +1112,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_neon_r4_1x8.c
@@ -1053,6 +1209,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_neon_r4_1x8.c

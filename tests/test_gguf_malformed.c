@@ -620,3 +620,20 @@ Test(gguf_malformed, many_tensors_and_strings_parse_in_linear_time)
     b = many_tensors_file(200000, 10, true);
     expect_fail(&b, "tensor 'blk.0.w': duplicate tensor name (tensor 199999 and tensor 0)", NULL);
 }
+
+/* The 256-value formats with odd block sizes: IQ4_XS (136 bytes) and Q3_K (110 bytes) rows are checked
+ * like every other type's. */
+Test(gguf_malformed, iq4_xs_row_not_a_multiple_of_the_block)
+{
+    const uint64_t ne[2] = {128, 2};
+    tb b = one_tensor_file(2, ne, WOOLLY_TYPE_IQ4_XS, 0, 1000);
+    expect_fail(&b, "'blk.3.ffn_up.weight': row length 128 is not a multiple of the IQ4_XS block size 256",
+                NULL);
+}
+
+Test(gguf_malformed, q3_k_tensor_past_end_of_file)
+{
+    const uint64_t ne[2] = {256, 4};
+    tb b = one_tensor_file(2, ne, WOOLLY_TYPE_Q3_K, 0, 400); /* 4 blocks of 110 bytes: 440 */
+    expect_fail(&b, "'blk.3.ffn_up.weight': data at offset 0", "of 440 bytes runs past end of file");
+}

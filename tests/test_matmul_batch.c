@@ -95,3 +95,18 @@ Test(matmul_batch, avx512_q6_k_kernels_agree_bit_for_bit)
 {
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q6_K, "q6k_r16");
 }
+
+/* Q2_K, Q3_K and IQ4_XS: every kernel of a level comes from one template (no prompt GEMM of their own). */
+Test(matmul_batch, q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q2_K, "q2k_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q3_K, "q3k_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_IQ4_XS, "iq4xs_r8");
+}
+
+Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q2_K, "q2k_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q3_K, "q3k_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_IQ4_XS, "iq4xs_r16");
+}

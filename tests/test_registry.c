@@ -38,7 +38,8 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
     /* Every (op, weights, activations) slot of the reference formats exists. */
     static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16,
                                              WOOLLY_TYPE_Q8_0, WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K,
-                                             WOOLLY_TYPE_Q6_K};
+                                             WOOLLY_TYPE_Q6_K, WOOLLY_TYPE_Q2_K, WOOLLY_TYPE_Q3_K,
+                                             WOOLLY_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
         for (int act = 0; act < WOOLLY_ACT_COUNT; act++)
             for (int op = WOOLLY_OP_GEMV; op <= WOOLLY_OP_GEMM; op++) {

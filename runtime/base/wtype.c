@@ -14,6 +14,7 @@ static const woolly_type_info TYPES[WOOLLY_TYPE_COUNT] = {
     [WOOLLY_TYPE_I8] = {"I8", 1, 1},         [WOOLLY_TYPE_I16] = {"I16", 1, 2},
     [WOOLLY_TYPE_I32] = {"I32", 1, 4},       [WOOLLY_TYPE_I64] = {"I64", 1, 8},
     [WOOLLY_TYPE_F64] = {"F64", 1, 8},       [WOOLLY_TYPE_BF16] = {"BF16", 1, 2},
+    [WOOLLY_TYPE_IQ4_XS] = {"IQ4_XS", 256, 136},
 };
 
 const woolly_type_info *woolly_type_get(uint32_t type)

@@ -22,6 +22,7 @@ enum woolly_type {
     WOOLLY_TYPE_Q5_K = 13,
     WOOLLY_TYPE_Q6_K = 14,
     WOOLLY_TYPE_Q8_K = 15,
+    WOOLLY_TYPE_IQ4_XS = 23,
     WOOLLY_TYPE_I8 = 24,
     WOOLLY_TYPE_I16 = 25,
     WOOLLY_TYPE_I32 = 26,

@@ -11,7 +11,9 @@ int woolly_cmd_quantize(int argc, char **argv)
         .synopsis = "[-t N] [-q] IN.gguf OUT.gguf TYPE",
         .about = "Converts a model's matrices; all metadata is kept, norms and other 1-D tensors stay F32.\n"
                  "TYPE is Q4_K_M (llama.cpp's mix: Q4_K, Q6_K for output, and attn_v/ffn_down of some\n"
-                 "layers), Q6_K, Q8_0, F16 or F32.\n",
+                 "layers), Q6_K, Q8_0, F16 or F32; or one of llama.cpp's mixes Q2_K, Q3_K_S, Q3_K_M,\n"
+                 "Q3_K_L, Q5_K_M, IQ4_XS (their own type, more bits for output, attn_v, ffn_down and\n"
+                 "attn_output as llama.cpp chooses).\n",
         .args = "IN.gguf OUT.gguf TYPE",
         .min_args = 3,
         .max_args = 3,
@@ -25,7 +27,8 @@ int woolly_cmd_quantize(int argc, char **argv)
     const char *in = argv[1], *out = argv[2], *type = argv[3];
     const int f = woolly_ftype_from_name(type);
     if (f < 0) {
-        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n",
+        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16, F32, Q2_K, Q3_K_S, "
+                        "Q3_K_M, Q3_K_L, Q5_K_M or IQ4_XS)\n",
                 type);
         return 2;
     }

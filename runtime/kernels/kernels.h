@@ -136,6 +136,56 @@ typedef struct {
 } woolly_block_q6_k;
 _Static_assert(sizeof(woolly_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
+/* ---- Q2_K, Q3_K, IQ4_XS (GGUF's layouts) ---- */
+
+/* 16 sub-blocks of 16; scales[j] holds sub-block j's 4-bit scale (low nibble) and 4-bit min (high);
+ * value = d * sc * q - dmin * m with q 2 bits. Value v: byte qs[32 * (v / 128) + v % 32], bits
+ * 2 * ((v / 32) % 4) .. +1. */
+typedef struct {
+    uint8_t scales[WOOLLY_QK_K / 16];
+    uint8_t qs[WOOLLY_QK_K / 4];
+    uint16_t d, dmin;
+} woolly_block_q2_k;
+_Static_assert(sizeof(woolly_block_q2_k) == 84, "Q2_K block is 84 bytes");
+
+/* 16 sub-blocks of 16; 6-bit scales packed in `scales` (woolly_q3k_scale); value = d * (sc - 32) * (q - 4)
+ * with q 3 bits: the low 2 as Q2_K's qs, the high bit of value v at hmask[v % 32], bit v / 32. */
+typedef struct {
+    uint8_t hmask[WOOLLY_QK_K / 8];
+    uint8_t qs[WOOLLY_QK_K / 4];
+    uint8_t scales[WOOLLY_K_SCALE_BYTES];
+    uint16_t d;
+} woolly_block_q3_k;
+_Static_assert(sizeof(woolly_block_q3_k) == 110, "Q3_K block is 110 bytes");
+
+/* 8 sub-blocks of 32; 6-bit scale of sub-block j: low 4 bits in scales_l[j / 2] (nibble j % 2), high 2
+ * at bits 2j of scales_h; value = d * (sc - 32) * woolly_iq4nl_values[q] with q 4 bits: qs[16j + l]
+ * holds value l of sub-block j in its low nibble and value 16 + l in its high nibble. */
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[WOOLLY_QK_K / 64];
+    uint8_t qs[WOOLLY_QK_K / 2];
+} woolly_block_iq4_xs;
+_Static_assert(sizeof(woolly_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
+
+/* The 16 levels of the IQ4 formats (GGUF's non-linear 4-bit grid, denser near zero). */
+static const int8_t woolly_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                               1,    13,   25,  38,  53,  69,  89,  113};
+
+/* Q3_K's 6-bit scale of sub-block j (0..15), unsigned (the value's offset of 32 not applied): the low 4
+ * bits in byte j % 8 (nibble j / 8), the high 2 in byte 8 + j % 4 at bits 2 * (j / 4). */
+static inline int woolly_q3k_scale(int j, const uint8_t *scales)
+{
+    return ((scales[j % 8] >> (4 * (j / 8))) & 0xF) | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+
+/* IQ4_XS's 6-bit scale of sub-block j (0..7), unsigned. */
+static inline int woolly_iq4xs_scale(int j, const woolly_block_iq4_xs *b)
+{
+    return ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4);
+}
+
 /* ---- repacked weight layouts (see "weight layouts" at the top) ---------------------------------- */
 
 /* Q4_K with 16 rows interleaved (layout q4k_r16): block b of a group is super-block b (values 256b ..
@@ -239,6 +289,48 @@ typedef struct {
     int8_t qs[8][32];   /* [load h][4 * row + l] */
 } woolly_block_q80_r8;
 _Static_assert(sizeof(woolly_block_q80_r8) == 272, "Q8_0 r8 block is 272 bytes");
+
+/* ---- Q2_K, Q3_K and IQ4_XS with G = 4, 8 or 16 rows interleaved (layouts q2k_r<G>, q3k_r<G>,
+ * iq4xs_r<G>), in slices of 32 values (slice j: values 32j .. 32j + 31, the span of one int8 activation
+ * block; for Q2_K and Q3_K the 16-value sub-blocks 2j and 2j + 1). As in the layouts above, a load of
+ * 4G bytes holds 4 values of each row, row i's at bytes 4i .. 4i + 3, and "load h" (0..3) of a slice
+ * means its values 4h .. 4h + 3 (the low half) and 16 + 4h .. 16 + 4h + 3 (the high half).
+ *
+ * Q2_K: qs[j][0] holds at bits 2h .. 2h + 1 of byte 4i + l the 2-bit value 4h + l of row i, qs[j][1]
+ * that of value 16 + 4h + l; sm[s][i] is the Q2_K scale byte of sub-block s (scale in the low nibble, min
+ * in the high). Value = d * sc * q - dmin * m. Exactly Q2_K's 84 bytes per row.
+ * Q3_K: the low 2 bits of the 3-bit q + 4 as Q2_K's qs (ql), and in qh the high bit of value 4h + l at
+ * bit h, of value 16 + 4h + l at bit 4 + h; sc[s][i] = Q3_K's scale - 32. Value = d * sc * q.
+ * IQ4_XS: load h of slice j holds the 4-bit indices of values 4h + l in its low nibbles and of 16 + 4h + l
+ * in its high nibbles; sc[j][i] = IQ4_XS's scale - 32. Value = d * sc * woolly_iq4nl_values[index]. */
+#define WOOLLY_Q23K_LAYOUTS(G)                                                                             \
+    typedef struct {                                                                                       \
+        uint16_t d[G], dmin[G]; /* f16, per row */                                                         \
+        uint8_t sm[16][G];      /* scale (low nibble) and min (high) of sub-block s of row i at [s][i] */  \
+        uint8_t qs[8][2][4 * G];                                                                           \
+    } woolly_block_q2k_r##G;                                                                               \
+    typedef struct {                                                                                       \
+        uint16_t d[G];     /* f16, per row */                                                              \
+        int8_t sc[16][G]; /* scale - 32 of sub-block s of row i at [s][i] */                              \
+        struct {                                                                                           \
+            uint8_t ql[2][4 * G]; /* [low/high half][4 * row + l] */                                       \
+            uint8_t qh[4 * G];                                                                             \
+        } slice[8];                                                                                        \
+    } woolly_block_q3k_r##G;                                                                               \
+    typedef struct {                                                                                       \
+        uint16_t d[G];            /* f16, per row */                                                       \
+        int8_t sc[8][G];          /* scale - 32 of sub-block j of row i at [j][i] */                       \
+        uint8_t qs[8][4][4 * G];  /* [slice j][load h][4 * row + l] */                                     \
+    } woolly_block_iq4xs_r##G;
+WOOLLY_Q23K_LAYOUTS(4)
+WOOLLY_Q23K_LAYOUTS(8)
+WOOLLY_Q23K_LAYOUTS(16)
+#undef WOOLLY_Q23K_LAYOUTS
+_Static_assert(sizeof(woolly_block_q2k_r8) == 8 * 84, "Q2_K r8 block is Q2_K's bytes");
+_Static_assert(sizeof(woolly_block_q2k_r16) == 16 * 84 && sizeof(woolly_block_q2k_r4) == 4 * 84, "Q2_K layouts");
+_Static_assert(sizeof(woolly_block_q3k_r8) == 912, "Q3_K r8 block is 912 bytes");
+_Static_assert(sizeof(woolly_block_iq4xs_r8) == 1104, "IQ4_XS r8 block is 1104 bytes");
+_Static_assert(sizeof(woolly_block_q3k_r4) == 456 && sizeof(woolly_block_iq4xs_r16) == 2208, "layout sizes");
 
 /* The 4-row layouts (q4k_r4, q6k_r4, q80_r4): the shape of q4k_r16 for 128-bit registers. One 16-byte
  * load of quants holds 4 consecutive values of each of the 4 rows (row i's at bytes 4i .. 4i + 3): the

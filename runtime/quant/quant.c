@@ -113,6 +113,9 @@ static const struct quant_format {
     {WOOLLY_TYPE_Q4_K, woolly_dequantize_q4_k, woolly_quantize_q4_k},
     {WOOLLY_TYPE_Q5_K, woolly_dequantize_q5_k, woolly_quantize_q5_k},
     {WOOLLY_TYPE_Q6_K, woolly_dequantize_q6_k, woolly_quantize_q6_k},
+    {WOOLLY_TYPE_Q2_K, woolly_dequantize_q2_k, woolly_quantize_q2_k},
+    {WOOLLY_TYPE_Q3_K, woolly_dequantize_q3_k, woolly_quantize_q3_k},
+    {WOOLLY_TYPE_IQ4_XS, woolly_dequantize_iq4_xs, woolly_quantize_iq4_xs},
 };
 
 static const struct quant_format *format_of(enum woolly_type t)

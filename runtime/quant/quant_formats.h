@@ -18,6 +18,14 @@ void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb);
 void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb);
 void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb);
 
+/* quant_q2k.c, quant_q3k_iq4xs.c */
+void woolly_dequantize_q2_k(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q3_k(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_iq4_xs(const void *blocks, float *y, int64_t nb);
+void woolly_quantize_q2_k(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb);
+
 /* Nearest integer of v clamped to [lo, hi] (lo <= 0; ties round up). Clamping happens in float first, so
  * huge values and NaN (which becomes lo) never reach an out-of-range conversion; the shift by -lo makes
  * the truncating conversion a rounding one. Written branch-free so that the compiler vectorizes the

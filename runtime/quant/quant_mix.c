@@ -12,6 +12,8 @@ static const struct {
 } FTYPES[] = {
     {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"Q8_0", WOOLLY_FTYPE_Q8_0},
     {"Q6_K", WOOLLY_FTYPE_Q6_K}, {"Q4_K_M", WOOLLY_FTYPE_Q4_K_M},
+    {"Q2_K", WOOLLY_FTYPE_Q2_K}, {"Q3_K_S", WOOLLY_FTYPE_Q3_K_S}, {"Q3_K_M", WOOLLY_FTYPE_Q3_K_M},
+    {"Q3_K_L", WOOLLY_FTYPE_Q3_K_L}, {"Q5_K_M", WOOLLY_FTYPE_Q5_K_M}, {"IQ4_XS", WOOLLY_FTYPE_IQ4_XS},
 };
 
 int woolly_ftype_from_name(const char *name)
@@ -77,6 +79,71 @@ static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
     return WOOLLY_TYPE_Q4_K;
 }
 
+/* llama.cpp's choices for Q2_K, Q3_K_S/M/L, Q5_K_M and IQ4_XS (llama_tensor_get_type_impl in
+ * llama-quant.cpp, without an importance matrix), for the tensors of the architectures here: the mix's
+ * own type, more bits where the error costs most (the output matrix, attn_v, ffn_down, attn_output). */
+static enum woolly_type low_bit_mix_type(enum woolly_ftype f, const char *name, const woolly_mix_model *m)
+{
+    const enum woolly_type base = f == WOOLLY_FTYPE_Q2_K     ? WOOLLY_TYPE_Q2_K
+                                  : f == WOOLLY_FTYPE_IQ4_XS ? WOOLLY_TYPE_IQ4_XS
+                                  : f == WOOLLY_FTYPE_Q5_K_M ? WOOLLY_TYPE_Q5_K
+                                                             : WOOLLY_TYPE_Q3_K;
+    if (strcmp(name, "output.weight") == 0 || (m->tied_embd && strcmp(name, "token_embd.weight") == 0))
+        return WOOLLY_TYPE_Q6_K;
+    const int i = layer_of(name), n = m->n_layer;
+    /* a fused attn_qkv counts as an attn_v, a mixture's ffn_down_exps as an ffn_down, as in Q4_K_M */
+    if (ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight")) {
+        if (m->n_expert == 8)
+            return WOOLLY_TYPE_Q8_0;
+        switch (f) {
+        case WOOLLY_FTYPE_Q2_K:
+            return m->n_gqa >= 4 ? WOOLLY_TYPE_Q4_K : WOOLLY_TYPE_Q3_K;
+        case WOOLLY_FTYPE_Q3_K_M:
+            return i >= 0 && i < 2 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K;
+        case WOOLLY_FTYPE_Q3_K_L:
+            return WOOLLY_TYPE_Q5_K;
+        case WOOLLY_FTYPE_IQ4_XS:
+            return m->n_gqa >= 4 ? WOOLLY_TYPE_Q5_K : base;
+        case WOOLLY_FTYPE_Q5_K_M:
+            return i >= 0 && layer_gets_more_bits(i, n) ? WOOLLY_TYPE_Q6_K : base;
+        default:
+            return base;
+        }
+    }
+    if (ends_with(name, "attn_k.weight") && m->n_expert == 8)
+        return WOOLLY_TYPE_Q8_0;
+    if (ends_with(name, "ffn_down.weight") || ends_with(name, "ffn_down_exps.weight")) {
+        switch (f) {
+        case WOOLLY_FTYPE_Q2_K:
+            return WOOLLY_TYPE_Q3_K;
+        case WOOLLY_FTYPE_Q3_K_M:
+            return i >= 0 && i < n / 16 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K;
+        case WOOLLY_FTYPE_Q3_K_L:
+            return WOOLLY_TYPE_Q5_K;
+        case WOOLLY_FTYPE_IQ4_XS:
+            return i >= 0 && i < n / 8 ? WOOLLY_TYPE_Q5_K : base;
+        case WOOLLY_FTYPE_Q5_K_M:
+            return i >= 0 && layer_gets_more_bits(i, n) ? WOOLLY_TYPE_Q6_K : base;
+        default:
+            return base;
+        }
+    }
+    if (ends_with(name, "attn_output.weight")) {
+        if (m->n_expert == 8)
+            return f == WOOLLY_FTYPE_Q2_K || f == WOOLLY_FTYPE_Q3_K_S || f == WOOLLY_FTYPE_Q3_K_M ||
+                           f == WOOLLY_FTYPE_IQ4_XS
+                       ? WOOLLY_TYPE_Q5_K
+                       : base;
+        if (f == WOOLLY_FTYPE_Q2_K)
+            return WOOLLY_TYPE_Q3_K;
+        if (f == WOOLLY_FTYPE_Q3_K_M)
+            return WOOLLY_TYPE_Q4_K;
+        if (f == WOOLLY_FTYPE_Q3_K_L)
+            return WOOLLY_TYPE_Q5_K;
+    }
+    return base;
+}
+
 enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
                                  const woolly_mix_model *m, char *note, size_t note_size)
 {
@@ -102,6 +169,14 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
         break;
     case WOOLLY_FTYPE_Q4_K_M:
         want = q4_k_m_type(name, m);
+        break;
+    case WOOLLY_FTYPE_Q2_K:
+    case WOOLLY_FTYPE_Q3_K_S:
+    case WOOLLY_FTYPE_Q3_K_M:
+    case WOOLLY_FTYPE_Q3_K_L:
+    case WOOLLY_FTYPE_Q5_K_M:
+    case WOOLLY_FTYPE_IQ4_XS:
+        want = low_bit_mix_type(f, name, m);
         break;
     default:
         want = WOOLLY_TYPE_F16;

@@ -17,9 +17,16 @@ enum woolly_ftype {
     WOOLLY_FTYPE_Q8_0 = 7,
     WOOLLY_FTYPE_Q4_K_M = 15,
     WOOLLY_FTYPE_Q6_K = 18,
+    WOOLLY_FTYPE_Q2_K = 10,
+    WOOLLY_FTYPE_Q3_K_S = 11,
+    WOOLLY_FTYPE_Q3_K_M = 12,
+    WOOLLY_FTYPE_Q3_K_L = 13,
+    WOOLLY_FTYPE_Q5_K_M = 17,
+    WOOLLY_FTYPE_IQ4_XS = 30,
 };
 
-/* "Q4_K_M", "Q6_K", "Q8_0", "F16", "F32" (case-sensitive); -1 if unknown. */
+/* "Q4_K_M", "Q6_K", "Q8_0", "F16", "F32", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q5_K_M", "IQ4_XS"
+ * (case-sensitive); -1 if unknown. */
 int woolly_ftype_from_name(const char *name);
 const char *woolly_ftype_name(enum woolly_ftype f);
 
@@ -28,6 +35,7 @@ typedef struct woolly_mix_model {
     int n_layer;    /* for the attn_v / ffn_down rule of Q4_K_M */
     bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
     int n_expert;   /* experts per layer (0: not a mixture), for the 8-expert rule of Q4_K_M */
+    int n_gqa;      /* query heads per KV head (0 or 1: none), for the attn_v rules of Q2_K and IQ4_XS */
 } woolly_mix_model;
 
 /* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
@@ -37,7 +45,10 @@ typedef struct woolly_mix_model {
  * ffn_gate_inp, stays F32). A mixture of exactly 8 experts (Mixtral's shape) also gets Q8_0 for attn_k
  * and attn_v and Q5_K for attn_output, as llama.cpp gives it: small tensors beside the experts. A row length
  * the chosen block does not divide falls back to Q8_0 (if it is a multiple of 32), else F16; then `note` (if
- * not NULL) says so, otherwise it is set to "". */
+ * not NULL) says so, otherwise it is set to "".
+ * Q2_K, Q3_K_S/M/L, Q5_K_M and IQ4_XS follow llama.cpp's rules for those mixes (llama-quant.cpp, without
+ * an importance matrix): Q6_K for the output matrix; attn_v, ffn_down and attn_output by layer, model
+ * shape (n_gqa, 8 experts) and mix, as written in quant_mix.c; the other matrices the mix's own type. */
 enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
                                  const woolly_mix_model *m, char *note, size_t note_size);
 
