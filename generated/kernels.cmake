@@ -34,6 +34,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_scalar_4x1.c
@@ -41,6 +46,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemv_scalar_1x1.c
@@ -62,6 +72,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_scalar_4x1.c
@@ -83,6 +108,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
@@ -120,6 +160,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r4.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r8.c
@@ -137,6 +192,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_scalar_4x1.c
@@ -144,6 +204,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemv_scalar_1x1.c
@@ -165,6 +230,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_scalar_4x1.c
@@ -186,6 +266,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
@@ -223,6 +318,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r8.c
@@ -290,6 +400,36 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_1x4.c
@@ -374,6 +514,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_4x8_vnni.c
   )
   set(WOOLLY_SOURCES_AVX2 ${WOOLLY_GROUP_AVX2_SOURCES} ${WOOLLY_GROUP_AVX2_AVXVNNI_SOURCES})
   set(WOOLLY_TEST_SOURCES_AVX2
@@ -419,6 +569,36 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx2_r8_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx2_r8_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_2x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_1x4.c
@@ -497,6 +677,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx2_r8_1x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_4x8_vnni.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_4x8_vnni.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AVX2})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_AVX2})
@@ -557,6 +747,26 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_8x16_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
@@ -773,6 +983,26 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_8x16_sbpf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_8x16_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
@@ -962,6 +1192,26 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_4x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_neon_r4_1x8.c
@@ -1032,6 +1282,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_neon_r4_2x4_i8mm.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_4x8_i8mm.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_neon_r4_4x8_i8mm.c
   )
   set(WOOLLY_SOURCES_NEON ${WOOLLY_GROUP_NEON_SOURCES} ${WOOLLY_GROUP_NEON_I8MM_SOURCES})
   set(WOOLLY_TEST_SOURCES_NEON
@@ -1053,6 +1308,26 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_4x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_neon_r4_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_neon_r4_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_neon_r4_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_neon_r4_1x8.c
@@ -1117,6 +1392,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_neon_r4_2x4_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_4x8_i8mm.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_neon_r4_2x4_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_neon_r4_4x8_i8mm.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_neon_r4_4x8_i8mm.c
   )
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_NEON})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_NEON})
