@@ -67,6 +67,8 @@ static const char *file_type_name(uint32_t ft)
         return "MOSTLY_Q5_K_M";
     case 18:
         return "MOSTLY_Q6_K";
+    case 25:
+        return "MOSTLY_IQ4_NL";
     case 32:
         return "MOSTLY_BF16";
     default:

@@ -11,7 +11,8 @@ int woolly_cmd_quantize(int argc, char **argv)
         .synopsis = "[-t N] [-q] IN.gguf OUT.gguf TYPE",
         .about = "Converts a model's matrices; all metadata is kept, norms and other 1-D tensors stay F32.\n"
                  "TYPE is Q4_K_M (llama.cpp's mix: Q4_K, Q6_K for output, and attn_v/ffn_down of some\n"
-                 "layers), Q6_K, Q8_0, F16 or F32.\n",
+                 "layers), Q6_K, Q8_0, F16 or F32; or Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (llama.cpp's mixes of\n"
+                 "that type: Q6_K for output, IQ4_NL Q5_K for some attn_v and ffn_down).\n",
         .args = "IN.gguf OUT.gguf TYPE",
         .min_args = 3,
         .max_args = 3,
@@ -25,7 +26,8 @@ int woolly_cmd_quantize(int argc, char **argv)
     const char *in = argv[1], *out = argv[2], *type = argv[3];
     const int f = woolly_ftype_from_name(type);
     if (f < 0) {
-        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16 or F32)\n",
+        fprintf(stderr, "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16, F32, "
+                        "Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL)\n",
                 type);
         return 2;
     }

@@ -41,6 +41,26 @@ static int count_experts(const gguf_file *g)
     return gguf_get_u32(g, key, &n, &ignored) && n <= 1u << 20 ? (int)n : 0;
 }
 
+/* Query heads per KV head from "<arch>.attention.head_count" and "head_count_kv" (single numbers); 0
+ * when either is missing or given per layer. */
+static int count_gqa(const gguf_file *g)
+{
+    woolly_error ignored = {{0}};
+    gguf_str arch;
+    uint32_t nh = 0, nkv = 0;
+    if (!gguf_get_str(g, "general.architecture", &arch, &ignored))
+        return 0;
+    char key[160];
+    const int alen = (int)(arch.len < 100 ? arch.len : 100);
+    snprintf(key, sizeof key, "%.*s.attention.head_count", alen, arch.ptr);
+    if (!gguf_get_u32(g, key, &nh, &ignored))
+        return 0;
+    snprintf(key, sizeof key, "%.*s.attention.head_count_kv", alen, arch.ptr);
+    if (!gguf_get_u32(g, key, &nkv, &ignored))
+        nkv = nh;
+    return nkv > 0 && nh >= nkv ? (int)(nh / nkv) : 0;
+}
+
 static int count_layers(const gguf_file *g, woolly_error *err)
 {
     gguf_str arch;
@@ -134,7 +154,8 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
     }
     const woolly_mix_model m = {.n_layer = n_layer,
                                 .tied_embd = gguf_find_tensor(g, "output.weight") == NULL,
-                                .n_expert = count_experts(g)};
+                                .n_expert = count_experts(g),
+                                .n_gqa = count_gqa(g)};
 
     woolly_stream_tensor *plan = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *plan);
     char(*notes)[160] = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *notes);

@@ -14,6 +14,13 @@
 enum woolly_ftype {
     WOOLLY_FTYPE_F32 = 0,
     WOOLLY_FTYPE_F16 = 1,
+    /* the 32-value mixes: the type itself, Q6_K for the output matrix, IQ4_NL with more bits (Q5_K) for
+     * some attn_v and ffn_down, as llama.cpp chooses (quant_mix.c, legacy_mix_type) */
+    WOOLLY_FTYPE_Q4_0 = 2,
+    WOOLLY_FTYPE_Q4_1 = 3,
+    WOOLLY_FTYPE_Q5_0 = 8,
+    WOOLLY_FTYPE_Q5_1 = 9,
+    WOOLLY_FTYPE_IQ4_NL = 25,
     WOOLLY_FTYPE_Q8_0 = 7,
     WOOLLY_FTYPE_Q4_K_M = 15,
     WOOLLY_FTYPE_Q6_K = 18,
@@ -28,6 +35,7 @@ typedef struct woolly_mix_model {
     int n_layer;    /* for the attn_v / ffn_down rule of Q4_K_M */
     bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
     int n_expert;   /* experts per layer (0: not a mixture), for the 8-expert rule of Q4_K_M */
+    int n_gqa;      /* query heads per KV head (0 or 1: none), for the attn_v rules of Q2_K and IQ4_XS */
 } woolly_mix_model;
 
 /* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
