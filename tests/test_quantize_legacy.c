@@ -11,20 +11,21 @@
 #include "wtype.h"
 
 /* Mean NMSE of the quantized model's logits against the F16 weights' float64 reference: the weights'
- * rounding dominates. Measured (default dispatch, AVX2, batch 512): Q4_0 2.2e-3, Q4_1 1.7e-3, Q5_0
- * 5.3e-4, Q5_1 4.2e-4, IQ4_NL 1.8e-3 (the scalar kernels within 2% of those); the bars leave 1.5x. */
+ * rounding, through a random model's 2 layers. Measured (default dispatch, AVX2, batch 512): Q4_0 3.4e-2,
+ * Q4_1 2.5e-2, Q5_0 9.3e-3, Q5_1 6.9e-3, IQ4_NL 3.4e-2; llama-quantize's files of the same F16 weights, run
+ * the same way: Q4_0 3.4e-2, Q5_1 8.6e-3, IQ4_NL 3.3e-2. The bars leave 1.5x. */
 static const struct {
     const char *type;
     enum woolly_type base;
     double max_nmse;
 } MIXES[] = {
-    {"Q4_0", WOOLLY_TYPE_Q4_0, 3.3e-3},   {"Q4_1", WOOLLY_TYPE_Q4_1, 2.6e-3},
-    {"Q5_0", WOOLLY_TYPE_Q5_0, 8e-4},     {"Q5_1", WOOLLY_TYPE_Q5_1, 6.3e-4},
-    {"IQ4_NL", WOOLLY_TYPE_IQ4_NL, 2.7e-3},
+    {"Q4_0", WOOLLY_TYPE_Q4_0, 5.1e-2},   {"Q4_1", WOOLLY_TYPE_Q4_1, 3.7e-2},
+    {"Q5_0", WOOLLY_TYPE_Q5_0, 1.4e-2},   {"Q5_1", WOOLLY_TYPE_Q5_1, 1.05e-2},
+    {"IQ4_NL", WOOLLY_TYPE_IQ4_NL, 5.1e-2},
 };
 /* The default dispatch against the scalar kernels on the same quantized file: int8 activations (a
  * rounding of every matmul's input) and summation order, as for llama.cpp's quantized files (their bars
- * in model_logits_check.h, 1.2e-4 .. 2.3e-4). */
+ * in model_logits_check.h, 1.2e-4 .. 2.3e-4); measured 1.1e-4 .. 1.3e-4 on AVX2. */
 #define KERNELS_MAX_NMSE 2.5e-4
 
 /* Runs `woolly quantize -q tiny-llama-f16 OUT TYPE`; returns OUT (heap). */
@@ -146,7 +147,7 @@ Test(quantize_legacy, iq4_nl)
  * there with an error). */
 Test(quantize_legacy, rows_that_are_not_whole_blocks_fall_back)
 {
-    const uint64_t ne[2] = {100, 64}, ne_out[2] = {1000, 64};
+    const uint64_t ne[2] = {100, 64}, ne_out[2] = {96, 64};
     const woolly_mix_model m = {.n_layer = 8, .n_gqa = 4};
     char note[160];
     cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q4_0, "blk.0.attn_q.weight", 2, ne, &m, note, sizeof note),
