@@ -34,6 +34,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f32_gemv_scalar_1x1.c
@@ -44,6 +49,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f32_gemm_scalar_4x1.c
@@ -68,6 +78,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_bf16_gemv_scalar_1x1.c
@@ -98,6 +123,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_bf16_gemm_scalar_4x1.c
@@ -147,6 +187,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q3k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q41_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q50_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_q51_r4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4nl_r4.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q6k_r8.c
@@ -170,6 +225,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f32_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f32_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f32_gemv_scalar_1x1.c
@@ -180,6 +240,11 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f32_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_f32_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f32_gemm_scalar_4x1.c
@@ -204,6 +269,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_bf16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f16_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_bf16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f16_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_scalar_1x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_bf16_gemv_scalar_1x1.c
@@ -234,6 +314,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_f16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_bf16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_bf16_gemm_scalar_4x1.c
@@ -283,6 +378,21 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q3k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q41_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q50_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_q51_r4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4nl_r4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q4k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q5k_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q6k_r8.c
@@ -335,21 +445,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8_pf.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_4x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_3x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_3x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_4x2.c
@@ -374,6 +472,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_1x4.c
@@ -456,12 +564,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx2_r8_4x8_vnni.c
   )
@@ -488,21 +590,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8_pf.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_4x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_3x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_3x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_2x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_3x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_4x2.c
@@ -527,6 +617,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_32x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx2_r8_1x8_pf.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_1x4.c
@@ -603,12 +703,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_4x8_vnni.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_4x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx2_r8_1x8_vnni.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx2_r8_4x8_vnni.c
   )
@@ -674,21 +768,19 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
@@ -908,21 +1000,19 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_8x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x16_s2pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
@@ -1118,6 +1208,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_f16_gemv_neon_r4_1x8.c
@@ -1215,6 +1315,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_neon_r4_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_neon_r4_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_neon_r4_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_f16_gemv_neon_r4_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_f16_gemv_neon_r4_1x8.c

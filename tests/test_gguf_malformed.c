@@ -637,3 +637,15 @@ Test(gguf_malformed, q3_k_tensor_past_end_of_file)
     tb b = one_tensor_file(2, ne, WOOLLY_TYPE_Q3_K, 0, 400); /* 4 blocks of 110 bytes: 440 */
     expect_fail(&b, "'blk.3.ffn_up.weight': data at offset 0", "of 440 bytes runs past end of file");
 }
+
+/* The 32-value formats: a row that is no whole block of 32, and a tensor whose blocks do not fit the data
+ * the file holds (its size follows from its type and shape: 64 x 2 IQ4_NL values are 4 blocks of 18 bytes). */
+Test(gguf_malformed, legacy_formats_row_and_size)
+{
+    const uint64_t ne[2] = {48, 2};
+    tb b = one_tensor_file(2, ne, WOOLLY_TYPE_Q5_1, 0, 1000);
+    expect_fail(&b, "'blk.3.ffn_up.weight': row length 48 is not a multiple of the Q5_1 block size 32", NULL);
+    const uint64_t ne2[2] = {64, 2};
+    tb c = one_tensor_file(2, ne2, WOOLLY_TYPE_IQ4_NL, 0, 4 * 18 - 1);
+    expect_fail(&c, "'blk.3.ffn_up.weight': data at offset 0", "of 72 bytes runs past end of file");
+}

@@ -20,7 +20,7 @@ typedef struct spec {
     const char *skip;  /* a tensor left out */
     const char *wide;  /* a tensor written with one row too many */
     const char *extra; /* an extra tensor of n_embd floats */
-    const char *q4_0;  /* a tensor written as Q4_0 (a known type without kernels) */
+    const char *no_kernel; /* a tensor written as Q8_1 (a known type without kernels) */
 } spec;
 
 static spec base(void)
@@ -129,12 +129,12 @@ static const char *write_model(const spec *s)
     for (int i = 0; i < n; i++) {
         if (s->skip && !strcmp(t[i].name, s->skip))
             continue;
-        const bool q = s->q4_0 && !strcmp(t[i].name, s->q4_0);
+        const bool q = s->no_kernel && !strcmp(t[i].name, s->no_kernel);
         const uint64_t rows =
             (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
         const uint64_t ne[2] = {(uint64_t)t[i].cols, rows};
         const uint32_t dims = rows > 1 ? 2 : 1;
-        cr_assert_geq(gguf_writer_add_tensor(w, t[i].name, q ? WOOLLY_TYPE_Q4_0 : WOOLLY_TYPE_F32, dims, ne),
+        cr_assert_geq(gguf_writer_add_tensor(w, t[i].name, q ? WOOLLY_TYPE_Q8_1 : WOOLLY_TYPE_F32, dims, ne),
                       0);
         const size_t b = woolly_row_bytes(WOOLLY_TYPE_F32, t[i].cols) * rows;
         max_bytes = b > max_bytes ? b : max_bytes;
@@ -146,13 +146,13 @@ static const char *write_model(const spec *s)
     for (int i = 0; i < n; i++) {
         if (s->skip && !strcmp(t[i].name, s->skip))
             continue;
-        const bool q = s->q4_0 && !strcmp(t[i].name, s->q4_0);
+        const bool q = s->no_kernel && !strcmp(t[i].name, s->no_kernel);
         const uint64_t rows =
             (uint64_t)(t[i].rows ? t[i].rows : 1) + (s->wide && !strcmp(t[i].name, s->wide));
         const size_t count = (size_t)t[i].cols * rows;
         for (size_t j = 0; j < count; j++)
             data[j] = t[i].rows ? 0.1f * tu_rand_normal(&rng) : 1.0f; /* norms: ones */
-        const size_t bytes = q ? woolly_row_bytes(WOOLLY_TYPE_Q4_0, t[i].cols) * rows : count * sizeof(float);
+        const size_t bytes = q ? woolly_row_bytes(WOOLLY_TYPE_Q8_1, t[i].cols) * rows : count * sizeof(float);
         if (q)
             memset(data, 0, bytes);
         cr_assert_eq(gguf_writer_write_data(w, data, bytes, &err), 0, "%s", err.msg);
@@ -307,8 +307,8 @@ Test(model_load, wrong_shape)
 Test(model_load, type_without_a_kernel)
 {
     spec s = base();
-    s.q4_0 = "blk.0.attn_q.weight";
-    expect_refused(&s, "'blk.0.attn_q.weight' has type Q4_0, which has no matrix kernel", NULL);
+    s.no_kernel = "blk.0.attn_q.weight";
+    expect_refused(&s, "'blk.0.attn_q.weight' has type Q8_1, which has no matrix kernel", NULL);
 }
 
 Test(model_load, unexpected_tensors)

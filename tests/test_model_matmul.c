@@ -286,10 +286,10 @@ Test(matmul, a_slot_without_kernels_is_an_error)
 {
     woolly_matmul_plan plan;
     woolly_error err = {{0}};
-    static const uint8_t data[18 * 4];
-    const woolly_matrix w = woolly_matrix_rows(data, WOOLLY_TYPE_Q4_0, 4, 32, "w");
+    static const uint8_t data[36 * 4];
+    const woolly_matrix w = woolly_matrix_rows(data, WOOLLY_TYPE_Q8_1, 4, 32, "w");
     cr_expect_eq(woolly_matmul_plan_init(&plan, &w, NULL, &err), -1);
-    cr_expect(strstr(err.msg, "Q4_0") != NULL, "%s", err.msg);
+    cr_expect(strstr(err.msg, "Q8_1") != NULL, "%s", err.msg);
 }
 
 Test(matmul, activation_packers)

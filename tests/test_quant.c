@@ -93,14 +93,14 @@ Test(quant, supported_formats)
         cr_assert(woolly_can_dequantize(FORMATS[i]), "%s", name_of(FORMATS[i]));
         cr_assert(woolly_can_quantize(FORMATS[i]), "%s", name_of(FORMATS[i]));
     }
-    cr_assert_not(woolly_can_dequantize(WOOLLY_TYPE_Q4_0));
+    cr_assert_not(woolly_can_dequantize(WOOLLY_TYPE_Q8_1));
     cr_assert_not(woolly_can_quantize(WOOLLY_TYPE_Q8_K)); /* an intermediate format of llama.cpp, no file type */
     float x[256] = {0}, y[256];
     uint8_t q[512];
-    cr_assert_eq(woolly_quantize_row(WOOLLY_TYPE_Q4_0, x, q, 32), 0, "unsupported type must give 0 bytes");
+    cr_assert_eq(woolly_quantize_row(WOOLLY_TYPE_Q8_1, x, q, 32), 0, "unsupported type must give 0 bytes");
     cr_assert_eq(woolly_quantize_row(WOOLLY_TYPE_Q4_K, x, q, 128), 0, "partial block must give 0 bytes");
     cr_assert_eq(woolly_dequantize_row(WOOLLY_TYPE_Q8_0, q, y, 33), -1, "partial block must fail");
-    cr_assert_eq(woolly_dequantize_row(WOOLLY_TYPE_Q4_0, q, y, 32), -1, "unsupported type must fail");
+    cr_assert_eq(woolly_dequantize_row(WOOLLY_TYPE_Q8_1, q, y, 32), -1, "unsupported type must fail");
 }
 
 Test(quant, random_rows_roundtrip_within_bounds)

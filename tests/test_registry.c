@@ -39,7 +39,8 @@ Test(registry, every_slot_has_a_scalar_reference_kernel)
     static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16,
                                              WOOLLY_TYPE_Q8_0, WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K,
                                              WOOLLY_TYPE_Q6_K, WOOLLY_TYPE_Q2_K, WOOLLY_TYPE_Q3_K,
-                                             WOOLLY_TYPE_IQ4_XS};
+                                             WOOLLY_TYPE_IQ4_XS, WOOLLY_TYPE_Q4_0, WOOLLY_TYPE_Q4_1,
+                                             WOOLLY_TYPE_Q5_0, WOOLLY_TYPE_Q5_1, WOOLLY_TYPE_IQ4_NL};
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++)
         for (int act = 0; act < WOOLLY_ACT_COUNT; act++)
             for (int op = WOOLLY_OP_GEMV; op <= WOOLLY_OP_GEMM; op++) {
@@ -348,7 +349,9 @@ Test(registry, this_cpu_takes_the_defaults_of_its_class)
 Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights)
 {
     static const enum woolly_type TYPES[] = {WOOLLY_TYPE_F32,  WOOLLY_TYPE_F16,  WOOLLY_TYPE_BF16, WOOLLY_TYPE_Q8_0,
-                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K};
+                                             WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q5_K, WOOLLY_TYPE_Q6_K,
+                                             WOOLLY_TYPE_Q4_0, WOOLLY_TYPE_Q4_1, WOOLLY_TYPE_Q5_0,
+                                             WOOLLY_TYPE_Q5_1, WOOLLY_TYPE_IQ4_NL};
     for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) {
         const woolly_kernel *d = woolly_kernel_default_gemv(TYPES[t], -1);
         cr_assert_not_null(d, "no default GEMV for type %d", TYPES[t]);

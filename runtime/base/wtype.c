@@ -11,6 +11,7 @@ static const woolly_type_info TYPES[WOOLLY_TYPE_COUNT] = {
     [WOOLLY_TYPE_Q2_K] = {"Q2_K", 256, 84},  [WOOLLY_TYPE_Q3_K] = {"Q3_K", 256, 110},
     [WOOLLY_TYPE_Q4_K] = {"Q4_K", 256, 144}, [WOOLLY_TYPE_Q5_K] = {"Q5_K", 256, 176},
     [WOOLLY_TYPE_Q6_K] = {"Q6_K", 256, 210}, [WOOLLY_TYPE_Q8_K] = {"Q8_K", 256, 292},
+    [WOOLLY_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18},
     [WOOLLY_TYPE_I8] = {"I8", 1, 1},         [WOOLLY_TYPE_I16] = {"I16", 1, 2},
     [WOOLLY_TYPE_I32] = {"I32", 1, 4},       [WOOLLY_TYPE_I64] = {"I64", 1, 8},
     [WOOLLY_TYPE_F64] = {"F64", 1, 8},       [WOOLLY_TYPE_BF16] = {"BF16", 1, 2},

@@ -29,6 +29,7 @@ enum woolly_type {
     WOOLLY_TYPE_I64 = 27,
     WOOLLY_TYPE_F64 = 28,
     WOOLLY_TYPE_BF16 = 30,
+    WOOLLY_TYPE_IQ4_NL = 20,
     WOOLLY_TYPE_COUNT = 40 /* bound for the lookup table, not a type */
 };
 

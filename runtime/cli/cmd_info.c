@@ -69,6 +69,8 @@ static const char *file_type_name(uint32_t ft)
         return "MOSTLY_Q6_K";
     case 30:
         return "MOSTLY_IQ4_XS";
+    case 25:
+        return "MOSTLY_IQ4_NL";
     case 32:
         return "MOSTLY_BF16";
     default:

@@ -111,6 +111,57 @@ typedef struct {
 } woolly_block_q8_0;
 _Static_assert(sizeof(woolly_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 
+/* The 32-value formats besides Q8_0 (llama.cpp's "legacy" quants and IQ4_NL). Value j of a block (0..31)
+ * has its low 4 bits in qs[j] (j < 16, low nibble) or qs[j - 16] (high nibble); Q5's fifth bit of value j
+ * is bit j of qh read as a little-endian uint32. */
+#define WOOLLY_QK4_0 32
+
+/* value = d * (q - 8) */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} woolly_block_q4_0;
+_Static_assert(sizeof(woolly_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+
+/* value = d * q + m */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[16];
+} woolly_block_q4_1;
+_Static_assert(sizeof(woolly_block_q4_1) == 20, "Q4_1 block is 20 bytes");
+
+/* value = d * (q - 16), q 5 bits */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} woolly_block_q5_0;
+_Static_assert(sizeof(woolly_block_q5_0) == 22, "Q5_0 block is 22 bytes");
+
+/* value = d * q + m, q 5 bits */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} woolly_block_q5_1;
+_Static_assert(sizeof(woolly_block_q5_1) == 24, "Q5_1 block is 24 bytes");
+
+/* value = d * WOOLLY_IQ4NL_VALUES[q]: a non-linear 4-bit code */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[16];
+} woolly_block_iq4_nl;
+_Static_assert(sizeof(woolly_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+
+/* IQ4_NL's 16 values, as an initializer list (for the byte shuffles' tables too). */
+#define WOOLLY_IQ4NL_VALUES -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
+
+static inline int woolly_iq4nl_value(int q)
+{
+    static const int8_t values[16] = {WOOLLY_IQ4NL_VALUES};
+    return values[q & 15];
+}
+
 /* 8 sub-blocks of 32; 6-bit scale and min per sub-block packed in `scales`; value = d*sc*q - dmin*m */
 typedef struct {
     uint16_t d, dmin;
@@ -237,6 +288,39 @@ typedef struct {
     uint8_t qs[8][64];    /* [load h][4 * row + l]: q + 128 */
 } woolly_block_q80_r16;
 _Static_assert(sizeof(woolly_block_q80_r16) == 544, "Q8_0 r16 block is 544 bytes");
+
+/* The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) with G rows interleaved (layouts q40_r<G> ..
+ * iq4nl_r<G>, G = 4, 8, 16): block b of a group is block b of each of its G rows; load h (0..3) holds
+ * values 4h .. 4h + 3 of each row in its low nibbles and values 16 + 4h .. 16 + 4h + 3 in its high
+ * nibbles (row i's at bytes 4i .. 4i + 3: GGUF's qs bytes 4h .. 4h + 3 as they are). The Q5 formats' fifth
+ * bits are in one load, qh: byte 4i + l holds, at bit 2h, that of value 4h + l of row i and, at bit
+ * 2h + 1, that of value 16 + 4h + l (as in q5k_r8). Per-row d (and m) in arrays of G, f16. Exactly the
+ * GGUF block's bytes per row. */
+#define WOOLLY_LEGACY_NIBBLES_R(G) struct { uint16_t d[G]; uint8_t qs[4][4 * (G)]; }
+#define WOOLLY_LEGACY_NIBBLES_MIN_R(G) struct { uint16_t d[G], m[G]; uint8_t qs[4][4 * (G)]; }
+#define WOOLLY_LEGACY_NIBBLES_QH_R(G) struct { uint16_t d[G]; uint8_t qh[4 * (G)]; uint8_t qs[4][4 * (G)]; }
+#define WOOLLY_LEGACY_NIBBLES_QH_MIN_R(G) \
+    struct { uint16_t d[G], m[G]; uint8_t qh[4 * (G)]; uint8_t qs[4][4 * (G)]; }
+
+typedef WOOLLY_LEGACY_NIBBLES_R(4) woolly_block_q40_r4;
+typedef WOOLLY_LEGACY_NIBBLES_R(8) woolly_block_q40_r8;
+typedef WOOLLY_LEGACY_NIBBLES_R(16) woolly_block_q40_r16;
+typedef WOOLLY_LEGACY_NIBBLES_MIN_R(4) woolly_block_q41_r4;
+typedef WOOLLY_LEGACY_NIBBLES_MIN_R(8) woolly_block_q41_r8;
+typedef WOOLLY_LEGACY_NIBBLES_MIN_R(16) woolly_block_q41_r16;
+typedef WOOLLY_LEGACY_NIBBLES_QH_R(4) woolly_block_q50_r4;
+typedef WOOLLY_LEGACY_NIBBLES_QH_R(8) woolly_block_q50_r8;
+typedef WOOLLY_LEGACY_NIBBLES_QH_R(16) woolly_block_q50_r16;
+typedef WOOLLY_LEGACY_NIBBLES_QH_MIN_R(4) woolly_block_q51_r4;
+typedef WOOLLY_LEGACY_NIBBLES_QH_MIN_R(8) woolly_block_q51_r8;
+typedef WOOLLY_LEGACY_NIBBLES_QH_MIN_R(16) woolly_block_q51_r16;
+typedef WOOLLY_LEGACY_NIBBLES_R(4) woolly_block_iq4nl_r4;
+typedef WOOLLY_LEGACY_NIBBLES_R(8) woolly_block_iq4nl_r8;
+typedef WOOLLY_LEGACY_NIBBLES_R(16) woolly_block_iq4nl_r16;
+_Static_assert(sizeof(woolly_block_q40_r8) == 8 * 18 && sizeof(woolly_block_q41_r8) == 8 * 20 &&
+                   sizeof(woolly_block_q50_r8) == 8 * 22 && sizeof(woolly_block_q51_r8) == 8 * 24 &&
+                   sizeof(woolly_block_q51_r4) == 4 * 24 && sizeof(woolly_block_q51_r16) == 16 * 24,
+               "the 32-value layouts hold exactly the GGUF blocks' bytes");
 
 /* The 8-row layouts (q4k_r8, q5k_r8, q6k_r8, q80_r8): the shape of q4k_r16 for 256-bit registers. One
  * 32-byte load of quants holds 4 consecutive values of each of the 8 rows (row i's at bytes 4i .. 4i + 3),

@@ -1,5 +1,5 @@
 /* The public conversions of quant.h: dispatch on the type, plus the plain formats (F32, F16, BF16) and
- * Q8_0. The K-quants live in quant_q45k.c and quant_q6k.c. */
+ * Q8_0. The K-quants live in quant_q45k.c and quant_q6k.c, the other 32-value formats in quant_legacy.c. */
 #include "quant.h"
 
 #include <math.h>
@@ -110,6 +110,11 @@ static const struct quant_format {
     {WOOLLY_TYPE_F16, dequantize_f16, quantize_f16},
     {WOOLLY_TYPE_BF16, dequantize_bf16, quantize_bf16},
     {WOOLLY_TYPE_Q8_0, dequantize_q8_0, quantize_q8_0},
+    {WOOLLY_TYPE_Q4_0, woolly_dequantize_q4_0, woolly_quantize_q4_0},
+    {WOOLLY_TYPE_Q4_1, woolly_dequantize_q4_1, woolly_quantize_q4_1},
+    {WOOLLY_TYPE_Q5_0, woolly_dequantize_q5_0, woolly_quantize_q5_0},
+    {WOOLLY_TYPE_Q5_1, woolly_dequantize_q5_1, woolly_quantize_q5_1},
+    {WOOLLY_TYPE_IQ4_NL, woolly_dequantize_iq4_nl, woolly_quantize_iq4_nl},
     {WOOLLY_TYPE_Q4_K, woolly_dequantize_q4_k, woolly_quantize_q4_k},
     {WOOLLY_TYPE_Q5_K, woolly_dequantize_q5_k, woolly_quantize_q5_k},
     {WOOLLY_TYPE_Q6_K, woolly_dequantize_q6_k, woolly_quantize_q6_k},

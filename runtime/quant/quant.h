@@ -11,9 +11,9 @@
 #include "kernels.h" /* the half-precision conversions, woolly_f32_to_bf16 among them */
 #include "wtype.h"
 
-/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
+/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL. */
 bool woolly_can_dequantize(enum woolly_type t);
-/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
+/* F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL. */
 bool woolly_can_quantize(enum woolly_type t);
 
 /* n elements (a multiple of the block) from `src` in format t to floats. Returns 0, or -1 if t cannot

@@ -10,6 +10,18 @@
 
 #include "kernels.h"
 
+/* quant_legacy.c: the 32-value formats beside Q8_0 */
+void woolly_dequantize_q4_0(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q4_1(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q5_0(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_q5_1(const void *blocks, float *y, int64_t nb);
+void woolly_dequantize_iq4_nl(const void *blocks, float *y, int64_t nb);
+void woolly_quantize_q4_0(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q4_1(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q5_0(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb);
+
 void woolly_dequantize_q4_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q5_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb);

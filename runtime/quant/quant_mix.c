@@ -10,6 +10,8 @@ static const struct {
     const char *name;
     enum woolly_ftype ftype;
 } FTYPES[] = {
+    {"Q4_0", WOOLLY_FTYPE_Q4_0}, {"Q4_1", WOOLLY_FTYPE_Q4_1}, {"Q5_0", WOOLLY_FTYPE_Q5_0},
+    {"Q5_1", WOOLLY_FTYPE_Q5_1}, {"IQ4_NL", WOOLLY_FTYPE_IQ4_NL},
     {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"Q8_0", WOOLLY_FTYPE_Q8_0},
     {"Q6_K", WOOLLY_FTYPE_Q6_K}, {"Q4_K_M", WOOLLY_FTYPE_Q4_K_M},
     {"Q2_K", WOOLLY_FTYPE_Q2_K}, {"Q3_K_S", WOOLLY_FTYPE_Q3_K_S}, {"Q3_K_M", WOOLLY_FTYPE_Q3_K_M},
@@ -53,6 +55,40 @@ static int layer_of(const char *name)
 static bool layer_gets_more_bits(int i, int n)
 {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* llama.cpp's choices for the 32-value mixes Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (llama_tensor_get_type_impl
+ * in llama-quant.cpp, without an importance matrix): the mix's own type but for the output matrix (Q6_K,
+ * Q8_0 where its rows are no whole Q6_K blocks), a mixture of 8 experts' attn_k and attn_v (Q8_0), and for
+ * IQ4_NL more bits (Q5_K; Q5_1 where the rows are no whole Q5_K blocks, llama.cpp's fallback) on attn_v
+ * when 4 or more query heads share a KV head, on the first eighth of the layers' ffn_down, and on a
+ * mixture of 8 experts' attn_output. */
+static enum woolly_type legacy_mix_type(enum woolly_ftype f, const char *name, uint64_t ne0,
+                                        const woolly_mix_model *m)
+{
+    const enum woolly_type base = f == WOOLLY_FTYPE_Q4_0   ? WOOLLY_TYPE_Q4_0
+                                  : f == WOOLLY_FTYPE_Q4_1 ? WOOLLY_TYPE_Q4_1
+                                  : f == WOOLLY_FTYPE_Q5_0 ? WOOLLY_TYPE_Q5_0
+                                  : f == WOOLLY_FTYPE_Q5_1 ? WOOLLY_TYPE_Q5_1
+                                                           : WOOLLY_TYPE_IQ4_NL;
+    if (strcmp(name, "output.weight") == 0 || (m->tied_embd && strcmp(name, "token_embd.weight") == 0))
+        return ne0 % 256 == 0 ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q8_0;
+    /* a fused attn_qkv counts as an attn_v, a mixture's ffn_down_exps as an ffn_down, as in Q4_K_M */
+    const bool attn_v = ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight");
+    if (m->n_expert == 8 && (attn_v || ends_with(name, "attn_k.weight")))
+        return WOOLLY_TYPE_Q8_0;
+    if (f != WOOLLY_FTYPE_IQ4_NL)
+        return base;
+    const enum woolly_type more = ne0 % 256 == 0 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q5_1;
+    const int i = layer_of(name);
+    if (attn_v && m->n_gqa >= 4)
+        return more;
+    if ((ends_with(name, "ffn_down.weight") || ends_with(name, "ffn_down_exps.weight")) && i >= 0 &&
+        i < m->n_layer / 8)
+        return more;
+    if (ends_with(name, "attn_output.weight") && m->n_expert == 8)
+        return more;
+    return base;
 }
 
 static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
@@ -155,6 +191,13 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
         return WOOLLY_TYPE_F32;
     enum woolly_type want;
     switch (f) {
+    case WOOLLY_FTYPE_Q4_0:
+    case WOOLLY_FTYPE_Q4_1:
+    case WOOLLY_FTYPE_Q5_0:
+    case WOOLLY_FTYPE_Q5_1:
+    case WOOLLY_FTYPE_IQ4_NL:
+        want = legacy_mix_type(f, name, ne[0], m);
+        break;
     case WOOLLY_FTYPE_F32:
         want = WOOLLY_TYPE_F32;
         break;

@@ -14,6 +14,13 @@
 enum woolly_ftype {
     WOOLLY_FTYPE_F32 = 0,
     WOOLLY_FTYPE_F16 = 1,
+    /* the 32-value mixes: the type itself, Q6_K for the output matrix, IQ4_NL with more bits (Q5_K) for
+     * some attn_v and ffn_down, as llama.cpp chooses (quant_mix.c, legacy_mix_type) */
+    WOOLLY_FTYPE_Q4_0 = 2,
+    WOOLLY_FTYPE_Q4_1 = 3,
+    WOOLLY_FTYPE_Q5_0 = 8,
+    WOOLLY_FTYPE_Q5_1 = 9,
+    WOOLLY_FTYPE_IQ4_NL = 25,
     WOOLLY_FTYPE_Q8_0 = 7,
     WOOLLY_FTYPE_Q4_K_M = 15,
     WOOLLY_FTYPE_Q6_K = 18,
