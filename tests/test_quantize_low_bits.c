@@ -33,7 +33,8 @@ static enum woolly_type mix(enum woolly_ftype f, const char *name, const woolly_
     return woolly_mix_type(f, name, 2, ne, m, NULL, 0);
 }
 
-static enum woolly_type layer_mix(enum woolly_ftype f, int layer, const char *tensor, const woolly_mix_model *m)
+static enum woolly_type layer_mix(enum woolly_ftype f, int layer, const char *tensor,
+                                  const woolly_mix_model *m)
 {
     char name[96];
     snprintf(name, sizeof name, "blk.%d.%s.weight", layer, tensor);
@@ -68,7 +69,8 @@ Test(quantize_low_bits, mix_rules_follow_llama_cpp)
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, i, "attn_v", &gqa2), WOOLLY_TYPE_Q3_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, i, "attn_v", &gqa4), WOOLLY_TYPE_Q4_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_S, i, "attn_v", &gqa4), WOOLLY_TYPE_Q3_K);
-        cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, i, "attn_v", &gqa2), i < 2 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K);
+        cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, i, "attn_v", &gqa2),
+                     i < 2 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, i, "attn_v", &gqa2), WOOLLY_TYPE_Q5_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q5_K_M, i, "attn_v", &gqa2),
                      MORE_BITS_16[i] ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q5_K, "layer %d", i);
@@ -77,11 +79,13 @@ Test(quantize_low_bits, mix_rules_follow_llama_cpp)
         /* ffn_down */
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, i, "ffn_down", &gqa2), WOOLLY_TYPE_Q3_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_S, i, "ffn_down", &gqa2), WOOLLY_TYPE_Q3_K);
-        cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, i, "ffn_down", &gqa2), i < 1 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K);
+        cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, i, "ffn_down", &gqa2),
+                     i < 1 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q4_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, i, "ffn_down", &gqa2), WOOLLY_TYPE_Q5_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q5_K_M, i, "ffn_down", &gqa2),
                      MORE_BITS_16[i] ? WOOLLY_TYPE_Q6_K : WOOLLY_TYPE_Q5_K, "layer %d", i);
-        cr_assert_eq(layer_mix(WOOLLY_FTYPE_IQ4_XS, i, "ffn_down", &gqa2), i < 2 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_IQ4_XS);
+        cr_assert_eq(layer_mix(WOOLLY_FTYPE_IQ4_XS, i, "ffn_down", &gqa2),
+                     i < 2 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_IQ4_XS);
         /* attn_output */
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, i, "attn_output", &gqa2), WOOLLY_TYPE_Q3_K);
         cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_S, i, "attn_output", &gqa2), WOOLLY_TYPE_Q3_K);
@@ -95,12 +99,25 @@ Test(quantize_low_bits, mix_rules_follow_llama_cpp)
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, 3, "attn_v", &moe), WOOLLY_TYPE_Q8_0);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_M, 3, "attn_k", &moe), WOOLLY_TYPE_Q8_0);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_IQ4_XS, 3, "attn_output", &moe), WOOLLY_TYPE_Q5_K);
-    cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, 3, "attn_output", &moe), WOOLLY_TYPE_Q3_K); /* not in its list */
+    cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q3_K_L, 3, "attn_output", &moe),
+                 WOOLLY_TYPE_Q3_K); /* not in its list */
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q5_K_M, 3, "attn_output", &moe), WOOLLY_TYPE_Q5_K);
     cr_assert_eq(layer_mix(WOOLLY_FTYPE_Q2_K, 3, "ffn_down_exps", &moe), WOOLLY_TYPE_Q3_K);
-    /* a row the 256-value block does not divide falls back as for every mix */
-    const uint64_t odd[2] = {4000, 10};
-    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_IQ4_XS, "blk.0.attn_q.weight", 2, odd, &gqa2, NULL, 0), WOOLLY_TYPE_Q8_0);
+    /* a row the 256-value block does not divide falls back as llama-quantize does: IQ4_XS to IQ4_NL, Q2_K
+     * and Q3_K to Q4_0, Q5_K to Q5_1, Q6_K to Q8_0; F16 where 32 does not divide it either */
+    const uint64_t odd[2] = {4000, 10}, odder[2] = {4001, 10};
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_IQ4_XS, "blk.0.attn_q.weight", 2, odd, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_IQ4_NL);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q2_K, "blk.0.attn_q.weight", 2, odd, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_Q4_0);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q3_K_M, "blk.0.attn_q.weight", 2, odd, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_Q4_0);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q5_K_M, "blk.0.attn_q.weight", 2, odd, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_Q5_1);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_Q5_K_M, "output.weight", 2, odd, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_Q8_0);
+    cr_assert_eq(woolly_mix_type(WOOLLY_FTYPE_IQ4_XS, "blk.0.attn_q.weight", 2, odder, &gqa2, NULL, 0),
+                 WOOLLY_TYPE_F16);
 }
 
 /* ---- end to end --------------------------------------------------------------------------------- */
@@ -156,7 +173,8 @@ typedef struct {
     enum woolly_type type;
 } want_type;
 
-static void check_end_to_end(const char *type, uint32_t file_type, const want_type *want, int n_want, double max_nmse)
+static void check_end_to_end(const char *type, uint32_t file_type, const want_type *want, int n_want,
+                             double max_nmse)
 {
     char *path = quantize_tiny(type);
     gguf_file *g = tu_gguf_open(path);
@@ -189,10 +207,12 @@ static void check_end_to_end(const char *type, uint32_t file_type, const want_ty
     size_t size;
     float *ref = (float *)tu_read_file(tu_data("refs/tiny-llama-f16.ref64.f32"), &size);
     const int n_vocab = (int)(size / sizeof(float) / (size_t)n_tokens);
-    float *fast = logits(path, ids, n_tokens, n_vocab, NULL), *scalar = logits(path, ids, n_tokens, n_vocab, "scalar");
+    float *fast = logits(path, ids, n_tokens, n_vocab, NULL),
+          *scalar = logits(path, ids, n_tokens, n_vocab, "scalar");
     const double q = mean_nmse(fast, ref, n_tokens, n_vocab), d = mean_nmse(fast, scalar, n_tokens, n_vocab);
-    fprintf(stderr, "NMSE %s of tiny-llama-f16: %.4g against the F16 reference, %.3g dispatch against scalar\n",
-            type, q, d);
+    fprintf(stderr,
+            "NMSE %s of tiny-llama-f16: %.4g against the F16 reference, %.3g dispatch against scalar\n", type,
+            q, d);
     cr_assert(q <= max_nmse, "%s: logits NMSE %.4g > %.4g", type, q, max_nmse);
     cr_assert(d <= DISPATCH_MAX_NMSE, "%s: default dispatch against scalar %.3g > %.3g", type, d,
               DISPATCH_MAX_NMSE);
@@ -204,16 +224,20 @@ static void check_end_to_end(const char *type, uint32_t file_type, const want_ty
 /* tiny-llama-f16: 2 layers, 4 query heads over 2 KV heads, untied output. */
 Test(quantize_low_bits, q2_k_end_to_end)
 {
-    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},   {"attn_v.weight", WOOLLY_TYPE_Q3_K},
-                              {"ffn_down.weight", WOOLLY_TYPE_Q3_K}, {"attn_output.weight", WOOLLY_TYPE_Q3_K},
+    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},
+                              {"attn_v.weight", WOOLLY_TYPE_Q3_K},
+                              {"ffn_down.weight", WOOLLY_TYPE_Q3_K},
+                              {"attn_output.weight", WOOLLY_TYPE_Q3_K},
                               {"*", WOOLLY_TYPE_Q2_K}};
     check_end_to_end("Q2_K", 10, want, 5, Q2_K_LOGITS_MAX_NMSE);
 }
 
 Test(quantize_low_bits, q3_k_m_end_to_end)
 {
-    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},   {"attn_v.weight", WOOLLY_TYPE_Q5_K},
-                              {"ffn_down.weight", WOOLLY_TYPE_Q4_K}, {"attn_output.weight", WOOLLY_TYPE_Q4_K},
+    const want_type want[] = {{"output.weight", WOOLLY_TYPE_Q6_K},
+                              {"attn_v.weight", WOOLLY_TYPE_Q5_K},
+                              {"ffn_down.weight", WOOLLY_TYPE_Q4_K},
+                              {"attn_output.weight", WOOLLY_TYPE_Q4_K},
                               {"*", WOOLLY_TYPE_Q3_K}};
     check_end_to_end("Q3_K_M", 12, want, 5, Q3_K_M_LOGITS_MAX_NMSE);
 }

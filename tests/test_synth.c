@@ -306,13 +306,22 @@ Test(synth, rows_that_are_not_whole_k_blocks_fall_back)
     snprintf(cmd, sizeof cmd, "synth --n-embd 96 --n-ff 200 --n-head 2 --n-head-kv 1 -o %s", out);
     cr_assert_eq(tu_run_cli(cmd, &so, &se), 0, "%s", se);
     cr_assert(strstr(se, "not a multiple of 256") != NULL, "no note: %s", se);
+    /* as llama-quantize falls back: Q4_K to Q5_0, Q6_K (the output, attn_v and ffn_down of some layers)
+     * to Q8_0 in rows of 96; rows of 200 fit no block of 32 either: F16 */
     gguf_file *g = tu_gguf_open(out);
+    int n_q5_0 = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
-        const enum woolly_type want =
-            t->n_dims == 1 ? WOOLLY_TYPE_F32 : (t->ne[0] % 32 == 0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16);
-        cr_assert_eq(t->type, want, "%s (row %llu)", t->name, (unsigned long long)t->ne[0]);
+        const bool may_get_more = !strcmp(t->name, "output.weight") || strstr(t->name, "attn_v.weight");
+        const bool ok = t->n_dims == 1       ? t->type == WOOLLY_TYPE_F32
+                        : t->ne[0] % 32 != 0 ? t->type == WOOLLY_TYPE_F16
+                                             : t->type == WOOLLY_TYPE_Q5_0 ||
+                                                   (may_get_more && t->type == WOOLLY_TYPE_Q8_0);
+        cr_assert(ok, "%s (row %llu): %s", t->name, (unsigned long long)t->ne[0], woolly_type_get(t->type)->name);
+        n_q5_0 += t->type == WOOLLY_TYPE_Q5_0;
     }
+    cr_assert_gt(n_q5_0, 0);
+    cr_assert_eq(gguf_find_tensor(g, "output.weight")->type, WOOLLY_TYPE_Q8_0);
     gguf_close(g);
     free(so), free(se);
     remove(out), free(out);

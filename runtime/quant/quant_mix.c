@@ -180,6 +180,26 @@ static enum woolly_type low_bit_mix_type(enum woolly_ftype f, const char *name, 
     return base;
 }
 
+/* The type of 32-value blocks a 256-value type falls back to where the rows are no whole super-blocks
+ * (Gemma 3's 1152, for one): llama.cpp's table (tensor_type_fallback in llama-quant.cpp), the nearest
+ * size at or above the type's, so that a file is what llama-quantize writes. */
+static enum woolly_type fallback_of(enum woolly_type t)
+{
+    switch (t) {
+    case WOOLLY_TYPE_IQ4_XS:
+        return WOOLLY_TYPE_IQ4_NL;
+    case WOOLLY_TYPE_Q2_K:
+    case WOOLLY_TYPE_Q3_K:
+        return WOOLLY_TYPE_Q4_0;
+    case WOOLLY_TYPE_Q4_K:
+        return WOOLLY_TYPE_Q5_0;
+    case WOOLLY_TYPE_Q5_K:
+        return WOOLLY_TYPE_Q5_1;
+    default: /* Q6_K, and the 32-value types themselves (rows that 32 does not divide then: F16) */
+        return WOOLLY_TYPE_Q8_0;
+    }
+}
+
 enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
                                  const woolly_mix_model *m, char *note, size_t note_size)
 {
@@ -227,7 +247,9 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
     }
     if (woolly_row_bytes(want, (int64_t)ne[0]) > 0)
         return want;
-    const enum woolly_type fallback = ne[0] % 32 == 0 ? WOOLLY_TYPE_Q8_0 : WOOLLY_TYPE_F16;
+    enum woolly_type fallback = fallback_of(want);
+    if (woolly_row_bytes(fallback, (int64_t)ne[0]) <= 0) /* rows that are no whole block of 32 either */
+        fallback = WOOLLY_TYPE_F16;
     if (note && note_size)
         snprintf(note, note_size, "row length %llu is not a multiple of %u: %s instead of %s",
                  (unsigned long long)ne[0], woolly_type_get(want)->block_elems,
