@@ -38,6 +38,20 @@ void woolly_quantize_q2_k(const float *x, void *blocks, int64_t nb);
 void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb);
 void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb);
 
+/* quant_fit.c: the candidate inverse step sizes of an affine fit, (nmax + lo + step * c) / range for c in
+ * [0, count): t = 0 is plain min/max, t > 0 clips the extremes for finer steps, t < 0 gives coarser
+ * steps, which the least-squares refit then places better. */
+typedef struct woolly_fit_candidates {
+    float lo, step;
+    int count;
+} woolly_fit_candidates;
+
+/* Best x ~ a*q - m over q in [0, nmax], a >= 0, m >= 0, for n values (the range always includes zero, as
+ * the K-quants' unsigned mins imply): each candidate step gives integers, refitted by least squares, and
+ * the fit with the least squared error is kept. */
+void woolly_fit_affine_min(const float *x, int n, int nmax, const woolly_fit_candidates *cand, float *a_out,
+                           float *m_out);
+
 /* Nearest integer of v clamped to [lo, hi] (lo <= 0; ties round up). Clamping happens in float first, so
  * huge values and NaN (which becomes lo) never reach an out-of-range conversion; the shift by -lo makes
  * the truncating conversion a rounding one. Written branch-free so that the compiler vectorizes the

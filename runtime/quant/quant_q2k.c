@@ -9,7 +9,6 @@
  * affine fit with the least squared error over candidate step sizes (each refitted by least squares),
  * the scales and mins as 4-bit integers over d / dmin, then the integers chosen again with d / dmin
  * refitted jointly and each scale and min nudged by one step where that lowers the error. */
-#include <float.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -17,11 +16,10 @@
 
 enum { SUB = 16, NSUB = WOOLLY_QK_K / SUB, SCALE_MAX = 15, NMAX = 3 };
 
-/* Candidate inverse steps: (NMAX + t) / range for t in [-1, 1]; with only 4 levels a clipped or a
- * coarser step often wins, so the range is wider (relative to the levels) than Q4_K's. */
-#define CAND_LO (-1.0f)
-#define CAND_STEP 0.125f
-enum { CANDS = 17 };
+/* Candidate inverse steps (woolly_fit_affine_min): (NMAX + t) / range for t in [-1, 1] by 0.125; with
+ * only 4 levels a clipped or a coarser step often wins, so the range is wider (relative to the levels)
+ * than Q4_K's. */
+static const woolly_fit_candidates CANDIDATES = {-1.0f, 0.125f, 17};
 
 static int q2_of(const uint8_t *qs, int v)
 {
@@ -36,53 +34,6 @@ void woolly_dequantize_q2_k(const void *blocks, float *y, int64_t nb)
         for (int v = 0; v < WOOLLY_QK_K; v++) {
             const uint8_t sm = b[i].scales[v / SUB];
             y[v] = d * (float)(sm & 0xF) * (float)q2_of(b[i].qs, v) - dmin * (float)(sm >> 4);
-        }
-    }
-}
-
-/* Best x ~ a*q - m over q in [0, NMAX], a >= 0, m >= 0. */
-static void fit_sub_block(const float *x, float *a_out, float *m_out)
-{
-    float xmin = 0, xmax = -FLT_MAX, sx = 0, sxx = 0;
-    for (int l = 0; l < SUB; l++) {
-        xmin = fminf(xmin, x[l]);
-        xmax = fmaxf(xmax, x[l]);
-        sx += x[l];
-        sxx += x[l] * x[l];
-    }
-    *a_out = 0;
-    *m_out = -xmin;
-    if (!(xmax > xmin))
-        return;
-    float best_err = FLT_MAX;
-    for (int c = 0; c < CANDS; c++) {
-        const float iscale = ((float)NMAX + CAND_LO + CAND_STEP * (float)c) / (xmax - xmin);
-        float sq = 0, sqq = 0, sqx = 0;
-        for (int l = 0; l < SUB; l++) {
-            const float q = (float)woolly_round_clamp((x[l] - xmin) * iscale, 0, NMAX);
-            sq += q;
-            sqq += q * q;
-            sqx += q * x[l];
-        }
-        const float det = SUB * sqq - sq * sq;
-        float a = 0, b = 1;
-        if (det > 0) {
-            a = (SUB * sqx - sq * sx) / det;
-            b = (sqq * sx - sq * sqx) / det;
-        }
-        if (b > 0) {
-            if (!(sqq > 0))
-                continue;
-            b = 0;
-            a = sqx / sqq;
-        }
-        if (a < 0)
-            continue;
-        const float err = a * a * sqq + SUB * b * b + sxx + 2 * a * b * sq - 2 * a * sqx - 2 * b * sx;
-        if (err < best_err) {
-            best_err = err;
-            *a_out = a;
-            *m_out = -b;
         }
     }
 }
@@ -179,7 +130,7 @@ static void quantize_block(const float *x, q2_block *k)
 {
     float a[NSUB], m[NSUB], amax = 0, mmax = 0;
     for (int j = 0; j < NSUB; j++) {
-        fit_sub_block(x + SUB * j, &a[j], &m[j]);
+        woolly_fit_affine_min(x + SUB * j, SUB, NMAX, &CANDIDATES, &a[j], &m[j]);
         amax = fmaxf(amax, a[j]);
         mmax = fmaxf(mmax, m[j]);
     }

@@ -8,7 +8,6 @@
  *   2. the 8 (a, m) pairs are expressed as integers over a common d / dmin (6 bits each);
  *   3. with the quantized scales fixed, the integers q are chosen again, and d / dmin refitted by least
  *      squares and the 6-bit scales nudged by one step where that lowers the block's error. */
-#include <float.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -16,13 +15,10 @@
 
 enum { SUB = 32, NSUB = WOOLLY_QK_K / SUB, SCALE_MAX = 63 };
 
-/* Candidate inverse step sizes for step 1: (nmax + t) / range for t in [CAND_LO, CAND_LO + (CANDS-1)
- * * CAND_STEP] = [-2, 1]. t = 0 is plain min/max; t > 0 clips the extremes for finer steps; t < 0 gives
- * coarser steps, which the least-squares refit then places better. The range was chosen by measuring
- * the error on N(0, 0.02) weights (tiny-llama-f16): wider ranges or finer steps gain < 0.1%. */
-#define CAND_LO (-2.0f)
-#define CAND_STEP 0.25f
-enum { CANDS = 13 };
+/* Candidate inverse step sizes for step 1 (woolly_fit_affine_min): (nmax + t) / range for t in [-2, 1]
+ * by 0.25. The range was chosen by measuring the error on N(0, 0.02) weights (tiny-llama-f16): wider
+ * ranges or finer steps gain < 0.1%. */
+static const woolly_fit_candidates CANDIDATES = {-2.0f, 0.25f, 13};
 
 /* ---- dequantization ----------------------------------------------------------------------------- */
 
@@ -56,59 +52,6 @@ void woolly_dequantize_q5_k(const void *blocks, float *y, int64_t nb)
     const woolly_block_q5_k *b = blocks;
     for (int64_t i = 0; i < nb; i++)
         dequantize_k_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh, y + i * WOOLLY_QK_K);
-}
-
-/* ---- step 1: one sub-block ---------------------------------------------------------------------- */
-
-/* Best x ~ a*q - m over q in [0, nmax], a >= 0, m >= 0 (the range always includes zero, as the format's
- * unsigned mins imply). */
-static void fit_sub_block(const float *x, int nmax, float *a_out, float *m_out)
-{
-    float xmin = 0, xmax = -FLT_MAX, sx = 0, sxx = 0;
-    for (int l = 0; l < SUB; l++) {
-        xmin = fminf(xmin, x[l]);
-        xmax = fmaxf(xmax, x[l]);
-        sx += x[l];
-        sxx += x[l] * x[l];
-    }
-    *a_out = 0;
-    *m_out = -xmin;
-    if (!(xmax > xmin)) /* constant sub-block at or below zero: the min alone represents it */
-        return;
-
-    float best_err = FLT_MAX;
-    for (int c = 0; c < CANDS; c++) {
-        const float iscale = ((float)nmax + CAND_LO + CAND_STEP * (float)c) / (xmax - xmin);
-        float sq = 0, sqq = 0, sqx = 0;
-        for (int l = 0; l < SUB; l++) {
-            const float q = (float)woolly_round_clamp((x[l] - xmin) * iscale, 0, nmax);
-            sq += q;
-            sqq += q * q;
-            sqx += q * x[l];
-        }
-        /* least squares for x ~ a*q + b, then the constraint b <= 0 (a constant q leaves only b = 0) */
-        const float det = SUB * sqq - sq * sq;
-        float a = 0, b = 1;
-        if (det > 0) {
-            a = (SUB * sqx - sq * sx) / det;
-            b = (sqq * sx - sq * sqx) / det;
-        }
-        if (b > 0) {
-            if (!(sqq > 0))
-                continue;
-            b = 0;
-            a = sqx / sqq;
-        }
-        if (a < 0)
-            continue;
-        /* sum (a q + b - x)^2, expanded so that no second pass is needed */
-        const float err = a * a * sqq + SUB * b * b + sxx + 2 * a * b * sq - 2 * a * sqx - 2 * b * sx;
-        if (err < best_err) {
-            best_err = err;
-            *a_out = a;
-            *m_out = -b;
-        }
-    }
 }
 
 /* ---- steps 2 and 3: the whole block ------------------------------------------------------------- */
@@ -209,7 +152,7 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
 {
     float a[NSUB], m[NSUB], amax = 0, mmax = 0;
     for (int j = 0; j < NSUB; j++) {
-        fit_sub_block(x + SUB * j, nmax, &a[j], &m[j]);
+        woolly_fit_affine_min(x + SUB * j, SUB, nmax, &CANDIDATES, &a[j], &m[j]);
         amax = fmaxf(amax, a[j]);
         mmax = fmaxf(mmax, m[j]);
     }
