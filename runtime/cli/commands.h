@@ -5,7 +5,7 @@
 
 #define WOOLLY_COMMANDS(X)                                                                   \
     X(info, "show a model's metadata, tensors and size")                                     \
-    X(quantize, "convert a model's matrices to Q4_K_M, Q6_K, Q8_0 or F16")                   \
+    X(quantize, "convert a model's matrices to Q4_K_M, Q5_K_M, IQ4_XS, Q4_0, Q8_0, ...")      \
     X(synth, "write a random-weight model of a given shape")                                 \
     X(tokenize, "print the token ids of a text")                                             \
     X(detokenize, "print the text of token ids")                                             \
