@@ -153,13 +153,14 @@ typedef struct {
 } woolly_block_iq4_nl;
 _Static_assert(sizeof(woolly_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
 
-/* IQ4_NL's 16 values, as an initializer list (for the byte shuffles' tables too). */
+/* The 16 levels of the IQ4 formats (IQ4_NL, IQ4_XS: GGUF's non-linear 4-bit grid, denser near zero), as
+ * an initializer list (for the byte shuffles' tables too) and as a table. */
 #define WOOLLY_IQ4NL_VALUES -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
+static const int8_t woolly_iq4nl_values[16] = {WOOLLY_IQ4NL_VALUES};
 
 static inline int woolly_iq4nl_value(int q)
 {
-    static const int8_t values[16] = {WOOLLY_IQ4NL_VALUES};
-    return values[q & 15];
+    return woolly_iq4nl_values[q & 15];
 }
 
 /* 8 sub-blocks of 32; 6-bit scale and min per sub-block packed in `scales`; value = d*sc*q - dmin*m */
@@ -219,10 +220,6 @@ typedef struct {
     uint8_t qs[WOOLLY_QK_K / 2];
 } woolly_block_iq4_xs;
 _Static_assert(sizeof(woolly_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
-
-/* The 16 levels of the IQ4 formats (GGUF's non-linear 4-bit grid, denser near zero). */
-static const int8_t woolly_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                               1,    13,   25,  38,  53,  69,  89,  113};
 
 /* Q3_K's 6-bit scale of sub-block j (0..15), unsigned (the value's offset of 32 not applied): the low 4
  * bits in byte j % 8 (nibble j / 8), the high 2 in byte 8 + j % 4 at bits 2 * (j / 4). */
