@@ -482,6 +482,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_1x4.c
@@ -627,6 +632,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_1x4.c

@@ -96,6 +96,16 @@ Test(matmul_batch, avx512_q6_k_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q6_K, "q6k_r16");
 }
 
+/* The 32-value formats: the GEMV, the 4x8 tile and the row-broadcast prompt GEMM. */
+Test(matmul_batch, legacy_32_value_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q4_0, "q40_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q4_1, "q41_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q5_0, "q50_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q5_1, "q51_r8");
+    check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_IQ4_NL, "iq4nl_r8");
+}
+
 /* Q2_K, Q3_K and IQ4_XS: every kernel of a level comes from one template (no prompt GEMM of their own). */
 Test(matmul_batch, q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
 {
