@@ -199,6 +199,8 @@ woolly_spec_stats woolly_spec_get_stats(const woolly_spec *s)
     return s->st;
 }
 
+static int draft_catch_up(woolly_spec *s, int32_t k, woolly_error *err);
+
 static int spec_begin(woolly_spec *s, const woolly_token *ids, int32_t n, woolly_error *err)
 {
     if (!ids || n < 1)
@@ -248,6 +250,11 @@ static int spec_begin(woolly_spec *s, const woolly_token *ids, int32_t n, woolly
         if (woolly_context_decode(s->tgt, &s->vb, err))
             return -1;
     }
+    /* The draft reads the prompt now, as part of the prompt's work: its first guesses need all of it, and
+     * the first steps ask for guesses (the acceptance estimate starts hopeful). Left to the first step, it
+     * would be counted as generation time. */
+    if (s->dft && draft_catch_up(s, 1, err) < 0)
+        return -1;
     return 0;
 }
 
