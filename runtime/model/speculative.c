@@ -30,12 +30,15 @@ enum {
     DRAFT_CATCH_UP_MAX = 64,    /* a draft this far behind restarts ... */
     DRAFT_RESTART_TOKENS = 32,  /* ... on this many of the last tokens */
     PROBE_GAP_MIN = 8,          /* steps without guesses before the source is tried again, growing ... */
-    PROBE_GAP_MAX = 256,        /* ... to this while it keeps failing */
+    PROBE_GAP_MAX = 256,        /* ... to this while it does not pay */
     UNIT_PROBE_EVERY = 16,      /* until a one-token pass is measured, one step in this many is plain */
 };
 
 /* The weight of the past in the acceptance estimate: about the last ten steps count. */
 #define ACCEPT_DECAY 0.9
+/* A probe's extra cost (the draft's catch-up and guess, the longer pass) is kept to about this share
+ * of the plain steps between probes. */
+#define PROBE_SHARE 0.03
 
 static double monotonic_s(void *arg)
 {
@@ -416,6 +419,23 @@ static woolly_token resample(woolly_spec *s, woolly_sampler *smp, woolly_token x
     return t >= 0 ? t : woolly_sampler_draw(smp, s->pr, s->n_vocab); /* p == q up to rounding */
 }
 
+/* After a probe that took probe_s seconds more than a plain step: back to short gaps if guessing pays
+ * again at the acceptance estimate (a kept guess alone does not: a draft that agrees one time in three
+ * keeps some), else a gap twice as long, and at least long enough that probing costs about
+ * PROBE_SHARE of the time (a draft that restarts on its last tokens makes a probe cost several steps). */
+static void next_probe_gap(woolly_spec *s, double probe_s, int32_t kmax)
+{
+    const double alpha = s->acc / (s->acc + s->rej);
+    if (spec_cost_best_len(&s->cost, alpha, kmax, s->dft != NULL) > 0) {
+        s->probe_gap = PROBE_GAP_MIN;
+        return;
+    }
+    double gap = 2.0 * s->probe_gap;
+    if (spec_cost_has_unit(&s->cost) && probe_s / (PROBE_SHARE * s->cost.t[1]) > gap)
+        gap = probe_s / (PROBE_SHARE * s->cost.t[1]);
+    s->probe_gap = gap < PROBE_GAP_MAX ? (int)gap : PROBE_GAP_MAX;
+}
+
 static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out, int32_t cap,
                          woolly_error *err)
 {
@@ -445,11 +465,13 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
     s->guess_q = false;
     if (k > 0 && s->p.lookup > 0)
         n_guess = draft_lookup(s, k);
+    double probe_s = 0; /* a probe's seconds beyond a plain step */
     if (k > 0 && n_guess == 0 && s->dft) {
         const double t0 = s->now(s->now_arg);
         if ((n_guess = draft_model(s, smp, k, sampling, err)) < 0)
             return -1;
-        spec_cost_observe_draft(&s->cost, n_guess, s->now(s->now_arg) - t0);
+        probe_s = s->now(s->now_arg) - t0;
+        spec_cost_observe_draft(&s->cost, n_guess, probe_s);
         s->guess_q = sampling;
     }
 
@@ -460,7 +482,10 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
     s->tgt->decode_runs = true;
     const double t0 = s->now(s->now_arg);
     const int rc = woolly_context_decode(s->tgt, &s->vb, err);
-    spec_cost_observe(&s->cost, n_guess + 1, s->now(s->now_arg) - t0);
+    const double pass_s = s->now(s->now_arg) - t0;
+    spec_cost_observe(&s->cost, n_guess + 1, pass_s);
+    if (s->probing && spec_cost_has_unit(&s->cost) && pass_s > s->cost.t[1])
+        probe_s += pass_s - s->cost.t[1];
     s->tgt->decode_runs = false;
     if (rc)
         return -1;
@@ -509,8 +534,7 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
         s->acc = ACCEPT_DECAY * s->acc + accepted;
         s->rej = ACCEPT_DECAY * s->rej + (rejected ? 1.0 : 0.0);
         if (s->probing)
-            s->probe_gap = accepted ? PROBE_GAP_MIN
-                                    : (s->probe_gap * 2 < PROBE_GAP_MAX ? s->probe_gap * 2 : PROBE_GAP_MAX);
+            next_probe_gap(s, probe_s, kmax);
     }
     s->st.n_steps++;
     s->st.n_drafted += n_guess;
