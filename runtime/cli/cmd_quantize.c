@@ -8,18 +8,23 @@ int woolly_cmd_quantize(int argc, char **argv)
 {
     woolly_quantize_params p = {0};
     cli_table t = {
-        .synopsis = "[-t N] [-q] IN.gguf OUT.gguf TYPE",
-        .about = "Converts a model's matrices; all metadata is kept, norms and other 1-D tensors stay F32.\n"
-                 "TYPE is Q4_K_M (llama.cpp's mix: Q4_K, Q6_K for output, and attn_v/ffn_down of some\n"
-                 "layers), Q6_K, Q8_0, F16 or F32; or one of llama.cpp's mixes Q2_K, Q3_K_S, Q3_K_M,\n"
-                 "Q3_K_L, Q5_K_M, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (their own type, more bits for\n"
-                 "output, attn_v, ffn_down and attn_output as llama.cpp chooses).\n",
+        .synopsis = "[-t N] [-q] [--imatrix FILE] IN.gguf OUT.gguf TYPE",
+        .about =
+            "Converts a model's matrices; all metadata is kept, norms and other 1-D tensors stay F32.\n"
+            "TYPE is Q4_K_M (llama.cpp's mix: Q4_K, Q6_K for output, and attn_v/ffn_down of some\n"
+            "layers), Q6_K, Q8_0, F16 or F32; or one of llama.cpp's mixes Q2_K, Q3_K_S, Q3_K_M,\n"
+            "Q3_K_L, Q5_K_M, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (their own type, more bits for\n"
+            "output, attn_v, ffn_down and attn_output as llama.cpp chooses).\n"
+            "--imatrix weighs each matrix's rounding errors by an importance matrix (llama.cpp's imatrix\n"
+            "GGUF, from `woolly imatrix` or llama-imatrix), as llama-quantize --imatrix does.\n",
         .args = "IN.gguf OUT.gguf TYPE",
         .min_args = 3,
         .max_args = 3,
     };
     cli_add(&t, (cli_flag){"-t", "--threads", CLI_INT, &p.n_threads, 1, 256, "N",
                            "threads (default: the number of CPUs)", NULL});
+    cli_add(&t, (cli_flag){NULL, "--imatrix", CLI_STR, &p.imatrix, 0, 0, "FILE",
+                           "importance matrix weighing the rounding errors", NULL});
     cli_add(&t, (cli_flag){"-q", "--quiet", CLI_BOOL, &p.quiet, 0, 0, NULL, "no progress on stderr", NULL});
     const int st = cli_parse(&t, argc, argv);
     if (st != CLI_PROCEED)

@@ -35,8 +35,11 @@ static float q8_0_assign(const float *x, uint16_t d16, int8_t *q)
 
 /* The scale first maps the largest magnitude to 127 (rounded outward to f16 so that it still fits);
  * then the least-squares scale for the chosen integers is tried and kept if it lowers the error. */
-static void quantize_q8_0(const float *x, void *blocks, int64_t nb)
+/* Q8_0 ignores an importance matrix, as llama.cpp's does: at 8 bits the rounding error is small
+ * everywhere. */
+static void quantize_q8_0(const float *x, void *blocks, int64_t nb, const float *qw)
 {
+    (void)qw;
     woolly_block_q8_0 *b = blocks;
     for (int64_t i = 0; i < nb; i++) {
         const float *xb = x + i * WOOLLY_QK8_0;
@@ -69,8 +72,9 @@ static void dequantize_f32(const void *src, float *y, int64_t n)
     memcpy(y, src, (size_t)n * sizeof *y);
 }
 
-static void quantize_f32(const float *x, void *dst, int64_t n)
+static void quantize_f32(const float *x, void *dst, int64_t n, const float *qw)
 {
+    (void)qw;
     memcpy(dst, x, (size_t)n * sizeof *x);
 }
 
@@ -80,8 +84,9 @@ static void dequantize_f16(const void *src, float *y, int64_t n)
         y[i] = woolly_f16_to_f32(((const uint16_t *)src)[i]);
 }
 
-static void quantize_f16(const float *x, void *dst, int64_t n)
+static void quantize_f16(const float *x, void *dst, int64_t n, const float *qw)
 {
+    (void)qw;
     for (int64_t i = 0; i < n; i++)
         ((uint16_t *)dst)[i] = woolly_f32_to_f16(x[i]);
 }
@@ -92,8 +97,9 @@ static void dequantize_bf16(const void *src, float *y, int64_t n)
         y[i] = woolly_bf16_to_f32(((const uint16_t *)src)[i]);
 }
 
-static void quantize_bf16(const float *x, void *dst, int64_t n)
+static void quantize_bf16(const float *x, void *dst, int64_t n, const float *qw)
 {
+    (void)qw;
     for (int64_t i = 0; i < n; i++)
         ((uint16_t *)dst)[i] = woolly_f32_to_bf16(x[i]);
 }
@@ -104,7 +110,7 @@ static void quantize_bf16(const float *x, void *dst, int64_t n)
 static const struct quant_format {
     enum woolly_type type;
     void (*dequantize)(const void *blocks, float *y, int64_t nb);
-    void (*quantize)(const float *x, void *blocks, int64_t nb);
+    void (*quantize)(const float *x, void *blocks, int64_t nb, const float *qw);
 } FORMATS[] = {
     {WOOLLY_TYPE_F32, dequantize_f32, quantize_f32},
     {WOOLLY_TYPE_F16, dequantize_f16, quantize_f16},
@@ -161,9 +167,15 @@ int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64
 
 size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n)
 {
+    return woolly_quantize_row_weighted(t, src, dst, n, NULL);
+}
+
+size_t woolly_quantize_row_weighted(enum woolly_type t, const float *src, void *dst, int64_t n,
+                                    const float *qw)
+{
     const int64_t nb = whole_blocks(t, n);
     if (nb <= 0)
         return 0;
-    format_of(t)->quantize(src, dst, nb);
+    format_of(t)->quantize(src, dst, nb, qw);
     return woolly_row_bytes(t, n);
 }

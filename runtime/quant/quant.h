@@ -24,4 +24,10 @@ int woolly_dequantize_row(enum woolly_type t, const void *src, float *dst, int64
  * search scale and minimum by least squares, not plain min/max. */
 size_t woolly_quantize_row(enum woolly_type t, const float *src, void *dst, int64_t n);
 
+/* The same, each value's rounding error weighed by the importance qw[i] of its column (n values: the mean
+ * square input of each column, from an importance matrix), as llama.cpp's quantizers use one; qw NULL is
+ * woolly_quantize_row. Every block format but Q8_0 (and the plain formats) uses the weights. */
+size_t woolly_quantize_row_weighted(enum woolly_type t, const float *src, void *dst, int64_t n,
+                                    const float *qw);
+
 #endif

@@ -1,7 +1,13 @@
 /* Per-format reference conversions behind quant.h's dispatch. Each function converts `nb` whole blocks
  * (nb * 256 elements for the K-quants) of the format's block struct (woolly_block_q4_k...); the caller
  * has checked the length. The blocks are untyped so that quant.c can list every format in one table.
- * Internal to the runtime. */
+ * Internal to the runtime.
+ *
+ * The quantizers take the importance of the row's columns, qw (nb * block values, the mean square input
+ * of each column from an importance matrix), or NULL. With it each value's squared rounding error is
+ * weighed by its column's importance (woolly_value_weights); without it every weight is 1, and the
+ * arithmetic is bit for bit the unweighted one (a product by 1.0f is exact), so that files made without
+ * an importance matrix do not change. */
 #ifndef WOOLLY_QUANT_FORMATS_H
 #define WOOLLY_QUANT_FORMATS_H
 
@@ -16,27 +22,27 @@ void woolly_dequantize_q4_1(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q5_0(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q5_1(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_iq4_nl(const void *blocks, float *y, int64_t nb);
-void woolly_quantize_q4_0(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q4_1(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q5_0(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q4_0(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q4_1(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q5_0(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb, const float *qw);
 
 void woolly_dequantize_q4_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q5_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb);
 
-void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb, const float *qw);
 
 /* quant_q2k.c, quant_q3k_iq4xs.c */
 void woolly_dequantize_q2_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_q3_k(const void *blocks, float *y, int64_t nb);
 void woolly_dequantize_iq4_xs(const void *blocks, float *y, int64_t nb);
-void woolly_quantize_q2_k(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb);
-void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb);
+void woolly_quantize_q2_k(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb, const float *qw);
+void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb, const float *qw);
 
 /* quant_fit.c: the candidate inverse step sizes of an affine fit, (nmax + lo + step * c) / range for c in
  * [0, count): t = 0 is plain min/max, t > 0 clips the extremes for finer steps, t < 0 gives coarser
@@ -47,10 +53,23 @@ typedef struct woolly_fit_candidates {
 } woolly_fit_candidates;
 
 /* Best x ~ a*q - m over q in [0, nmax], a >= 0, m >= 0, for n values (the range always includes zero, as
- * the K-quants' unsigned mins imply): each candidate step gives integers, refitted by least squares, and
- * the fit with the least squared error is kept. */
-void woolly_fit_affine_min(const float *x, int n, int nmax, const woolly_fit_candidates *cand, float *a_out,
-                           float *m_out);
+ * the K-quants' unsigned mins imply): each candidate step gives integers, refitted by weighted least
+ * squares, and the fit with the least weighted squared error (weights w, all 1 for the plain error) is
+ * kept. */
+void woolly_fit_affine_min(const float *x, const float *w, int n, int nmax, const woolly_fit_candidates *cand,
+                           float *a_out, float *m_out);
+
+/* The weights of n values: the importance qw[l] of each value's column, or 1 everywhere when qw is NULL.
+ * A matrix row's output error is sum_l e_l * a_l for rounding errors e and inputs a; with errors
+ * uncorrelated across columns its mean square is sum_l e_l^2 * E[a_l^2], the importance-weighted squared
+ * error. llama.cpp weighs Q6_K so; its other formats take qw[l] * sqrt(sigma2 + x[l]^2), which also
+ * favours the large weights. On stories260K and tiny-llama-f16 the plain importance gave the lower KL
+ * divergence in most types (bench/RESULTS.md), so every format here uses it. */
+static inline void woolly_value_weights(const float *qw, int n, float *w)
+{
+    for (int l = 0; l < n; l++)
+        w[l] = qw ? qw[l] : 1.0f;
+}
 
 /* Nearest integer of v clamped to [lo, hi] (lo <= 0; ties round up). Clamping happens in float first, so
  * huge values and NaN (which becomes lo) never reach an out-of-range conversion; the shift by -lo makes

@@ -4,8 +4,11 @@
  * Quantizing: each block is a small least-squares fit, not only the plain max-magnitude (or min/max)
  * scale: several candidate steps each give an integer assignment, whose best scale (and minimum) is then
  * solved for; the candidate with the least squared error wins, and the integers are chosen once more for
- * the scale as the file holds it (f16). */
+ * the scale as the file holds it (f16). Errors and fits are weighted by the columns' importance
+ * (quant_formats.h); with an importance matrix Q4_1 and Q5_1 also search candidate steps before their
+ * alternating refit (llama.cpp's weighted quantizer for them is such a search). */
 #include <float.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_formats.h"
@@ -115,7 +118,7 @@ static void offset_assign(const float *x, uint16_t d16, int nmax, int q[QK])
 
 /* The scale: the largest magnitude v maps to -nmax (the end of the range with room, as llama.cpp's
  * d = v / -nmax), then steps a tenth of a level finer and coarser, each refitted by least squares. */
-static uint16_t offset_scale(const float *x, int nmax)
+static uint16_t offset_scale(const float *x, const float *w, int nmax)
 {
     float amax = 0, vmax = 0;
     for (int l = 0; l < QK; l++)
@@ -131,8 +134,8 @@ static uint16_t offset_scale(const float *x, int nmax)
         float sqx = 0, sqq = 0;
         for (int l = 0; l < QK; l++) {
             const float k = (float)woolly_round_clamp(x[l] * id, -nmax, nmax - 1);
-            sqx += k * x[l];
-            sqq += k * k;
+            sqx += w[l] * k * x[l];
+            sqq += w[l] * k * k;
         }
         /* the error at the least-squares scale sqx / sqq is sum(x^2) - sqx^2 / sqq: maximize sqx^2 / sqq */
         if (sqq > 0 && sqx * sqx / sqq > best) {
@@ -143,46 +146,78 @@ static uint16_t offset_scale(const float *x, int nmax)
     return woolly_scale_to_f16(best_d);
 }
 
-static void quantize_offset(const float *x, int nmax, uint16_t *d16, uint8_t *qs, uint8_t *qh)
+static void quantize_offset(const float *x, const float *w, int nmax, uint16_t *d16, uint8_t *qs, uint8_t *qh)
 {
     int q[QK];
-    *d16 = offset_scale(x, nmax);
+    *d16 = offset_scale(x, w, nmax);
     offset_assign(x, *d16, nmax, q);
     pack_q(q, qs, qh);
 }
 
-void woolly_quantize_q4_0(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q4_0(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q4_0 *b = blocks;
-    for (int64_t i = 0; i < nb; i++)
-        quantize_offset(x + i * QK, 8, &b[i].d, b[i].qs, NULL);
+    float w[QK];
+    for (int64_t i = 0; i < nb; i++) {
+        woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
+        quantize_offset(x + i * QK, w, 8, &b[i].d, b[i].qs, NULL);
+    }
 }
 
-void woolly_quantize_q5_0(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q5_0(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q5_0 *b = blocks;
-    for (int64_t i = 0; i < nb; i++)
-        quantize_offset(x + i * QK, 16, &b[i].d, b[i].qs, b[i].qh);
+    float w[QK];
+    for (int64_t i = 0; i < nb; i++) {
+        woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
+        quantize_offset(x + i * QK, w, 16, &b[i].d, b[i].qs, b[i].qh);
+    }
 }
 
 /* ---- Q4_1 / Q5_1: x ~ d * q + m with q in [0, nmax] --------------------------------------------- */
 
-/* The integers for (d16, m16) as the file holds them; returns the squared error. */
-static float min_assign(const float *x, uint16_t d16, uint16_t m16, int nmax, int q[QK])
+/* The integers for (d16, m16) as the file holds them; returns the weighted squared error. */
+static float min_assign(const float *x, const float *w, uint16_t d16, uint16_t m16, int nmax, int q[QK])
 {
     const float d = woolly_f16_to_f32(d16), m = woolly_f16_to_f32(m16), id = d != 0 ? 1.0f / d : 0.0f;
     float err = 0;
     for (int l = 0; l < QK; l++) {
         q[l] = woolly_round_clamp((x[l] - m) * id, 0, nmax);
         const float e = d * (float)q[l] + m - x[l];
-        err += e * e;
+        err += w[l] * e * e;
     }
     return err;
 }
 
-/* Starting from min/max (llama.cpp's choice), alternates: the integers for the current (d, m), then the
- * least-squares (d, m) for those integers; keeps the best pair as f16. */
-static void quantize_min(const float *x, int nmax, uint16_t *d16, uint16_t *m16, uint8_t *qs, uint8_t *qh)
+/* Least-squares (d, m) of x ~ d * q + m with weights w; false if the integers do not determine them. */
+static bool fit_min(const float *x, const float *w, const int q[QK], float *d, float *m)
+{
+    float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    for (int l = 0; l < QK; l++) {
+        sw += w[l];
+        sq += w[l] * (float)q[l];
+        sqq += w[l] * (float)q[l] * (float)q[l];
+        sx += w[l] * x[l];
+        sqx += w[l] * (float)q[l] * x[l];
+    }
+    const float det = sw * sqq - sq * sq;
+    if (!(det > 0))
+        return false;
+    *d = (sw * sqx - sq * sx) / det;
+    *m = (sx - *d * sq) / sw;
+    return true;
+}
+
+/* Candidate steps (nmax + t) / range, t in [-0.9, 0.9] by 0.05, each refitted (weighted path only). */
+enum { MIN_CANDS = 37 };
+#define MIN_CAND_LO (-0.9f)
+#define MIN_CAND_STEP 0.05f
+
+/* Starting from min/max (llama.cpp's choice) or, with search, the best of the candidate steps, alternates:
+ * the integers for the current (d, m), then the least-squares (d, m) for those integers; keeps the best
+ * pair as f16. */
+static void quantize_min(const float *x, const float *w, bool search, int nmax, uint16_t *d16, uint16_t *m16,
+                         uint8_t *qs, uint8_t *qh)
 {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int l = 0; l < QK; l++) {
@@ -191,22 +226,29 @@ static void quantize_min(const float *x, int nmax, uint16_t *d16, uint16_t *m16,
     }
     int q[QK], best_q[QK];
     uint16_t bd = woolly_scale_to_f16((hi - lo) / (float)nmax), bm = woolly_scale_to_f16(lo);
-    float best = min_assign(x, bd, bm, nmax, best_q);
+    float best = min_assign(x, w, bd, bm, nmax, best_q);
+    for (int c = 0; search && c < MIN_CANDS && hi > lo; c++) {
+        const float is = ((float)nmax + MIN_CAND_LO + MIN_CAND_STEP * (float)c) / (hi - lo);
+        float d, m;
+        for (int l = 0; l < QK; l++)
+            q[l] = woolly_round_clamp((x[l] - lo) * is, 0, nmax);
+        if (!fit_min(x, w, q, &d, &m))
+            continue;
+        const uint16_t td = woolly_scale_to_f16(d), tm = woolly_scale_to_f16(m);
+        const float err = min_assign(x, w, td, tm, nmax, q);
+        if (err < best) {
+            best = err;
+            bd = td, bm = tm;
+            memcpy(best_q, q, sizeof q);
+        }
+    }
     memcpy(q, best_q, sizeof q);
     for (int it = 0; it < 4 && best > 0; it++) {
-        float sq = 0, sqq = 0, sx = 0, sqx = 0;
-        for (int l = 0; l < QK; l++) {
-            sq += (float)q[l];
-            sqq += (float)q[l] * (float)q[l];
-            sx += x[l];
-            sqx += (float)q[l] * x[l];
-        }
-        const float det = (float)QK * sqq - sq * sq;
-        if (!(det > 0))
+        float d, m;
+        if (!fit_min(x, w, q, &d, &m))
             break;
-        const float d = ((float)QK * sqx - sq * sx) / det, m = (sx - d * sq) / (float)QK;
         const uint16_t td = woolly_scale_to_f16(d), tm = woolly_scale_to_f16(m);
-        const float err = min_assign(x, td, tm, nmax, q);
+        const float err = min_assign(x, w, td, tm, nmax, q);
         if (!(err < best))
             break;
         best = err;
@@ -218,18 +260,24 @@ static void quantize_min(const float *x, int nmax, uint16_t *d16, uint16_t *m16,
     pack_q(best_q, qs, qh);
 }
 
-void woolly_quantize_q4_1(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q4_1(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q4_1 *b = blocks;
-    for (int64_t i = 0; i < nb; i++)
-        quantize_min(x + i * QK, 15, &b[i].d, &b[i].m, b[i].qs, NULL);
+    float w[QK];
+    for (int64_t i = 0; i < nb; i++) {
+        woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
+        quantize_min(x + i * QK, w, qw != NULL, 15, &b[i].d, &b[i].m, b[i].qs, NULL);
+    }
 }
 
-void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q5_1 *b = blocks;
-    for (int64_t i = 0; i < nb; i++)
-        quantize_min(x + i * QK, 31, &b[i].d, &b[i].m, b[i].qs, b[i].qh);
+    float w[QK];
+    for (int64_t i = 0; i < nb; i++) {
+        woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
+        quantize_min(x + i * QK, w, qw != NULL, 31, &b[i].d, &b[i].m, b[i].qs, b[i].qh);
+    }
 }
 
 /* ---- IQ4_NL: x ~ d * V[q], V the 16 non-linear values --------------------------------------------- */
@@ -246,7 +294,7 @@ static int nearest_nl(float v)
 
 /* The largest magnitude v on the table's end -127 (d = v / -127) and steps around it, each refitted by
  * least squares, as for Q4_0; the integers are chosen again for the f16 scale. */
-static void quantize_nl_block(const float *x, woolly_block_iq4_nl *b)
+static void quantize_nl_block(const float *x, const float *w, woolly_block_iq4_nl *b)
 {
     float amax = 0, vmax = 0;
     for (int l = 0; l < QK; l++)
@@ -269,8 +317,8 @@ static void quantize_nl_block(const float *x, woolly_block_iq4_nl *b)
         float sqx = 0, sqq = 0;
         for (int l = 0; l < QK; l++) {
             const float k = (float)woolly_iq4nl_value(nearest_nl(x[l] * id));
-            sqx += k * x[l];
-            sqq += k * k;
+            sqx += w[l] * k * x[l];
+            sqq += w[l] * k * k;
         }
         if (sqq > 0 && sqx * sqx / sqq > best) {
             best = sqx * sqx / sqq;
@@ -284,9 +332,13 @@ static void quantize_nl_block(const float *x, woolly_block_iq4_nl *b)
     pack_q(q, b->qs, NULL);
 }
 
-void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_iq4_nl *b = blocks;
-    for (int64_t i = 0; i < nb; i++)
-        quantize_nl_block(x + i * QK, &b[i]);
+    float w[QK];
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + i * QK;
+        woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
+        quantize_nl_block(xb, w, &b[i]);
+    }
 }

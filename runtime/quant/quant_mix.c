@@ -58,7 +58,8 @@ static bool layer_gets_more_bits(int i, int n)
 }
 
 /* llama.cpp's choices for the 32-value mixes Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (llama_tensor_get_type_impl
- * in llama-quant.cpp, without an importance matrix): the mix's own type but for the output matrix (Q6_K,
+ * in llama-quant.cpp; with an importance matrix IQ4_NL's ffn_down keeps its type and Q4_0's and Q5_0's
+ * first eighth of ffn_down get Q4_1 and Q5_1): the mix's own type but for the output matrix (Q6_K,
  * Q8_0 where its rows are no whole Q6_K blocks), a mixture of 8 experts' attn_k and attn_v (Q8_0), and for
  * IQ4_NL more bits (Q5_K; Q5_1 where the rows are no whole Q5_K blocks, llama.cpp's fallback) on attn_v
  * when 4 or more query heads share a KV head, on the first eighth of the layers' ffn_down, and on a
@@ -77,6 +78,14 @@ static enum woolly_type legacy_mix_type(enum woolly_ftype f, const char *name, u
     const bool attn_v = ends_with(name, "attn_v.weight") || ends_with(name, "attn_qkv.weight");
     if (m->n_expert == 8 && (attn_v || ends_with(name, "attn_k.weight")))
         return WOOLLY_TYPE_Q8_0;
+    /* with an importance matrix llama.cpp guards the first eighth of the layers' ffn_down of Q4_0 and
+     * Q5_0 with a minimum (Q4_1, Q5_1) */
+    if ((f == WOOLLY_FTYPE_Q4_0 || f == WOOLLY_FTYPE_Q5_0) && m->imatrix &&
+        (ends_with(name, "ffn_down.weight") || ends_with(name, "ffn_down_exps.weight"))) {
+        const int i = layer_of(name);
+        if (i >= 0 && i < m->n_layer / 8)
+            return f == WOOLLY_FTYPE_Q4_0 ? WOOLLY_TYPE_Q4_1 : WOOLLY_TYPE_Q5_1;
+    }
     if (f != WOOLLY_FTYPE_IQ4_NL)
         return base;
     const enum woolly_type more = ne0 % 256 == 0 ? WOOLLY_TYPE_Q5_K : WOOLLY_TYPE_Q5_1;
@@ -84,7 +93,7 @@ static enum woolly_type legacy_mix_type(enum woolly_ftype f, const char *name, u
     if (attn_v && m->n_gqa >= 4)
         return more;
     if ((ends_with(name, "ffn_down.weight") || ends_with(name, "ffn_down_exps.weight")) && i >= 0 &&
-        i < m->n_layer / 8)
+        i < m->n_layer / 8 && !m->imatrix)
         return more;
     if (ends_with(name, "attn_output.weight") && m->n_expert == 8)
         return more;
@@ -116,8 +125,9 @@ static enum woolly_type q4_k_m_type(const char *name, const woolly_mix_model *m)
 }
 
 /* llama.cpp's choices for Q2_K, Q3_K_S/M/L, Q5_K_M and IQ4_XS (llama_tensor_get_type_impl in
- * llama-quant.cpp, without an importance matrix), for the tensors of the architectures here: the mix's
- * own type, more bits where the error costs most (the output matrix, attn_v, ffn_down, attn_output). */
+ * llama-quant.cpp; with an importance matrix IQ4_XS's first eighth of ffn_down keeps its type), for the
+ * tensors of the architectures here: the mix's own type, more bits where the error costs most (the output
+ * matrix, attn_v, ffn_down, attn_output). */
 static enum woolly_type low_bit_mix_type(enum woolly_ftype f, const char *name, const woolly_mix_model *m)
 {
     const enum woolly_type base = f == WOOLLY_FTYPE_Q2_K     ? WOOLLY_TYPE_Q2_K
@@ -157,7 +167,7 @@ static enum woolly_type low_bit_mix_type(enum woolly_ftype f, const char *name, 
         case WOOLLY_FTYPE_Q3_K_L:
             return WOOLLY_TYPE_Q5_K;
         case WOOLLY_FTYPE_IQ4_XS:
-            return i >= 0 && i < n / 8 ? WOOLLY_TYPE_Q5_K : base;
+            return i >= 0 && i < n / 8 && !m->imatrix ? WOOLLY_TYPE_Q5_K : base;
         case WOOLLY_FTYPE_Q5_K_M:
             return i >= 0 && layer_gets_more_bits(i, n) ? WOOLLY_TYPE_Q6_K : base;
         default:

@@ -7,8 +7,9 @@
  * error over candidate step sizes (either end of the levels mapped to the largest magnitude, each
  * refitted by least squares); the scales as signed 6-bit integers over a common d; then with the scales
  * fixed the levels are chosen again, d refitted by least squares and each scale nudged by one step where
- * that lowers the error. */
+ * that lowers the error. Errors and fits are weighted by the columns' importance (quant_formats.h). */
 #include <float.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_formats.h"
@@ -31,10 +32,12 @@ static const level_format Q3K = {16, 16, Q3_LEVELS, 8, Q3_MID};
 static const level_format IQ4XS = {32, 8, woolly_iq4nl_values, 16, IQ4_MID};
 
 /* Candidate inverse steps: an end of the levels times f, f = 0.7 .. 1.3 in steps of 0.075, mapped to the
- * largest magnitude (f < 1 clips it for finer steps elsewhere). */
-enum { CANDS = 9 };
+ * largest magnitude (f < 1 clips it for finer steps elsewhere). With an importance matrix the steps are
+ * 0.025 (FINE_CANDS): the weighted optimum is less smooth in f, and the finer grid pays there. */
+enum { CANDS = 9, FINE_CANDS = 25 };
 #define CAND_F0 0.7f
 #define CAND_DF 0.075f
+#define FINE_DF 0.025f
 
 /* Index of the level nearest v: the count of midpoints between neighbouring levels below v, branch-free
  * (the quantizer's inner loops run it for every value and candidate scale). */
@@ -46,7 +49,7 @@ static inline int nearest(const level_format *f, float v)
     return i;
 }
 
-static float fit_sub_block(const level_format *f, const float *x)
+static float fit_sub_block(const level_format *f, const float *x, const float *w, bool fine)
 {
     float vmax = 0;
     for (int l = 0; l < f->sub; l++)
@@ -56,14 +59,16 @@ static float fit_sub_block(const level_format *f, const float *x)
         return 0;
     const float ends[2] = {(float)f->levels[0], (float)f->levels[f->nlev - 1]};
     float best_a = 0, best_gain = -1;
+    const int cands = fine ? FINE_CANDS : CANDS;
+    const float df = fine ? FINE_DF : CAND_DF;
     for (int e = 0; e < 2; e++)
-        for (int c = 0; c < CANDS; c++) {
-            const float iscale = ends[e] * (CAND_F0 + CAND_DF * (float)c) / vmax;
+        for (int c = 0; c < cands; c++) {
+            const float iscale = ends[e] * (CAND_F0 + df * (float)c) / vmax;
             float sqq = 0, sqx = 0;
             for (int l = 0; l < f->sub; l++) {
                 const float q = (float)f->levels[nearest(f, x[l] * iscale)];
-                sqq += q * q;
-                sqx += q * x[l];
+                sqq += w[l] * q * q;
+                sqx += w[l] * q * x[l];
             }
             if (!(sqq > 0))
                 continue;
@@ -83,7 +88,7 @@ typedef struct {
     uint8_t q[WOOLLY_QK_K]; /* level indices */
 } level_block;
 
-static float assign_sub_block(const level_format *f, const float *x, level_block *k, int j)
+static float assign_sub_block(const level_format *f, const float *x, const float *w, level_block *k, int j)
 {
     const float step = k->d * k->sc[j];
     const float istep = step != 0 ? 1.0f / step : 0.0f;
@@ -93,16 +98,16 @@ static float assign_sub_block(const level_format *f, const float *x, level_block
         const int q = nearest(f, x[i] * istep);
         const float e = step * (float)f->levels[q] - x[i];
         k->q[i] = (uint8_t)q;
-        err += e * e;
+        err += w[i] * e * e;
     }
     return err;
 }
 
-static float assign_block(const level_format *f, const float *x, level_block *k)
+static float assign_block(const level_format *f, const float *x, const float *w, level_block *k)
 {
     float err = 0;
     for (int j = 0; j < f->nsub; j++)
-        err += assign_sub_block(f, x, k, j);
+        err += assign_sub_block(f, x, w, k, j);
     return err;
 }
 
@@ -112,10 +117,10 @@ static void set_d(level_block *k, uint16_t d16)
     k->d = woolly_f16_to_f32(d16);
 }
 
-static void nudge_scale(const level_format *f, const float *x, level_block *k, int j)
+static void nudge_scale(const level_format *f, const float *x, const float *w, level_block *k, int j)
 {
     uint8_t q_best[MAX_SUB];
-    float best = assign_sub_block(f, x, k, j);
+    float best = assign_sub_block(f, x, w, k, j);
     memcpy(q_best, k->q + f->sub * j, (size_t)f->sub);
     const int sc0 = k->sc[j];
     int best_sc = sc0;
@@ -124,7 +129,7 @@ static void nudge_scale(const level_format *f, const float *x, level_block *k, i
         if (sc < SC_MIN || sc > SC_MAX)
             continue;
         k->sc[j] = (int8_t)sc;
-        const float err = assign_sub_block(f, x, k, j);
+        const float err = assign_sub_block(f, x, w, k, j);
         if (err < best) {
             best = err;
             best_sc = sc;
@@ -135,11 +140,13 @@ static void nudge_scale(const level_format *f, const float *x, level_block *k, i
     memcpy(k->q + f->sub * j, q_best, (size_t)f->sub);
 }
 
-static void quantize_block(const level_format *f, const float *x, level_block *k)
+static void quantize_block(const level_format *f, const float *x, const float *qw, level_block *k)
 {
+    float w[WOOLLY_QK_K];
+    woolly_value_weights(qw, WOOLLY_QK_K, w);
     float a[MAX_NSUB], amax = 0;
     for (int j = 0; j < f->nsub; j++) {
-        a[j] = fit_sub_block(f, x + f->sub * j);
+        a[j] = fit_sub_block(f, x + f->sub * j, w + f->sub * j, qw != NULL);
         if (fabsf(a[j]) > fabsf(amax))
             amax = a[j];
     }
@@ -147,22 +154,22 @@ static void quantize_block(const level_format *f, const float *x, level_block *k
     set_d(k, woolly_scale_to_f16_outward(amax / (float)SC_MIN));
     for (int j = 0; j < f->nsub; j++)
         k->sc[j] = (int8_t)(k->d != 0 ? woolly_round_clamp(a[j] / k->d, SC_MIN, SC_MAX) : 0);
-    const float err = assign_block(f, x, k);
+    const float err = assign_block(f, x, w, k);
 
     double suu = 0, sux = 0;
     for (int i = 0; i < WOOLLY_QK_K; i++) {
         const double u = (double)k->sc[i / f->sub] * f->levels[k->q[i]];
-        suu += u * u;
-        sux += u * x[i];
+        suu += (double)w[i] * u * u;
+        sux += (double)w[i] * u * x[i];
     }
     if (suu > 0) {
         level_block trial = *k;
         set_d(&trial, woolly_scale_to_f16((float)(sux / suu)));
-        if (assign_block(f, x, &trial) < err)
+        if (assign_block(f, x, w, &trial) < err)
             *k = trial;
     }
     for (int j = 0; j < f->nsub; j++)
-        nudge_scale(f, x, k, j);
+        nudge_scale(f, x, w, k, j);
 }
 
 /* ---- Q3_K --------------------------------------------------------------------------------------- */
@@ -180,12 +187,12 @@ void woolly_dequantize_q3_k(const void *blocks, float *y, int64_t nb)
     }
 }
 
-void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q3_k(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q3_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         level_block k;
-        quantize_block(&Q3K, x, &k);
+        quantize_block(&Q3K, x, qw ? qw + i * WOOLLY_QK_K : NULL, &k);
         b[i].d = k.d16;
         memset(b[i].scales, 0, sizeof b[i].scales);
         for (int j = 0; j < 16; j++) {
@@ -219,12 +226,12 @@ void woolly_dequantize_iq4_xs(const void *blocks, float *y, int64_t nb)
     }
 }
 
-void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_iq4_xs(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_iq4_xs *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         level_block k;
-        quantize_block(&IQ4XS, x, &k);
+        quantize_block(&IQ4XS, x, qw ? qw + i * WOOLLY_QK_K : NULL, &k);
         b[i].d = k.d16;
         b[i].scales_h = 0;
         memset(b[i].scales_l, 0, sizeof b[i].scales_l);

@@ -7,7 +7,9 @@
  *      candidate step sizes give several integer assignments, each refitted by least squares;
  *   2. the 8 (a, m) pairs are expressed as integers over a common d / dmin (6 bits each);
  *   3. with the quantized scales fixed, the integers q are chosen again, and d / dmin refitted by least
- *      squares and the 6-bit scales nudged by one step where that lowers the block's error. */
+ *      squares and the 6-bit scales nudged by one step where that lowers the block's error.
+ * Every error and fit is weighted by the columns' importance (quant_formats.h; 1 without an importance
+ * matrix). */
 #include <stdbool.h>
 #include <string.h>
 
@@ -64,7 +66,7 @@ typedef struct {
 } k_block;
 
 /* Chooses the integers of sub-block j for its current scales; returns the sub-block's squared error. */
-static float assign_sub_block(const float *x, int nmax, k_block *k, int j)
+static float assign_sub_block(const float *x, const float *w, int nmax, k_block *k, int j)
 {
     const float step = k->d * k->sc[j], off = k->dmin * k->m[j];
     const float istep = step > 0 ? 1.0f / step : 0.0f;
@@ -73,16 +75,16 @@ static float assign_sub_block(const float *x, int nmax, k_block *k, int j)
         const int q = woolly_round_clamp((x[SUB * j + l] + off) * istep, 0, nmax);
         const float e = step * (float)q - off - x[SUB * j + l];
         k->q[SUB * j + l] = (uint8_t)q;
-        err += e * e;
+        err += w[SUB * j + l] * e * e;
     }
     return err;
 }
 
-static float assign_block(const float *x, int nmax, k_block *k)
+static float assign_block(const float *x, const float *w, int nmax, k_block *k)
 {
     float err = 0;
     for (int j = 0; j < NSUB; j++)
-        err += assign_sub_block(x, nmax, k, j);
+        err += assign_sub_block(x, w, nmax, k, j);
     return err;
 }
 
@@ -95,13 +97,14 @@ static void set_factors(k_block *k, uint16_t d16, uint16_t dmin16)
 }
 
 /* Least-squares d and dmin for the current integers: x ~ d*(sc*q) - dmin*m is linear in (d, dmin). */
-static bool refit_factors(const float *x, const k_block *k, float *d, float *dmin)
+static bool refit_factors(const float *x, const float *w, const k_block *k, float *d, float *dmin)
 {
     double suu = 0, suv = 0, svv = 0, sux = 0, svx = 0;
     for (int j = 0; j < NSUB; j++)
         for (int l = 0; l < SUB; l++) {
             const double u = (double)k->sc[j] * k->q[SUB * j + l], v = k->m[j], xv = x[SUB * j + l];
-            suu += u * u, suv += u * v, svv += v * v, sux += u * xv, svx += v * xv;
+            const double wv = w[SUB * j + l];
+            suu += wv * u * u, suv += wv * u * v, svv += wv * v * v, sux += wv * u * xv, svx += wv * v * xv;
         }
     /* normal equations of min sum (d u - dmin v - x)^2 */
     const double det = suu * svv - suv * suv;
@@ -122,10 +125,10 @@ static bool refit_factors(const float *x, const k_block *k, float *d, float *dmi
 }
 
 /* Tries each 6-bit scale and min one step up and down, keeping what lowers the sub-block's error. */
-static void nudge_scales(const float *x, int nmax, k_block *k, int j)
+static void nudge_scales(const float *x, const float *w, int nmax, k_block *k, int j)
 {
     uint8_t q_best[SUB];
-    float best = assign_sub_block(x, nmax, k, j);
+    float best = assign_sub_block(x, w, nmax, k, j);
     memcpy(q_best, k->q + SUB * j, SUB);
     const int sc0 = k->sc[j], m0 = k->m[j];
     int best_sc = sc0, best_m = m0;
@@ -136,7 +139,7 @@ static void nudge_scales(const float *x, int nmax, k_block *k, int j)
                 continue;
             k->sc[j] = (uint8_t)sc;
             k->m[j] = (uint8_t)m;
-            const float err = assign_sub_block(x, nmax, k, j);
+            const float err = assign_sub_block(x, w, nmax, k, j);
             if (err < best) {
                 best = err;
                 best_sc = sc, best_m = m;
@@ -148,11 +151,13 @@ static void nudge_scales(const float *x, int nmax, k_block *k, int j)
     memcpy(k->q + SUB * j, q_best, SUB);
 }
 
-static void quantize_k_block(const float *x, int nmax, k_block *k)
+static void quantize_k_block(const float *x, const float *qw, int nmax, k_block *k)
 {
+    float w[WOOLLY_QK_K];
+    woolly_value_weights(qw, WOOLLY_QK_K, w);
     float a[NSUB], m[NSUB], amax = 0, mmax = 0;
     for (int j = 0; j < NSUB; j++) {
-        woolly_fit_affine_min(x + SUB * j, SUB, nmax, &CANDIDATES, &a[j], &m[j]);
+        woolly_fit_affine_min(x + SUB * j, w + SUB * j, SUB, nmax, &CANDIDATES, &a[j], &m[j]);
         amax = fmaxf(amax, a[j]);
         mmax = fmaxf(mmax, m[j]);
     }
@@ -163,21 +168,21 @@ static void quantize_k_block(const float *x, int nmax, k_block *k)
         k->sc[j] = (uint8_t)(k->d > 0 ? woolly_round_clamp(a[j] / k->d, 0, SCALE_MAX) : 0);
         k->m[j] = (uint8_t)(k->dmin > 0 ? woolly_round_clamp(m[j] / k->dmin, 0, SCALE_MAX) : 0);
     }
-    float err = assign_block(x, nmax, k);
+    float err = assign_block(x, w, nmax, k);
 
     /* refit d and dmin to the integers, keep the result if the block got better */
     float d, dmin;
-    if (refit_factors(x, k, &d, &dmin)) {
+    if (refit_factors(x, w, k, &d, &dmin)) {
         k_block trial = *k;
         set_factors(&trial, woolly_scale_to_f16(d), woolly_scale_to_f16(dmin));
-        const float trial_err = assign_block(x, nmax, &trial);
+        const float trial_err = assign_block(x, w, nmax, &trial);
         if (trial_err < err) {
             *k = trial;
             err = trial_err;
         }
     }
     for (int j = 0; j < NSUB; j++)
-        nudge_scales(x, nmax, k, j);
+        nudge_scales(x, w, nmax, k, j);
 }
 
 /* The factors and 6-bit scales, laid out the same in both formats. */
@@ -203,23 +208,23 @@ static void pack_low_nibbles(const k_block *k, uint8_t *qs)
                 (uint8_t)((k->q[SUB * j + l] & 0xF) | (k->q[SUB * (j + 1) + l] & 0xF) << 4);
 }
 
-void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q4_k(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q4_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         k_block k;
-        quantize_k_block(x, 15, &k);
+        quantize_k_block(x, qw ? qw + i * WOOLLY_QK_K : NULL, 15, &k);
         pack_header(&k, &b[i].d, &b[i].dmin, b[i].scales);
         pack_low_nibbles(&k, b[i].qs);
     }
 }
 
-void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q5_k(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q5_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         k_block k;
-        quantize_k_block(x, 31, &k);
+        quantize_k_block(x, qw ? qw + i * WOOLLY_QK_K : NULL, 31, &k);
         pack_header(&k, &b[i].d, &b[i].dmin, b[i].scales);
         pack_low_nibbles(&k, b[i].qs);
         /* the fifth bit of value l of sub-block j is bit j of qh[l] */

@@ -10,8 +10,10 @@
  * Quantizing: per sub-block, the scale with the least squared error (candidate step sizes, each refit
  * by least squares); the 16 scales as int8 over a common d; then with the quantized scales fixed the
  * integers are chosen again, d refitted by least squares and each int8 scale nudged by one step where
- * that lowers the error. */
+ * that lowers the error. Errors and fits are weighted by the columns' importance (quant_formats.h), as
+ * llama.cpp weighs Q6_K. */
 #include <float.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_formats.h"
@@ -24,6 +26,9 @@ enum { SUB = 16, NSUB = WOOLLY_QK_K / SUB, QMIN = -32, QMAX = 31 };
 #define CAND_LO (-1.5f)
 #define CAND_STEP 0.25f
 enum { CANDS = 11 };
+/* With an importance matrix: the same range in steps of 0.1 (the weighted optimum is less smooth). */
+#define FINE_STEP 0.1f
+enum { FINE_CANDS = 26 };
 
 void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb)
 {
@@ -50,7 +55,7 @@ void woolly_dequantize_q6_k(const void *blocks, float *y, int64_t nb)
 }
 
 /* The best signed scale a for x ~ a*q over one sub-block. */
-static float fit_sub_block(const float *x)
+static float fit_sub_block(const float *x, const float *w, bool fine)
 {
     float vmax = 0;
     for (int l = 0; l < SUB; l++)
@@ -59,13 +64,15 @@ static float fit_sub_block(const float *x)
     if (vmax == 0)
         return 0;
     float best_a = 0, best_gain = -1;
-    for (int c = 0; c < CANDS; c++) {
-        const float iscale = ((float)QMIN - CAND_LO - CAND_STEP * (float)c) / vmax;
+    const int cands = fine ? FINE_CANDS : CANDS;
+    const float step = fine ? FINE_STEP : CAND_STEP;
+    for (int c = 0; c < cands; c++) {
+        const float iscale = ((float)QMIN - CAND_LO - step * (float)c) / vmax;
         float sqq = 0, sqx = 0;
         for (int l = 0; l < SUB; l++) {
             const float q = (float)woolly_round_clamp(x[l] * iscale, QMIN, QMAX);
-            sqq += q * q;
-            sqx += q * x[l];
+            sqq += w[l] * q * q;
+            sqx += w[l] * q * x[l];
         }
         if (!(sqq > 0))
             continue;
@@ -86,7 +93,7 @@ typedef struct {
     int8_t q[WOOLLY_QK_K];
 } q6_block;
 
-static float assign_sub_block(const float *x, q6_block *k, int j)
+static float assign_sub_block(const float *x, const float *w, q6_block *k, int j)
 {
     const float step = k->d * k->sc[j];
     const float istep = step != 0 ? 1.0f / step : 0.0f;
@@ -95,16 +102,16 @@ static float assign_sub_block(const float *x, q6_block *k, int j)
         const int q = woolly_round_clamp(x[SUB * j + l] * istep, QMIN, QMAX);
         const float e = step * (float)q - x[SUB * j + l];
         k->q[SUB * j + l] = (int8_t)q;
-        err += e * e;
+        err += w[SUB * j + l] * e * e;
     }
     return err;
 }
 
-static float assign_block(const float *x, q6_block *k)
+static float assign_block(const float *x, const float *w, q6_block *k)
 {
     float err = 0;
     for (int j = 0; j < NSUB; j++)
-        err += assign_sub_block(x, k, j);
+        err += assign_sub_block(x, w, k, j);
     return err;
 }
 
@@ -114,10 +121,10 @@ static void set_d(q6_block *k, uint16_t d16)
     k->d = woolly_f16_to_f32(d16);
 }
 
-static void nudge_scale(const float *x, q6_block *k, int j)
+static void nudge_scale(const float *x, const float *w, q6_block *k, int j)
 {
     int8_t q_best[SUB];
-    float best = assign_sub_block(x, k, j);
+    float best = assign_sub_block(x, w, k, j);
     memcpy(q_best, k->q + SUB * j, SUB);
     const int sc0 = k->sc[j];
     int best_sc = sc0;
@@ -126,7 +133,7 @@ static void nudge_scale(const float *x, q6_block *k, int j)
         if (sc < -128 || sc > 127)
             continue;
         k->sc[j] = (int8_t)sc;
-        const float err = assign_sub_block(x, k, j);
+        const float err = assign_sub_block(x, w, k, j);
         if (err < best) {
             best = err;
             best_sc = sc;
@@ -137,11 +144,13 @@ static void nudge_scale(const float *x, q6_block *k, int j)
     memcpy(k->q + SUB * j, q_best, SUB);
 }
 
-static void quantize_block(const float *x, q6_block *k)
+static void quantize_block(const float *x, const float *qw, q6_block *k)
 {
+    float w[WOOLLY_QK_K];
+    woolly_value_weights(qw, WOOLLY_QK_K, w);
     float a[NSUB], amax = 0;
     for (int j = 0; j < NSUB; j++) {
-        a[j] = fit_sub_block(x + SUB * j);
+        a[j] = fit_sub_block(x + SUB * j, w + SUB * j, qw != NULL);
         if (fabsf(a[j]) > fabsf(amax))
             amax = a[j];
     }
@@ -150,34 +159,34 @@ static void quantize_block(const float *x, q6_block *k)
     set_d(k, woolly_scale_to_f16_outward(amax / -128.0f));
     for (int j = 0; j < NSUB; j++)
         k->sc[j] = (int8_t)(k->d != 0 ? woolly_round_clamp(a[j] / k->d, -128, 127) : 0);
-    float err = assign_block(x, k);
+    float err = assign_block(x, w, k);
 
     /* least-squares d for the chosen integers: x ~ d * (sc * q) */
     double suu = 0, sux = 0;
     for (int i = 0; i < WOOLLY_QK_K; i++) {
         const double u = (double)k->sc[i / SUB] * k->q[i];
-        suu += u * u;
-        sux += u * x[i];
+        suu += (double)w[i] * u * u;
+        sux += (double)w[i] * u * x[i];
     }
     if (suu > 0) {
         q6_block trial = *k;
         set_d(&trial, woolly_scale_to_f16((float)(sux / suu)));
-        const float trial_err = assign_block(x, &trial);
+        const float trial_err = assign_block(x, w, &trial);
         if (trial_err < err) {
             *k = trial;
             err = trial_err;
         }
     }
     for (int j = 0; j < NSUB; j++)
-        nudge_scale(x, k, j);
+        nudge_scale(x, w, k, j);
 }
 
-void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb)
+void woolly_quantize_q6_k(const float *x, void *blocks, int64_t nb, const float *qw)
 {
     woolly_block_q6_k *b = blocks;
     for (int64_t i = 0; i < nb; i++, x += WOOLLY_QK_K) {
         q6_block k;
-        quantize_block(x, &k);
+        quantize_block(x, qw ? qw + i * WOOLLY_QK_K : NULL, &k);
         b[i].d = k.d16;
         memcpy(b[i].scales, k.sc, sizeof b[i].scales);
         for (int h = 0; h < 2; h++) {

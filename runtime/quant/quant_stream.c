@@ -56,7 +56,9 @@ static void *convert_rows(void *arg)
         if (j->t->rows(j->t->ctx, r, buf, &j->err) != 0)
             j->status = -1;
         else
-            woolly_quantize_row(j->t->type, buf, j->out + (size_t)(r - j->r0) * row_bytes, k);
+            woolly_quantize_row_weighted(j->t->type, buf, j->out + (size_t)(r - j->r0) * row_bytes, k,
+                                         j->t->importance ? j->t->importance + (r / (int64_t)j->t->ne[1]) * k
+                                                          : NULL);
     }
     free(buf);
     return NULL;

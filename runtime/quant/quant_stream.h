@@ -27,6 +27,9 @@ typedef struct woolly_stream_tensor {
     woolly_row_fn rows; /* float rows to convert to `type`... */
     void *ctx;
     const void *raw; /* ...or, when rows is NULL, the tensor's bytes in `type` already */
+    /* NULL, or the importance of each column (ne[0] floats) per matrix of ne[1] rows (ne[2] * ne[3]
+     * matrices: an expert's rows use their own), which weighs the rounding errors of converted rows */
+    const float *importance;
 } woolly_stream_tensor;
 
 /* Called before each tensor is converted (index counts from 0). */

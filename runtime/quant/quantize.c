@@ -10,6 +10,7 @@
 #include "cpu.h"
 #include "gguf.h"
 #include "gguf_write.h"
+#include "imatrix_read.h"
 #include "quant.h"
 #include "quant_stream.h"
 
@@ -132,6 +133,32 @@ static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype 
     return t;
 }
 
+/* Gives each matrix converted to a weighted block format its importance from im; a matrix im lacks is
+ * quantized unweighted, as llama-quantize does, and its note says so. */
+static int attach_importance(const woolly_imatrix_file *im, woolly_stream_tensor *plan, char (*notes)[160],
+                             uint64_t n, size_t *n_weighted, woolly_error *err)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        woolly_stream_tensor *t = &plan[i];
+        /* the plain formats and Q8_0 do not use the weights (quant.h) */
+        if (!t->rows || t->n_dims < 2 || woolly_type_get(t->type)->block_elems <= 1 ||
+            t->type == WOOLLY_TYPE_Q8_0)
+            continue;
+        const float *qw;
+        if (woolly_imatrix_file_find(im, t->name, t->ne[0], t->ne[2] * t->ne[3], &qw, err) != 0)
+            return -1;
+        t->importance = qw;
+        if (qw) {
+            (*n_weighted)++;
+        } else {
+            const size_t len = strlen(notes[i]);
+            snprintf(notes[i] + len, sizeof notes[i] - len, "%sno importance data: unweighted",
+                     len ? "; " : "");
+        }
+    }
+    return 0;
+}
+
 int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
                          const woolly_quantize_params *p, woolly_error *err)
 {
@@ -152,10 +179,16 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
         gguf_close(g);
         return woolly_fail(err, "%s: %s", in, kerr.msg);
     }
+    woolly_imatrix_file *im = NULL;
+    if (p->imatrix && !(im = woolly_imatrix_file_read(p->imatrix, err))) {
+        gguf_close(g);
+        return -1;
+    }
     const woolly_mix_model m = {.n_layer = n_layer,
                                 .tied_embd = gguf_find_tensor(g, "output.weight") == NULL,
                                 .n_expert = count_experts(g),
-                                .n_gqa = count_gqa(g)};
+                                .n_gqa = count_gqa(g),
+                                .imatrix = im != NULL};
 
     woolly_stream_tensor *plan = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *plan);
     char(*notes)[160] = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *notes);
@@ -165,6 +198,11 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
     }
     for (uint64_t i = 0; i < g->n_tensors; i++)
         plan[i] = plan_tensor(&g->tensors[i], f, &m, notes[i], sizeof notes[i]);
+    size_t n_weighted = 0;
+    if (im && attach_importance(im, plan, notes, g->n_tensors, &n_weighted, err) != 0) {
+        free(plan), free(notes), gguf_close(g), woolly_imatrix_file_free(im);
+        return -1;
+    }
 
     int status = -1;
     gguf_writer *w = gguf_writer_open(out, err);
@@ -193,8 +231,12 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
         fprintf(stderr, "quantized %s -> %s (%s): tensor data %.2f MiB -> %.2f MiB, %.1f s on %d threads\n",
                 in, out, woolly_ftype_name(f), (double)(g->size - g->data_offset) / (1 << 20),
                 (double)out_bytes / (1 << 20), now_seconds() - t0, n_threads);
+        if (im)
+            fprintf(stderr, "importance matrix %s (%zu matrices): %zu matrices weighted by it\n", p->imatrix,
+                    woolly_imatrix_file_count(im), n_weighted);
     }
     free(plan), free(notes);
     gguf_close(g);
+    woolly_imatrix_file_free(im);
     return status;
 }

@@ -43,6 +43,8 @@ typedef struct woolly_mix_model {
     bool tied_embd; /* no output.weight: token_embd.weight is also the output matrix */
     int n_expert;   /* experts per layer (0: not a mixture), for the 8-expert rule of Q4_K_M */
     int n_gqa;      /* query heads per KV head (0 or 1: none), for the attn_v rules of Q2_K and IQ4_XS */
+    bool imatrix;   /* quantizing with an importance matrix: llama.cpp's ffn_down rules of IQ4_NL, IQ4_XS,
+                     * Q4_0 and Q5_0 change with it */
 } woolly_mix_model;
 
 /* The type tensor `name` (n_dims dims, ne[0] the row length) gets in file type f. 1-D tensors (norms)
@@ -53,20 +55,26 @@ typedef struct woolly_mix_model {
  * and attn_v and Q5_K for attn_output, as llama.cpp gives it: small tensors beside the experts. A row length
  * the chosen block does not divide falls back to Q8_0 (if it is a multiple of 32), else F16; then `note` (if
  * not NULL) says so, otherwise it is set to "".
- * Q2_K, Q3_K_S/M/L, Q5_K_M and IQ4_XS follow llama.cpp's rules for those mixes (llama-quant.cpp, without
- * an importance matrix): Q6_K for the output matrix; attn_v, ffn_down and attn_output by layer, model
- * shape (n_gqa, 8 experts) and mix, as written in quant_mix.c; the other matrices the mix's own type. */
+ * Q2_K, Q3_K_S/M/L, Q5_K_M and IQ4_XS follow llama.cpp's rules for those mixes (llama-quant.cpp, with
+ * its changes for an importance matrix when m->imatrix): Q6_K for the output matrix; attn_v, ffn_down and
+ * attn_output by layer, model shape (n_gqa, 8 experts) and mix, as written in quant_mix.c; the other matrices
+ * the mix's own type. */
 enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t n_dims, const uint64_t *ne,
                                  const woolly_mix_model *m, char *note, size_t note_size);
 
 typedef struct woolly_quantize_params {
-    int n_threads; /* <= 0: the number of online CPUs */
-    bool quiet;    /* no progress on stderr */
+    int n_threads;       /* <= 0: the number of online CPUs */
+    bool quiet;          /* no progress on stderr */
+    const char *imatrix; /* NULL, or an importance matrix file (imatrix_read.h) weighing each matrix's
+                          * rounding errors by its columns' mean square input; matrices it lacks are
+                          * quantized unweighted, with a note */
 } woolly_quantize_params;
 
 /* Reads the GGUF at `in` and writes `out` with every tensor converted by the mix of `f`, all metadata
  * kept (general.file_type set to f, general.quantization_version to 2). Tensor by tensor: memory use
- * is bounded by a few MB beyond the mapped input. */
+ * is bounded by a few MB beyond the mapped input (and the importance matrix, if any). An importance
+ * matrix whose entry for a tensor has another shape is an error naming the tensor, before anything is
+ * written. */
 int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
                          const woolly_quantize_params *p, woolly_error *err);
 
