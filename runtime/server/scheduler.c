@@ -28,6 +28,8 @@ struct srv_scheduler {
     bool speculate;
     srv_spec spec;
     woolly_batch gbatch;
+    srv_spec_slot **draft; /* [n_slots] the step's slots that wait for the draft model's guesses, */
+    srv_member **drafting; /* [n_slots] and their members */
 
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* a job arrived, was cancelled, or stop */
@@ -221,17 +223,17 @@ static void retire(srv_scheduler *s, srv_slot *slot)
     srv_slot_detach(slot); /* after the slot is marked free: a client that has its answer sees it free */
 }
 
-/* Adds a slot's planned tokens to the step's batch (a speculating scheduler's generated tokens: to
- * the decode batch). Logits are kept for the token whose distribution the slot samples from next: a
- * generated token, or the last token of its prompt; for a token with guesses, for each of them. */
-static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_token *ids, int32_t n,
-                 bool prompt)
+/* Adds a member's tokens to the step's batch (a speculating scheduler's generated tokens: to the decode
+ * batch). Logits are kept for the token whose distribution the slot samples from next: a generated
+ * token, or the last token of its prompt; for a token with guesses, for each of them. */
+static void join(srv_scheduler *s, srv_member *mb)
 {
-    woolly_batch *b = s->speculate && !prompt ? &s->gbatch : &s->batch;
-    s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
-    const bool last = !slot->job->embed && (!prompt || slot->n_cache + n == slot->n_fill);
-    for (int32_t i = 0; i < n; i++)
-        woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && (i == n - 1 || !prompt));
+    woolly_batch *b = s->speculate && !mb->prompt ? &s->gbatch : &s->batch;
+    const srv_slot *slot = mb->slot;
+    const bool last = !slot->job->embed && (!mb->prompt || slot->n_cache + mb->n == slot->n_fill);
+    mb->row0 = b->n_tokens;
+    for (int32_t i = 0; i < mb->n; i++)
+        woolly_batch_add(b, mb->ids[i], slot->n_cache + i, slot->id, last && (i == mb->n - 1 || !mb->prompt));
 }
 
 /* Whether the slot already has tokens in this step's batch (a slot whose context shifted in the first
@@ -242,6 +244,23 @@ static bool joined(const srv_scheduler *s, int n_members, const srv_slot *slot)
         if (s->members[i].slot == slot)
             return true;
     return false;
+}
+
+/* The draft model's guesses for the generating members that wait for them (the first n_gen members),
+ * made together, and those members' tokens grown by them. */
+static void draft(srv_scheduler *s, int n_gen)
+{
+    int n = 0;
+    for (int i = 0; i < n_gen; i++)
+        if (s->members[i].slot->spec && s->members[i].slot->ss.pending) {
+            s->draft[n] = &s->members[i].slot->ss;
+            s->drafting[n++] = &s->members[i];
+        }
+    if (n == 0)
+        return;
+    srv_metrics_draft_passes(s->metrics, srv_spec_draft(&s->spec, s->draft, n));
+    for (int i = 0; i < n; i++)
+        s->drafting[i]->n = srv_slot_drafted(s->drafting[i]->slot);
 }
 
 /* Evaluates batch b and tells its members (which = 1: the prompt members, 0: the generating ones, -1:
@@ -284,8 +303,9 @@ static void evaluate(srv_scheduler *s, woolly_batch *b, int n_members, int which
     }
 }
 
-/* One step of every busy slot, as one batch: first each generating slot's next token, then prompt
- * chunks within the prompt budget (taken in the rotating order, so waiting prompts take turns). */
+/* One step of every busy slot, as one batch: first each generating slot's next token (with its guesses
+ * when speculating: the draft model makes every slot's at once), then prompt chunks within the prompt
+ * budget (taken in the rotating order, so waiting prompts take turns). */
 static void step(srv_scheduler *s, int start)
 {
     woolly_batch *b = &s->batch;
@@ -295,6 +315,12 @@ static void step(srv_scheduler *s, int start)
     int32_t n_gen = 0;
     sync_followers(s);
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* the generating slots' tokens: their guesses are complete now */
+            if (s->speculate && s->spec.dctx)
+                draft(s, n_members);
+            for (int i = 0; i < n_members; i++)
+                join(s, &s->members[i]);
+        }
         int32_t budget = pass == 0 ? 0 : n_gen > 0 ? SRV_PROMPT_CHUNK : b->cap;
         for (int k = 0; k < s->n_slots; k++) {
             srv_slot *slot = &s->slots[(start + k) % s->n_slots];
@@ -324,11 +350,14 @@ static void step(srv_scheduler *s, int start)
                 retire(s, slot);
                 continue;
             }
-            join(s, &n_members, slot, ids, n, prompt);
-            if (prompt)
+            srv_member *mb = &s->members[n_members++];
+            *mb = (srv_member){slot, ids, n, 0, prompt};
+            if (prompt) {
+                join(s, mb);
                 budget -= n;
-            else
-                n_gen++;
+            } else {
+                n_gen++; /* joins when every generating slot has planned (above) */
+            }
         }
     }
     if (n_members == 0)
@@ -385,7 +414,9 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
     s->busy = calloc((size_t)cfg->n_slots, sizeof *s->busy);
     s->queue = calloc((size_t)s->queue_cap, sizeof *s->queue);
     s->members = calloc((size_t)cfg->n_slots, sizeof *s->members);
-    if (!s->slots || !s->busy || !s->queue || !s->members) {
+    s->draft = calloc((size_t)cfg->n_slots, sizeof *s->draft);
+    s->drafting = calloc((size_t)cfg->n_slots, sizeof *s->drafting);
+    if (!s->slots || !s->busy || !s->queue || !s->members || !s->draft || !s->drafting) {
         woolly_fail(err, "out of memory");
         srv_scheduler_close(s);
         return NULL;
@@ -508,6 +539,8 @@ void srv_scheduler_close(srv_scheduler *s)
     woolly_batch_free(&s->gbatch);
     srv_spec_close(&s->spec);
     free(s->members);
+    free(s->draft);
+    free(s->drafting);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s->slots);

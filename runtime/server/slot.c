@@ -297,13 +297,19 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         const int32_t room = woolly_context_n_ctx(s->ctx) - s->n_cache - 1;
         s->n_guess = srv_spec_guess(s->spec, &s->ss, s->id, s->cache, s->n_cache + 1, s->plan + 1, room);
         *ids = s->plan;
-        *n = 1 + s->n_guess;
+        *n = 1 + s->n_guess; /* the draft's guesses come later (srv_slot_drafted) */
         return true;
     }
     s->next = tok;
     *ids = &s->next;
     *n = 1;
     return true;
+}
+
+int32_t srv_slot_drafted(srv_slot *s)
+{
+    s->n_guess = s->ss.got;
+    return 1 + s->n_guess;
 }
 
 void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at)

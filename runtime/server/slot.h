@@ -93,6 +93,9 @@ bool srv_slot_in_prompt(const srv_slot *s);
  * sampled, or after a context shift the first token the cache keeps), returning true; or false when the
  * job is over (s->finish says why). Samples the next token when the prompt has been evaluated. */
 bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n);
+/* A speculating slot whose plan waits for the draft model's guesses (s->ss.pending after
+ * srv_slot_plan): takes the guesses srv_spec_draft made; the plan's new length (its ids as planned). */
+int32_t srv_slot_drafted(srv_slot *s);
 /* After the scheduler evaluated the planned tokens (rc 0; logits_at: the batch token whose logits
  * follow them, or -1 after a prompt chunk that is not the last; a speculating slot's plan of a token and
  * its guesses has every token's logits, the last at logits_at), or the evaluation failed (rc -1) and
