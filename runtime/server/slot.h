@@ -52,8 +52,6 @@ typedef struct srv_slot {
     srv_spec_slot ss;   /* with spec: this slot's drafting state */
     woolly_token *plan; /* with spec: [draft_max + 1] the sampled token and its guesses, evaluated together */
     int32_t n_guess;    /* guesses of the evaluated plan, checked by the next srv_slot_plan */
-    float *logits;      /* with spec: [draft_max + 1][n_vocab] the evaluated plan's logits, kept by the slot
-                           (the engine's step may run a second batch that overwrites the context's) */
     int32_t n_drafted, n_accepted; /* the job's guesses and those kept */
     char *piece;       /* detokenizer output */
     size_t piece_cap;

@@ -1,11 +1,12 @@
 /* The server's speculative decoding (`woolly serve --draft MODEL / --lookup N`): each generating slot
  * guesses the tokens after the one it has just sampled, from prompt lookup over its own text or from a
  * draft model (a context of its own with one sequence per slot), and the scheduler evaluates every
- * slot's sampled token and guesses in one batch on the decode path (each token with plain decoding's
- * arithmetic). The slot then samples from each guess's logits in turn, as plain decoding would after
- * the same tokens, and keeps the guesses up to the first one it did not sample: the text is the one
- * without speculation, token for token, greedy or sampled with the same seed (a guess is a point mass,
- * so sampling and comparing is the exact acceptance rule). The KV cache forgets the rest.
+ * slot's sampled token and guesses in the step's one batch, on the decode path (each token with plain
+ * decoding's arithmetic), beside the prompt chunks of other slots on the prompt path. The slot then
+ * samples from each guess's logits in turn, as plain decoding would after the same tokens, and keeps the
+ * guesses up to the first one it did not sample: the text is the one without speculation, token for
+ * token, greedy or sampled with the same seed (a guess is a point mass, so sampling and comparing is the
+ * exact acceptance rule). The KV cache forgets the rest.
  *
  * Draft guesses are the draft's greedy tokens. The number of guesses per slot follows its acceptance
  * and the measured cost of the engine's decode batches (spec_cost.h): the batch of all slots' tokens
