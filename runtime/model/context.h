@@ -84,6 +84,9 @@ struct woolly_context {
     int32_t fwd_n;        /* tokens of the last forward pass; 0: no logits to read */
     bool decode_runs;     /* each token of a batch is a generated run of its own (the decode path):
                              speculative decoding checks guesses with plain decoding's arithmetic */
+    const bool *decode_seqs; /* NULL, or [n_seq_max]: as decode_runs for the tokens of these sequences
+                                only, the others' runs as usual (the server's batch of prompt chunks and
+                                speculated tokens); the caller's array */
     bool embd_on;         /* forward passes keep s.embd */
     bool embd_valid;      /* the last forward pass kept s.embd */
 };

@@ -228,26 +228,22 @@ static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
 /* Cuts the batch into runs of consecutive tokens of one sequence (the batch is checked: their positions
  * are consecutive too). A lone token that follows the last token whose logits its sequence kept was
  * sampled from them, or stands where such a token would: it is a generated token, and takes the decode
- * path. Any other run is a prompt's (or a part of one), and takes the tiles. Returns how many. */
+ * path. Any other run is a prompt's (or a part of one), and takes the tiles. A token of a sequence that
+ * decode_runs or decode_seqs marks is a generated run of its own. Returns how many. */
 static int32_t split_runs(const woolly_context *c, woolly_seq_run *runs, const woolly_batch *b)
 {
     int32_t n_runs = 0;
-    if (c->decode_runs) {
-        for (int32_t t = 0; t < b->n_tokens; t++)
-            runs[n_runs++] = (woolly_seq_run){
-                .row0 = t, .n = 1, .seq = b->seq_id[t], .pos0 = b->pos[t], .generated = b->pos[t] > 0};
-        return n_runs;
-    }
     for (int32_t t = 0; t < b->n_tokens; t++) {
-        if (n_runs > 0 && runs[n_runs - 1].seq == b->seq_id[t]) {
+        const int32_t seq = b->seq_id[t], pos = b->pos[t];
+        const bool own = c->decode_runs || (c->decode_seqs && c->decode_seqs[seq]);
+        if (!own && n_runs > 0 && runs[n_runs - 1].seq == seq) { /* its run goes on: a prompt's */
             runs[n_runs - 1].n++;
+            runs[n_runs - 1].generated = false;
             continue;
         }
-        runs[n_runs++] = (woolly_seq_run){.row0 = t, .n = 1, .seq = b->seq_id[t], .pos0 = b->pos[t]};
+        const bool generated = pos > 0 && (own || c->logits_pos[seq] == pos - 1);
+        runs[n_runs++] = (woolly_seq_run){.row0 = t, .n = 1, .seq = seq, .pos0 = pos, .generated = generated};
     }
-    for (int32_t r = 0; r < n_runs; r++)
-        runs[r].generated =
-            runs[r].n == 1 && runs[r].pos0 > 0 && c->logits_pos[runs[r].seq] == runs[r].pos0 - 1;
     return n_runs;
 }
 

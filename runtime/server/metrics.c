@@ -95,6 +95,13 @@ void srv_metrics_draft(srv_metrics *m, int32_t drafted, int32_t accepted)
     pthread_mutex_unlock(&m->lock);
 }
 
+void srv_metrics_draft_passes(srv_metrics *m, int32_t passes)
+{
+    pthread_mutex_lock(&m->lock);
+    m->draft_passes += (uint64_t)passes;
+    pthread_mutex_unlock(&m->lock);
+}
+
 void srv_metrics_step(srv_metrics *m, int32_t n_gen)
 {
     pthread_mutex_lock(&m->lock);
@@ -185,5 +192,11 @@ int srv_metrics_render(srv_metrics *m, const srv_metrics_gauges *g, srv_buf *o)
                              "# TYPE woolly_draft_tokens_accepted_total counter\n"
                              "woolly_draft_tokens_accepted_total %llu\n",
                              (unsigned long long)c.drafted, (unsigned long long)c.accepted);
+    if (c.speculative)
+        rc |= srv_buf_printf(o,
+                             "# HELP woolly_draft_passes_total Speculative decoding: forward passes of the "
+                             "--draft model (each one batch of every drafting slot's tokens).\n"
+                             "# TYPE woolly_draft_passes_total counter\nwoolly_draft_passes_total %llu\n",
+                             (unsigned long long)c.draft_passes);
     return rc ? -1 : 0;
 }

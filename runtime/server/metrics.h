@@ -50,6 +50,7 @@ typedef struct srv_metrics {
     uint64_t session_cached;   /* of those, the ones whose prompt was partly found in a slot's cache */
     bool speculative;          /* the server speculates: the draft counters below are shown */
     uint64_t drafted, accepted; /* speculative decoding's guesses checked, and kept */
+    uint64_t draft_passes;      /* the draft model's forward passes */
     char model[128], replica[192]; /* the identity labels of woolly_server_info */
 } srv_metrics;
 
@@ -72,6 +73,8 @@ void srv_metrics_job(srv_metrics *m, int32_t prompt, int32_t cached, int32_t com
 void srv_metrics_engine(srv_metrics *m, int32_t n_tokens, double seconds, int prompt);
 /* A finished job's speculative guesses: checked, and kept (also turns the draft counters on). */
 void srv_metrics_draft(srv_metrics *m, int32_t drafted, int32_t accepted);
+/* The draft model's forward passes of one step (each one batch of all drafting slots' tokens). */
+void srv_metrics_draft_passes(srv_metrics *m, int32_t passes);
 /* One forward pass of the engine, with n_gen generated tokens (and prompt tokens besides). */
 void srv_metrics_step(srv_metrics *m, int32_t n_gen);
 /* Appends the Prometheus text; the gauges come from the caller (the scheduler's state). */

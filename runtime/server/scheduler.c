@@ -23,11 +23,14 @@ struct srv_scheduler {
     woolly_context *ctx; /* one sequence per slot */
     woolly_batch batch;  /* the step's tokens, cap n_batch */
     srv_member *members; /* [n_slots] the step's slots */
-    /* Speculative decoding: the generating slots' tokens and guesses go into a batch of their own,
-     * evaluated on the decode path (plain decoding's arithmetic) after the prompts' batch. */
+    /* Speculative decoding: the generating slots' tokens and guesses take the decode path (plain
+     * decoding's arithmetic, each token a run of its own: decode_seq marks their sequences), in the
+     * batch beside the prompt chunks, which take the prompt path as without speculation. */
     bool speculate;
     srv_spec spec;
-    woolly_batch gbatch;
+    bool *decode_seq;      /* [n_slots] */
+    srv_spec_slot **draft; /* [n_slots] the step's slots that wait for the draft model's guesses, */
+    srv_member **drafting; /* [n_slots] and their members */
 
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;  /* a job arrived, was cancelled, or stop */
@@ -221,17 +224,17 @@ static void retire(srv_scheduler *s, srv_slot *slot)
     srv_slot_detach(slot); /* after the slot is marked free: a client that has its answer sees it free */
 }
 
-/* Adds a slot's planned tokens to the step's batch (a speculating scheduler's generated tokens: to
- * the decode batch). Logits are kept for the token whose distribution the slot samples from next: a
- * generated token, or the last token of its prompt; for a token with guesses, for each of them. */
-static void join(srv_scheduler *s, int *n_members, srv_slot *slot, const woolly_token *ids, int32_t n,
-                 bool prompt)
+/* Adds a member's tokens to the step's batch. Logits are kept for the token whose distribution the slot
+ * samples from next: a generated token, or the last token of its prompt; for a token with guesses, for
+ * each of them. */
+static void join(srv_scheduler *s, srv_member *mb)
 {
-    woolly_batch *b = s->speculate && !prompt ? &s->gbatch : &s->batch;
-    s->members[(*n_members)++] = (srv_member){slot, ids, n, b->n_tokens, prompt};
-    const bool last = !slot->job->embed && (!prompt || slot->n_cache + n == slot->n_fill);
-    for (int32_t i = 0; i < n; i++)
-        woolly_batch_add(b, ids[i], slot->n_cache + i, slot->id, last && (i == n - 1 || !prompt));
+    woolly_batch *b = &s->batch;
+    const srv_slot *slot = mb->slot;
+    const bool last = !slot->job->embed && (!mb->prompt || slot->n_cache + mb->n == slot->n_fill);
+    mb->row0 = b->n_tokens;
+    for (int32_t i = 0; i < mb->n; i++)
+        woolly_batch_add(b, mb->ids[i], slot->n_cache + i, slot->id, last && (i == mb->n - 1 || !mb->prompt));
 }
 
 /* Whether the slot already has tokens in this step's batch (a slot whose context shifted in the first
@@ -244,28 +247,48 @@ static bool joined(const srv_scheduler *s, int n_members, const srv_slot *slot)
     return false;
 }
 
-/* Evaluates batch b and tells its members (which = 1: the prompt members, 0: the generating ones, -1:
- * all; n_gen of its tokens are generated ones, the rest prompts'). A speculating scheduler's decode batch
- * takes the decode path, and its time per size goes to the cost model. */
-static void evaluate(srv_scheduler *s, woolly_batch *b, int n_members, int which, int32_t n_gen)
+/* The draft model's guesses for the generating members that wait for them (the first n_gen members),
+ * made together, and those members' tokens grown by them. */
+static void draft(srv_scheduler *s, int n_gen)
 {
+    int n = 0;
+    for (int i = 0; i < n_gen; i++)
+        if (s->members[i].slot->spec && s->members[i].slot->ss.pending) {
+            s->draft[n] = &s->members[i].slot->ss;
+            s->drafting[n++] = &s->members[i];
+        }
+    if (n == 0)
+        return;
+    srv_metrics_draft_passes(s->metrics, srv_spec_draft(&s->spec, s->draft, n));
+    for (int i = 0; i < n; i++)
+        s->drafting[i]->n = srv_slot_drafted(s->drafting[i]->slot);
+}
+
+/* Evaluates the step's batch and tells its members; n_gen of its tokens are generated ones (with their
+ * guesses), the rest prompts'. A speculating scheduler's generated tokens take the decode path, and a
+ * batch of nothing else goes to the cost model, its time by its size. */
+static void evaluate(srv_scheduler *s, int n_members, int32_t n_gen)
+{
+    woolly_batch *b = &s->batch;
     /* The final hidden states are kept only for steps that evaluate an embedding's tokens. */
     bool embed = false;
     for (int i = 0; i < n_members; i++)
-        if (which < 0 || s->members[i].prompt == (which == 1))
-            embed |= s->members[i].slot->job->embed;
+        embed |= s->members[i].slot->job->embed;
     const int embed_rc = woolly_set_embeddings(s->ctx, embed);
-    const bool decode_path = s->speculate && which == 0;
-    s->ctx->decode_runs = decode_path;
+    if (s->speculate) {
+        for (int i = 0; i < s->n_slots; i++)
+            s->decode_seq[i] = false;
+        for (int i = 0; i < n_members; i++)
+            s->decode_seq[s->members[i].slot->id] = !s->members[i].prompt;
+        s->ctx->decode_seqs = s->decode_seq;
+    }
     const double t0 = now_s();
     const int rc = woolly_decode(s->ctx, b);
     const double dt = now_s() - t0;
-    s->ctx->decode_runs = false;
-    if (decode_path) {
-        spec_cost_observe(&s->spec.cost, b->n_tokens, dt);
-        n_gen = b->n_tokens; /* the generated tokens and their guesses */
-    }
+    s->ctx->decode_seqs = NULL;
     const int32_t n_prompt = b->n_tokens - n_gen;
+    if (s->speculate && n_prompt == 0)
+        spec_cost_observe(&s->spec.cost, b->n_tokens, dt);
     srv_metrics_step(s->metrics, n_gen);
     if (n_gen > 0)
         srv_metrics_engine(s->metrics, n_gen, dt * n_gen / b->n_tokens, 0);
@@ -273,8 +296,6 @@ static void evaluate(srv_scheduler *s, woolly_batch *b, int n_members, int which
         srv_metrics_engine(s->metrics, n_prompt, dt * n_prompt / b->n_tokens, 1);
     for (int i = 0; i < n_members; i++) {
         const srv_member *mb = &s->members[i];
-        if (which >= 0 && mb->prompt != (which == 1))
-            continue;
         const bool embedding = mb->slot->job->embed;
         const bool logits = !embedding && (!mb->prompt || mb->slot->n_cache + mb->n == mb->slot->n_fill);
         if (embedding && rc == 0 && embed_rc == 0)
@@ -284,17 +305,25 @@ static void evaluate(srv_scheduler *s, woolly_batch *b, int n_members, int which
     }
 }
 
-/* One step of every busy slot, as one batch: first each generating slot's next token, then prompt
- * chunks within the prompt budget (taken in the rotating order, so waiting prompts take turns). */
+/* One step of every busy slot, as one batch (one forward pass): first each generating slot's next token
+ * (with its guesses when speculating: the draft model makes every slot's at once), then prompt chunks
+ * within the prompt budget (taken in the rotating order, so waiting prompts take turns). */
 static void step(srv_scheduler *s, int start)
 {
     woolly_batch *b = &s->batch;
     b->n_tokens = 0;
-    s->gbatch.n_tokens = 0;
     int n_members = 0;
-    int32_t n_gen = 0;
+    int32_t n_gen = 0, n_gen_tokens = 0;
     sync_followers(s);
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* the generating slots' tokens: their guesses are complete now */
+            if (s->speculate && s->spec.dctx)
+                draft(s, n_members);
+            for (int i = 0; i < n_members; i++) {
+                join(s, &s->members[i]);
+                n_gen_tokens += s->members[i].n;
+            }
+        }
         int32_t budget = pass == 0 ? 0 : n_gen > 0 ? SRV_PROMPT_CHUNK : b->cap;
         for (int k = 0; k < s->n_slots; k++) {
             srv_slot *slot = &s->slots[(start + k) % s->n_slots];
@@ -324,23 +353,18 @@ static void step(srv_scheduler *s, int start)
                 retire(s, slot);
                 continue;
             }
-            join(s, &n_members, slot, ids, n, prompt);
-            if (prompt)
+            srv_member *mb = &s->members[n_members++];
+            *mb = (srv_member){slot, ids, n, 0, prompt};
+            if (prompt) {
+                join(s, mb);
                 budget -= n;
-            else
-                n_gen++;
+            } else {
+                n_gen++; /* joins when every generating slot has planned (above) */
+            }
         }
     }
-    if (n_members == 0)
-        return;
-    if (s->speculate) {
-        if (b->n_tokens > 0)
-            evaluate(s, b, n_members, 1, 0);
-        if (s->gbatch.n_tokens > 0)
-            evaluate(s, &s->gbatch, n_members, 0, n_gen);
-        return;
-    }
-    evaluate(s, b, n_members, -1, n_gen);
+    if (n_members > 0)
+        evaluate(s, n_members, n_gen_tokens);
 }
 
 static void *engine_main(void *arg)
@@ -385,7 +409,10 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
     s->busy = calloc((size_t)cfg->n_slots, sizeof *s->busy);
     s->queue = calloc((size_t)s->queue_cap, sizeof *s->queue);
     s->members = calloc((size_t)cfg->n_slots, sizeof *s->members);
-    if (!s->slots || !s->busy || !s->queue || !s->members) {
+    s->decode_seq = calloc((size_t)cfg->n_slots, sizeof *s->decode_seq);
+    s->draft = calloc((size_t)cfg->n_slots, sizeof *s->draft);
+    s->drafting = calloc((size_t)cfg->n_slots, sizeof *s->drafting);
+    if (!s->slots || !s->busy || !s->queue || !s->members || !s->decode_seq || !s->draft || !s->drafting) {
         woolly_fail(err, "out of memory");
         srv_scheduler_close(s);
         return NULL;
@@ -433,12 +460,8 @@ srv_scheduler *srv_scheduler_open(woolly_model *m, const srv_scheduler_config *c
         srv_scheduler_close(s);
         return NULL;
     }
-    if (s->speculate &&
-        (srv_spec_open(&s->spec, m, cfg->draft, cfg->n_slots, woolly_context_n_ctx(s->ctx), cfg->draft_max,
-                       cfg->lookup, cp.n_threads, cp.kv_type, err) ||
-         woolly_batch_init(&s->gbatch, spec_batch))) {
-        if (err && !err->msg[0])
-            woolly_fail(err, "out of memory");
+    if (s->speculate && srv_spec_open(&s->spec, m, cfg->draft, cfg->n_slots, woolly_context_n_ctx(s->ctx),
+                                      cfg->draft_max, cfg->lookup, cp.n_threads, cp.kv_type, err)) {
         srv_scheduler_close(s);
         return NULL;
     }
@@ -505,9 +528,11 @@ void srv_scheduler_close(srv_scheduler *s)
         srv_slot_close(&s->slots[i]);
     woolly_context_close(s->ctx);
     woolly_batch_free(&s->batch);
-    woolly_batch_free(&s->gbatch);
     srv_spec_close(&s->spec);
     free(s->members);
+    free(s->decode_seq);
+    free(s->draft);
+    free(s->drafting);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
     free(s->slots);

@@ -1,13 +1,13 @@
 /* The scheduler: N slots, each a sequence of one multi-sequence context on the shared model, a bounded
  * queue of jobs waiting for a slot, and one engine thread that runs all busy slots' steps together
  * (continuous batching). Each step is one forward pass over one batch: the next token of every slot
- * that is generating, plus chunks of the prompts of the slots that have just taken a job, within a
- * prompt budget (the whole batch size when nobody is generating, else SRV_PROMPT_CHUNK tokens), so a
- * long prompt joins over several steps and never stalls the others' decoding for long. Decoding is
- * memory bound: the step's matrix products stream the weights once for all its tokens, so N requests
- * decoding together cost little more than one. Queued jobs take the free slots between steps, each
- * the free slot whose cache holds the longest beginning of its prompt (prompt caching), else the one
- * used least recently.
+ * that is generating (and its guesses, when speculating: spec.h), plus chunks of the prompts of the
+ * slots that have just taken a job, within a prompt budget (the whole batch size when nobody is
+ * generating, else SRV_PROMPT_CHUNK tokens), so a long prompt joins over several steps and never stalls
+ * the others' decoding for long. Decoding is memory bound: the step's matrix products stream the
+ * weights once for all its tokens, so N requests decoding together cost little more than one. Queued
+ * jobs take the free slots between steps, each the free slot whose cache holds the longest beginning of
+ * its prompt (prompt caching), else the one used least recently.
  *
  * One engine thread rather than a thread per slot: each forward pass already spreads over all cores.
  * This is the one place where forward passes are issued (see slot.h). */

@@ -25,8 +25,7 @@ int srv_slot_speculate(srv_slot *s, srv_spec *sp, woolly_error *err)
     const int32_t n_ctx = woolly_context_n_ctx(s->ctx), rows = sp->draft_max + 1;
     s->spec = sp;
     s->plan = malloc(sizeof *s->plan * (size_t)rows);
-    s->logits = malloc(sizeof *s->logits * (size_t)rows * (size_t)woolly_model_n_vocab(s->model));
-    if (!s->plan || !s->logits || srv_spec_slot_open(&s->ss, n_ctx))
+    if (!s->plan || srv_spec_slot_open(&s->ss, n_ctx))
         return woolly_fail(err, "slot %d: out of memory", s->id);
     return 0;
 }
@@ -35,7 +34,6 @@ void srv_slot_close(srv_slot *s)
 {
     srv_spec_slot_close(&s->ss);
     free(s->plan);
-    free(s->logits);
     woolly_sampler_close(s->smp);
     srv_stop_free(&s->stop);
     srv_buf_free(&s->out);
@@ -251,12 +249,12 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
     }
     /* Without speculation one token is sampled. A speculating slot samples from the logits after its
      * last token and after each guess in turn while it samples the guess (then that guess, in the cache
-     * already, is kept), as plain decoding would after the same tokens. */
+     * already, is kept), as plain decoding would after the same tokens. The step's one batch had them
+     * all, the last guess's at logits_at. */
     woolly_token tok;
     int32_t row = 0;
     for (;; row++) {
-        const float *logits = s->spec ? s->logits + (size_t)row * (size_t)woolly_model_n_vocab(s->model)
-                                      : woolly_get_logits(s->ctx, s->logits_at);
+        const float *logits = woolly_get_logits(s->ctx, s->logits_at - s->n_guess + row);
         if (!logits) {
             fail(s, woolly_last_error());
             return false;
@@ -297,13 +295,19 @@ bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, in
         const int32_t room = woolly_context_n_ctx(s->ctx) - s->n_cache - 1;
         s->n_guess = srv_spec_guess(s->spec, &s->ss, s->id, s->cache, s->n_cache + 1, s->plan + 1, room);
         *ids = s->plan;
-        *n = 1 + s->n_guess;
+        *n = 1 + s->n_guess; /* the draft's guesses come later (srv_slot_drafted) */
         return true;
     }
     s->next = tok;
     *ids = &s->next;
     *n = 1;
     return true;
+}
+
+int32_t srv_slot_drafted(srv_slot *s)
+{
+    s->n_guess = s->ss.got;
+    return 1 + s->n_guess;
 }
 
 void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc, int32_t logits_at)
@@ -313,17 +317,6 @@ void srv_slot_evaluated(srv_slot *s, const woolly_token *ids, int32_t n, int rc,
         return;
     }
     s->logits_at = logits_at;
-    if (s->spec && logits_at >= 0) { /* the plan's rows (a prompt's last token: one) */
-        const int32_t n_vocab = woolly_model_n_vocab(s->model), rows = s->n_guess + 1;
-        for (int32_t r = 0; r < rows; r++) {
-            const float *l = woolly_get_logits(s->ctx, logits_at - rows + 1 + r);
-            if (!l) {
-                fail(s, woolly_last_error());
-                return;
-            }
-            memcpy(s->logits + (size_t)r * (size_t)n_vocab, l, sizeof *l * (size_t)n_vocab);
-        }
-    }
     memmove(s->cache + s->n_cache, ids, sizeof *ids * (size_t)n); /* after a shift ids lie there already */
     s->n_cache += n;
 }

@@ -52,8 +52,6 @@ typedef struct srv_slot {
     srv_spec_slot ss;   /* with spec: this slot's drafting state */
     woolly_token *plan; /* with spec: [draft_max + 1] the sampled token and its guesses, evaluated together */
     int32_t n_guess;    /* guesses of the evaluated plan, checked by the next srv_slot_plan */
-    float *logits;      /* with spec: [draft_max + 1][n_vocab] the evaluated plan's logits, kept by the slot
-                           (the engine's step may run a second batch that overwrites the context's) */
     int32_t n_drafted, n_accepted; /* the job's guesses and those kept */
     char *piece;       /* detokenizer output */
     size_t piece_cap;
@@ -93,6 +91,9 @@ bool srv_slot_in_prompt(const srv_slot *s);
  * sampled, or after a context shift the first token the cache keeps), returning true; or false when the
  * job is over (s->finish says why). Samples the next token when the prompt has been evaluated. */
 bool srv_slot_plan(srv_slot *s, int32_t max_prompt, const woolly_token **ids, int32_t *n);
+/* A speculating slot whose plan waits for the draft model's guesses (s->ss.pending after
+ * srv_slot_plan): takes the guesses srv_spec_draft made; the plan's new length (its ids as planned). */
+int32_t srv_slot_drafted(srv_slot *s);
 /* After the scheduler evaluated the planned tokens (rc 0; logits_at: the batch token whose logits
  * follow them, or -1 after a prompt chunk that is not the last; a speculating slot's plan of a token and
  * its guesses has every token's logits, the last at logits_at), or the evaluation failed (rc -1) and

@@ -3,7 +3,10 @@
 // the same text, token for token: greedy and seeded sampling, completions and chat, whole and streamed,
 // n = 2, logprobs; and several requests at once, so that the slots' guesses are checked in one batch.
 // The speculating server's responses carry timings.draft_n and draft_n_accepted, and its /metrics the
-// totals. Run by tests/server/test_server_spec.c. Exits 0 when every check passes; otherwise prints the
+// totals. The speculating server guesses at every step (its length fixed): the same request has the same
+// guesses alone and beside others (the draft model's batches across slots give each slot's tokens the
+// same arithmetic), and with WOOLLY_SPEC_DRAFT_ONLY (every guess the draft model's) the slots' guesses
+// take fewer draft passes than there are guesses (one pass per round of guesses of all slots). Run by tests/server/test_server_spec.c. Exits 0 when every check passes; otherwise prints the
 // failed check and exits 1.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -102,13 +105,39 @@ check('several requests at once: each the plain text', async () => {
       temperature: i % 2 ? 0.8 : 0, seed: 40 + i,
     });
   const want = [];
-  for (const body of bodies) want.push(texts(await plain.completions.create(body)));
+  const alone = [];
+  for (const body of bodies) {
+    want.push(texts(await plain.completions.create(body)));
+    alone.push(await spec.completions.create(body));
+    countDrafts(alone.at(-1));
+  }
   const got = await Promise.all(bodies.map((body) => spec.completions.create(body)));
   for (let i = 0; i < bodies.length; i++) {
     assert.deepEqual(texts(got[i]), want[i], `request ${i}`);
+    assert.deepEqual(got[i].timings, alone[i].timings, `request ${i}: the guesses it had alone`);
     countDrafts(got[i]);
   }
 });
+
+const metric = async (name) => {
+  const base = specURL.replace(/\/v1$/, '');
+  const m = await (await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${apiKey}` } })).text();
+  return Number((m.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1]);
+};
+
+if (process.env.WOOLLY_SPEC_DRAFT_ONLY)
+  check(`n = ${slots}: the draft model guesses for all slots in one batch per round`, async () => {
+    // The choices take the slots together and decode in step: each step's k guesses per slot cost
+    // about k draft passes in all, where drafting slot after slot costs k per slot (passes >= guesses).
+    const before = await metric('woolly_draft_passes_total');
+    const body = { model, prompt: PROMPTS[0], max_tokens: 40, temperature: 1, seed: 5, n: slots };
+    const r = await spec.completions.create(body);
+    assert.deepEqual(texts(r), texts(await plain.completions.create(body)));
+    countDrafts(r);
+    const passes = (await metric('woolly_draft_passes_total')) - before;
+    assert.ok(passes > 0 && 2 * passes < r.timings.draft_n,
+      `${passes} draft passes for ${r.timings.draft_n} guesses of ${slots} slots`);
+  });
 
 check('guesses were checked and some kept; /metrics has the totals', async () => {
   assert.ok(drafted > 0, 'nothing was drafted');
@@ -118,6 +147,7 @@ check('guesses were checked and some kept; /metrics has the totals', async () =>
   const value = (name) => Number((m.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1]);
   assert.equal(value('woolly_draft_tokens_total'), drafted);
   assert.equal(value('woolly_draft_tokens_accepted_total'), accepted);
+  assert.ok(value('woolly_draft_passes_total') >= 0, 'the draft passes counter');
   const p = await (await fetch(`${plainURL.replace(/\/v1$/, '')}/metrics`, {
     headers: { Authorization: `Bearer ${apiKey}` },
   })).text();

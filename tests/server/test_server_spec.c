@@ -4,7 +4,8 @@
  * same text token for token, timings with the draft counts, and /metrics' totals. The speculating servers
  * guess at every step (WOOLLY_TEST_SPEC_FIXED), so that many guesses are checked, kept and rejected at
  * every depth: stories260K drafting for itself with lookup (most guesses kept), and tiny-llama Q8_0 with
- * its Q4_K_M draft (random weights: most rejected). Bad flags are refused. Needs node and tests/server's
+ * its Q4_K_M draft (random weights: most rejected), where the draft model's passes are counted too. Bad
+ * flags are refused. Needs node and tests/server's
  * packages. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 #define JS_DIR WOOLLY_SOURCE_DIR "/tests/server"
 #define SLOTS 3
 
-static void compare(const char *target, const char *spec_flags)
+static void compare(const char *target, const char *spec_flags, bool draft_only)
 {
     if (access(JS_DIR "/node_modules/openai/package.json", R_OK) != 0)
         cr_assert_eq(system("cd '" JS_DIR "' && npm ci --no-audit --no-fund >&2"), 0, "npm ci in %s failed",
@@ -35,6 +36,10 @@ static void compare(const char *target, const char *spec_flags)
     setenv("WOOLLY_API_KEY", "spec-key", 1);
     setenv("WOOLLY_MODEL", target, 1);
     setenv("WOOLLY_SLOTS", slots, 1);
+    if (draft_only)
+        setenv("WOOLLY_SPEC_DRAFT_ONLY", "1", 1);
+    else
+        unsetenv("WOOLLY_SPEC_DRAFT_ONLY");
     const char *out_path = tu_tmp_path("speculative.out");
     char *cmd = th_fmt("cd '%s' && node speculative.mjs >'%s' 2>&1", JS_DIR, out_path);
     const int rc = system(cmd);
@@ -54,14 +59,14 @@ Test(server_spec, stories260K_self_draft_and_lookup_give_the_plain_text)
 {
     char flags[4200];
     snprintf(flags, sizeof flags, "--lookup 2 --draft %s --draft-max 4", tu_data("models/stories260K.gguf"));
-    compare("stories260K", flags);
+    compare("stories260K", flags, false);
 }
 
 Test(server_spec, tiny_llama_q4_k_m_draft_gives_the_plain_text)
 {
     char flags[4200];
     snprintf(flags, sizeof flags, "--draft %s --draft-max 5", tu_data("models/tiny-llama-q4_k_m.gguf"));
-    compare("tiny-llama-q8_0", flags);
+    compare("tiny-llama-q8_0", flags, true);
 }
 
 static void expect_refused(const char *args, int status, const char *needle)
