@@ -448,6 +448,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx2_4x2.c
@@ -598,6 +601,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_4x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx2_r8_40x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx2_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx2_4x2.c

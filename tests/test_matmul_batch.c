@@ -106,7 +106,7 @@ Test(matmul_batch, legacy_32_value_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_IQ4_NL, "iq4nl_r8");
 }
 
-/* Q2_K, Q3_K and IQ4_XS: every kernel of a level comes from one template (no prompt GEMM of their own). */
+/* Q2_K, Q3_K and IQ4_XS: the GEMV, the 4x8 tile and the row-broadcast prompt GEMM. */
 Test(matmul_batch, q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
 {
     check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q2_K, "q2k_r8");
