@@ -58,7 +58,7 @@ MODEL_FAMILIES = (("llama-1b", "Llama"), ("granite-8b", "Granite"), ("qwen2.5-1.
                   ("mistral-7b", "Mistral"), ("granitemoe-3b", "Granite MoE"),
                   ("qwen3moe-30b-a3b-12l", "Qwen3 MoE"),
                   # llama-1b's shape in each weight type (a quantization of its F16 file: each record's note says whose)
-                  ("llama-1b-Q4_0", "Weight type Q4_0"), ("llama-1b-Q4_1", "Weight type Q4_1"),
+                  ("llama-1b-Q8_0", "Weight type Q8_0"), ("llama-1b-Q4_0", "Weight type Q4_0"), ("llama-1b-Q4_1", "Weight type Q4_1"),
                   ("llama-1b-Q5_0", "Weight type Q5_0"), ("llama-1b-Q5_1", "Weight type Q5_1"),
                   ("llama-1b-IQ4_NL", "Weight type IQ4_NL"), ("llama-1b-IQ4_XS", "Weight type IQ4_XS"),
                   ("llama-1b-Q3_K_M", "Weight type Q3_K (Q3_K_M)"), ("llama-1b-Q2_K", "Weight type Q2_K"))
