@@ -743,11 +743,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_5x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_3x48.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_2x32_s2.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_8x16_sb.c
@@ -765,11 +762,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x32_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_3x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_2x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16_sbpf4k.c
@@ -975,11 +969,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_5x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_3x48.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_2x32_s2.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_8x16_sb.c
@@ -997,11 +988,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x32_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_6x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_3x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_2x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16_sbpf4k.c

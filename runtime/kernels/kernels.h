@@ -66,7 +66,7 @@
  * Naming grammar, written down once:
  *   matmul  <weights>_<activations>_<op>_<isa>[_<layout>]_<tokens>x<rows>[_<variant>], e.g.
  *           q4k_f32_gemv_scalar_1x1 (weights q4k, activations f32, GEMV, ISA scalar, GGUF rows, tile
- *           1 token x 1 row), q4k_q8_gemm_avx512_r16_4x16 (16-row interleaved weights, 4 x 16 tile);
+ *           1 token x 1 row), q4k_q8_gemm_avx512_r16_4x32 (16-row interleaved weights, 4 x 32 tile);
  *           the variant suffix names a template parameter other than the tile (an unroll, a prefetch).
  *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>[_b<q block>x<KV block>][_bf16], e.g.
  *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
