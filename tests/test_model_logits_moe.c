@@ -190,24 +190,28 @@ static float *logits_of(const char *path, const ref *r, int n_batch)
 }
 
 /* Decoding, a token's k experts run as one step (gate and up of all in one dispatch, down of all in
- * another with the weighted sum in it): the same arithmetic as one matmul per expert, so the same logits
- * bit for bit, on 2 threads, for an F16 file (F16 activations) and a Q4_K_M one (packed int8). */
+ * another with the weighted sum in it), and a batch of a few tokens runs all its experts the same way:
+ * the same arithmetic as one matmul per expert, so the same logits bit for bit, on 2 threads, for an F16
+ * file (F16 activations) and a Q4_K_M one (packed int8), one token at a time and in batches of 5 and 3. */
 Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
 {
     const char *models[] = {"tiny-mixtral-f16", "tiny-qwen3moe-q4_k_m", "tiny-granitemoe-f16"};
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        ref r = load_ref(models[i]);
-        const int n = r.n_tokens < 8 ? r.n_tokens : 8;
-        r.n_tokens = n;
-        woolly_moe_set_one_step(false);
-        float *per_expert = logits_of(model_path(models[i]), &r, 1);
-        woolly_moe_set_one_step(true);
-        float *one_step = logits_of(model_path(models[i]), &r, 1);
-        cr_expect(memcmp(per_expert, one_step, sizeof(float) * (size_t)n * (size_t)r.n_vocab) == 0,
-                  "%s: the one-step decode's logits differ from one matmul per expert's", models[i]);
-        free(per_expert), free(one_step);
-        free_ref(&r);
-    }
+    const int batches[] = {1, 5};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+            ref r = load_ref(models[i]);
+            const int n = r.n_tokens < 8 ? r.n_tokens : 8;
+            r.n_tokens = n;
+            woolly_moe_set_one_step(false);
+            float *per_expert = logits_of(model_path(models[i]), &r, batches[b]);
+            woolly_moe_set_one_step(true);
+            float *one_step = logits_of(model_path(models[i]), &r, batches[b]);
+            cr_expect(memcmp(per_expert, one_step, sizeof(float) * (size_t)n * (size_t)r.n_vocab) == 0,
+                      "%s, batches of %d: the one-step logits differ from one matmul per expert's", models[i],
+                      batches[b]);
+            free(per_expert), free(one_step);
+            free_ref(&r);
+        }
 }
 
 /* Another top-k than the file's (1 and 3 of its 8 experts): the model runs it, every logit finite, and

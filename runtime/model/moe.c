@@ -17,7 +17,13 @@
  * activation, then the down matrices of all k in one whose threads each own a range of the output's
  * rows, compute it for every expert and sum the k results there with the routing weights (in expert
  * order, as the batched path adds them: the same arithmetic, bit for bit), so the weighted sum takes no
- * pass of its own and no thread waits at a barrier between experts. */
+ * pass of its own and no thread waits at a barrier between experts.
+ *
+ * A batch of a few tokens (a server step with one token per request, MOE_FEW_TOKENS at most) does the
+ * same for all its experts: their groups' inputs packed, then gate and up of every chosen expert in one
+ * dispatch, the activation, down of every one in another, and the weighted sum in the general path's
+ * order. The general path would take two dispatches per expert: with 8 tokens choosing 8 of 128 experts
+ * each, some 100 dispatches of a GEMV or two per layer, each ending at a barrier. */
 #include "moe.h"
 
 #include <math.h>
@@ -27,6 +33,9 @@
 
 #include "context.h"
 #include "imatrix.h"
+
+/* Batches of up to this many tokens take the few-tokens step (the "2-16" class's largest). */
+enum { MOE_FEW_TOKENS = 16 };
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
                            woolly_error *err)
@@ -45,15 +54,20 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->out = malloc(sizeof(float) * n_ffn * d);
     s->sum = malloc(sizeof(float) * n_batch * d);
     const size_t ffe = (size_t)p->n_ff_exp;
+    /* the pairs of one step: a lone token's k, or those of a batch of a few tokens */
+    const size_t pairs = (n_batch < MOE_FEW_TOKENS ? n_batch : MOE_FEW_TOKENS) * k;
+    const size_t units = 2 * (pairs < n_exp ? pairs : n_exp); /* two matrices of each chosen expert */
     s->one_e = malloc(sizeof(int32_t) * k);
     s->one_w = malloc(sizeof(float) * k);
     s->outs = malloc(sizeof(woolly_matmul_out) * 3 * k);
-    s->gate = malloc(sizeof(float) * k * ffe);
-    s->up = malloc(sizeof(float) * k * ffe);
-    s->down = malloc(sizeof(float) * k * d);
-    s->pack = malloc(sizeof(float) * k * ffe);
+    s->units = malloc(sizeof(woolly_moe_unit) * units);
+    s->gate = malloc(sizeof(float) * pairs * ffe);
+    s->up = malloc(sizeof(float) * pairs * ffe);
+    s->down = malloc(sizeof(float) * pairs * d);
+    /* packed inputs: F32, the widest format, of the experts' inputs (n_embd) or down's (n_ff_exp) */
+    s->pack = malloc(sizeof(float) * pairs * (ffe > d ? ffe : d));
     if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->in || !s->out ||
-        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->gate || !s->up || !s->down || !s->pack)
+        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->units || !s->gate || !s->up || !s->down || !s->pack)
         return woolly_fail(err, "out of memory for the experts' buffers; try a smaller --batch-size");
     return 0;
 }
@@ -62,7 +76,8 @@ void woolly_moe_state_free(woolly_moe_state *s)
 {
     free(s->logits), free(s->chosen), free(s->weight), free(s->start), free(s->token), free(s->pair_w);
     free(s->in), free(s->out), free(s->sum);
-    free(s->one_e), free(s->one_w), free(s->outs), free(s->gate), free(s->up), free(s->down), free(s->pack);
+    free(s->one_e), free(s->one_w), free(s->outs), free(s->units), free(s->gate), free(s->up), free(s->down);
+    free(s->pack);
     *s = (woolly_moe_state){0};
 }
 
@@ -236,6 +251,141 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
     return true;
 }
 
+/* ---- a few tokens: all their experts as one step ----------------------------------------------- */
+
+/* The rows of a list of products, each with its own packed input and token count, in one dispatch: each
+ * thread first its own contiguous share of three quarters of the units' row tiles, then the rest in
+ * chunks (as matmul.c splits one product's rows). */
+typedef struct units_job {
+    const woolly_moe_unit *u;
+    int n;
+    int64_t tiles;
+    atomic_int next_chunk;
+} units_job;
+
+static void units_span(const units_job *j, int64_t t0, int64_t t1, int ith, int nth)
+{
+    for (int i = 0; i < j->n && t0 < t1; i++) {
+        const woolly_moe_unit *u = &j->u[i];
+        if (t0 >= u->tile0 + u->n_tiles)
+            continue;
+        const int64_t a = t0 - u->tile0, b = (t1 < u->tile0 + u->n_tiles ? t1 : u->tile0 + u->n_tiles) - u->tile0;
+        const int64_t rows = u->o.w->rows, r0 = a * u->align, r1 = b * u->align < rows ? b * u->align : rows;
+        woolly_matmul_rows(&u->o, u->m, u->xk, r0, r1, ith, nth);
+        t0 = u->tile0 + b;
+    }
+}
+
+static void units_job_run(void *arg, int ith, int nth)
+{
+    units_job *j = arg;
+    const int64_t shared = nth > 1 ? j->tiles / SHARED_PART : 0, own = j->tiles - shared;
+    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
+    units_span(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
+    for (int ch; (ch = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
+        units_span(j, own + shared * ch / n_chunks, own + shared * (ch + 1) / n_chunks, ith, nth);
+}
+
+/* Adds unit i: matrix w of one expert, for m tokens whose input is packed at xk, into y (rows ystride
+ * apart). Returns its multiply-adds. */
+static double add_unit(woolly_context *c, int i, const woolly_matrix *w, int32_t m, const void *xk, float *y,
+                       size_t ystride)
+{
+    woolly_moe_unit *u = &c->s.moe.units[i];
+    const woolly_matmul_plan *plan = &c->plans[w->id];
+    const woolly_kernel *kn = plan->step[woolly_tokens_class_of(m)].kernel;
+    u->o = (woolly_matmul_out){w, plan, y, ystride};
+    u->m = m;
+    u->xk = xk;
+    u->align = kn->tile_n > 0 ? kn->tile_n : 1;
+    u->n_tiles = (w->rows + u->align - 1) / u->align;
+    u->tile0 = i > 0 ? u[-1].tile0 + u[-1].n_tiles : 0;
+    return (double)m * (double)w->rows * (double)w->cols;
+}
+
+static void run_units(woolly_context *c, int n_units, double work)
+{
+    const woolly_moe_unit *u = c->s.moe.units;
+    units_job j = {.u = u, .n = n_units, .tiles = u[n_units - 1].tile0 + u[n_units - 1].n_tiles};
+    int threads = 0; /* as woolly_matmul_n: the most a step asks for, else as many as the work repays */
+    for (int i = 0; i < n_units; i++) {
+        const int t = u[i].o.plan->step[woolly_tokens_class_of(u[i].m)].threads;
+        threads = t > threads ? t : threads;
+    }
+    atomic_init(&j.next_chunk, 0);
+    woolly_threadpool_run_n(c->pool, units_job_run, &j,
+                            threads > 0 ? threads : woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
+}
+
+/* The activation format of matrix w's kernel for m tokens. */
+static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, int32_t m)
+{
+    return c->plans[w->id].step[woolly_tokens_class_of(m)].kernel->act;
+}
+
+/* The FFN of n tokens (h, their normalized rows; routed and grouped by expert) into s->sum, as the general
+ * path computes it. False, and nothing done, if an expert's gate and up matrices read different
+ * activation formats (a tuning profile gave them different kernels): then the general path runs. */
+static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float *h, int32_t n)
+{
+    const woolly_config *p = &c->model->cfg;
+    woolly_moe_state *s = &c->s.moe;
+    const int32_t n_expert = p->n_expert;
+    const int64_t d = p->n_embd, ffe = p->n_ff_exp;
+    for (int32_t e = 0; e < n_expert; e++) {
+        const int32_t m = s->start[e + 1] - s->start[e];
+        if (m > 0 && act_of(c, &L->gate_exps.each[e], m) != act_of(c, &L->up_exps.each[e], m))
+            return false;
+    }
+    /* Gate and up of every chosen expert; each group's inputs packed once for both, its outputs rows
+     * start[e] .. start[e + 1] of s->gate and s->up (pair order). */
+    int nu = 0;
+    double work = 0;
+    char *packed = s->pack;
+    for (int32_t e = 0; e < n_expert; e++) {
+        const int32_t i0 = s->start[e], m = s->start[e + 1] - i0;
+        if (m == 0)
+            continue;
+        const woolly_matrix *g = &L->gate_exps.each[e], *u = &L->up_exps.each[e];
+        const enum woolly_act act = act_of(c, g, m);
+        const size_t row = woolly_act_row_bytes(act, d);
+        for (int32_t i = 0; i < m; i++)
+            woolly_act_pack(act, h + (size_t)s->token[i0 + i] * d, 0, 0, 1, d, packed + (size_t)i * row, row);
+        work += add_unit(c, nu++, g, m, packed, s->gate + (size_t)i0 * ffe, (size_t)ffe);
+        work += add_unit(c, nu++, u, m, packed, s->up + (size_t)i0 * ffe, (size_t)ffe);
+        packed += (size_t)m * row;
+    }
+    run_units(c, nu, work);
+    const int32_t n_pairs = s->start[n_expert];
+    c->ops.swiglu(s->gate, s->up, (int64_t)n_pairs * ffe);
+
+    /* Down of every chosen expert, into rows of s->down in pair order. */
+    nu = 0, work = 0, packed = s->pack;
+    for (int32_t e = 0; e < n_expert; e++) {
+        const int32_t i0 = s->start[e], m = s->start[e + 1] - i0;
+        if (m == 0)
+            continue;
+        const woolly_matrix *dn = &L->down_exps.each[e];
+        const enum woolly_act act = act_of(c, dn, m);
+        const size_t row = woolly_act_row_bytes(act, ffe);
+        woolly_act_pack(act, s->gate + (size_t)i0 * ffe, (size_t)ffe, 0, m, ffe, packed, row);
+        work += add_unit(c, nu++, dn, m, packed, s->down + (size_t)i0 * d, (size_t)d);
+        packed += (size_t)m * row;
+    }
+    run_units(c, nu, work);
+
+    /* The weighted sum, experts in index order and each one's tokens in batch order, as the general path
+     * adds them. */
+    memset(s->sum, 0, sizeof(float) * (size_t)n * (size_t)d);
+    for (int32_t i = 0; i < n_pairs; i++) {
+        float *dst = s->sum + (size_t)s->token[i] * d;
+        const float *src = s->down + (size_t)i * d, w = s->pair_w[i];
+        for (int64_t j = 0; j < d; j++)
+            dst[j] += w * src[j];
+    }
+    return true;
+}
+
 void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
 {
     const woolly_config *p = &c->model->cfg;
@@ -251,6 +401,10 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
     if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
         return;
     group_by_expert(s, n, n_expert, k);
+    if (n <= MOE_FEW_TOKENS && g_one_step && !c->imatrix && ffn_few_tokens(c, L, h, n)) {
+        memcpy(rs->xb, s->sum, sizeof(float) * (size_t)n * d);
+        return;
+    }
 
     memset(s->sum, 0, sizeof(float) * (size_t)n * d);
     for (int32_t e = 0; e < n_expert; e++)

@@ -11,6 +11,16 @@
 
 struct woolly_context;
 
+/* One product of a step that runs several experts' matrices in one dispatch: the matrix and its output,
+ * the tokens it takes and their packed input, and its rows as tiles of the kernel's width, numbered on
+ * from the previous unit's. */
+typedef struct woolly_moe_unit {
+    struct woolly_matmul_out o;
+    int64_t m;
+    const void *xk;
+    int64_t align, n_tiles, tile0;
+} woolly_moe_unit;
+
 /* A context's buffers for the step (allocated once with the context; all NULL for a dense model).
  * "[n]": one row per token of a batch of up to n_batch. */
 typedef struct woolly_moe_state {
@@ -23,13 +33,14 @@ typedef struct woolly_moe_state {
     float *in;       /* [WOOLLY_FFN_TOKENS][n_embd] an expert's tokens' inputs, gathered */
     float *out;      /* [WOOLLY_FFN_TOKENS][n_embd] its outputs for them */
     float *sum;      /* [n][n_embd] the weighted sum of each token's experts */
-    /* Decoding one token (all k experts in one step): */
+    /* Decoding one token (all k experts in one step), or a few (all their experts in one step): */
     int32_t *one_e;                 /* [k] its experts in index order */
     float *one_w;                   /* [k] their weights */
     struct woolly_matmul_out *outs; /* [3k] gate and up of each, then down of each */
-    float *gate, *up;               /* [k][n_ff_exp] */
-    float *down;                    /* [k][n_embd] each expert's output */
-    void *pack;                     /* [k] down's packed inputs (F32 is the widest format) */
+    woolly_moe_unit *units;         /* [2 * the most experts a few tokens choose] a few tokens' products */
+    float *gate, *up;               /* [pairs][n_ff_exp], pairs = k times the tokens of the step */
+    float *down;                    /* [pairs][n_embd] each pair's expert output */
+    void *pack;                     /* [pairs] packed inputs (F32 is the widest format) */
 } woolly_moe_state;
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
@@ -44,9 +55,9 @@ void woolly_moe_route(const float *logits, int32_t n_expert, int32_t k, int32_t 
  * caller adds it to the residual stream). */
 void woolly_moe_ffn(struct woolly_context *c, const woolly_layer *L, int32_t n);
 
-/* For tests: false sends a lone token's experts down the general path (one matmul per expert, then the
- * weighted sum), so that the one-step decode can be compared with it; true, the default, the one step.
- * Set it only while no forward pass runs. */
+/* For tests: false sends a lone token's experts, and a few tokens' experts, down the general path (one
+ * matmul per expert, then the weighted sum), so that the one-step paths can be compared with it; true,
+ * the default, the one step. Set it only while no forward pass runs. */
 void woolly_moe_set_one_step(bool on);
 
 #endif
