@@ -382,14 +382,25 @@ enum { SHARED_PART = 4 /* the last quarter of the rows */, CHUNKS_PER_THREAD = 8
  * shared 2-core VM, the time between the first and the last thread finishing, as a share of the matmul
  * time: a decode step 8-11% with every row split statically, 3-4% this way; a step of 8 tokens 16-20%,
  * 3%. */
+void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
+                      void *arg, int ith, int nth)
+{
+    const int64_t shared = nth > 1 ? total / SHARED_PART : 0, own = total - shared;
+    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
+    span(arg, own * ith / nth, own * (ith + 1) / nth, ith, nth);
+    for (int c; (c = atomic_fetch_add(next_chunk, 1)) < n_chunks;)
+        span(arg, own + shared * c / n_chunks, own + shared * (c + 1) / n_chunks, ith, nth);
+}
+
+static void matmul_span(void *arg, int64_t p0, int64_t p1, int ith, int nth)
+{
+    run_span(arg, p0, p1, ith, nth);
+}
+
 static void matmul_job_run(void *arg, int ith, int nth)
 {
     matmul_job *j = arg;
-    const int64_t shared = nth > 1 ? j->total_rows / SHARED_PART : 0, own = j->total_rows - shared;
-    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
-    run_span(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
-    for (int c; (c = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
-        run_span(j, own + shared * c / n_chunks, own + shared * (c + 1) / n_chunks, ith, nth);
+    woolly_split_run(j->total_rows, &j->next_chunk, matmul_span, j, ith, nth);
 }
 
 /* Multiply-adds below which another thread does not pay for waking it (a few microseconds). */

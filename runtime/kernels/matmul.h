@@ -12,6 +12,8 @@
 #ifndef WOOLLY_MATMUL_H
 #define WOOLLY_MATMUL_H
 
+#include <stdatomic.h>
+
 #include "error.h"
 #include "kernels.h"
 #include "registry.h"
@@ -148,6 +150,14 @@ void woolly_matmul(woolly_threadpool *pool, const woolly_matmul_plan *plan, cons
  * kernel's tile_n, or r1 the matrix's last row. */
 void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t r0, int64_t r1, int ith,
                         int nth);
+
+/* How a dispatch's threads share `total` units of work (rows, or tiles of rows), as woolly_matmul_n shares
+ * a product's rows: thread ith of nth first runs span(arg, u0, u1, ith, nth) on its own contiguous share
+ * of the first three quarters, then takes chunks of the rest, each the next one free (next_chunk, 0 at
+ * the start of the dispatch), so that a thread slowed from outside keeps no other waiting. For a caller
+ * that splits several products its own way within one dispatch (moe.c). */
+void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
+                      void *arg, int ith, int nth);
 
 /* For tests: a function that sees every kernel call as the kernel receives it (the matrix, the kernel,
  * its arguments, the calling thread's index and the dispatch's thread count). NULL turns it off. Set it

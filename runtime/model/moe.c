@@ -175,20 +175,16 @@ static void down_rows(down_job *j, int64_t u0, int64_t u1, int ith, int nth)
     }
 }
 
-/* As matmul.c splits a dispatch: each thread first its own contiguous share of three quarters of the
- * rows, then the rest in chunks, the next one free to whichever thread asks, so that a thread slowed
- * from outside does not keep the others waiting. Rows go in units of the kernel's tile. */
-enum { SHARED_PART = 4, CHUNKS_PER_THREAD = 8 };
+static void down_span(void *arg, int64_t u0, int64_t u1, int ith, int nth)
+{
+    down_rows(arg, u0, u1, ith, nth);
+}
 
+/* As matmul.c splits a dispatch (woolly_split_run), rows in units of the kernel's tile. */
 static void down_job_run(void *arg, int ith, int nth)
 {
     down_job *j = arg;
-    const int64_t units = (j->d + j->align - 1) / j->align;
-    const int64_t shared = nth > 1 ? units / SHARED_PART : 0, own = units - shared;
-    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
-    down_rows(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
-    for (int ch; (ch = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
-        down_rows(j, own + shared * ch / n_chunks, own + shared * (ch + 1) / n_chunks, ith, nth);
+    woolly_split_run((j->d + j->align - 1) / j->align, &j->next_chunk, down_span, j, ith, nth);
 }
 
 /* The FFN of one token (h, its normalized row) whose experts are chosen: its output to y. False, and
@@ -253,9 +249,8 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
 
 /* ---- a few tokens: all their experts as one step ----------------------------------------------- */
 
-/* The rows of a list of products, each with its own packed input and token count, in one dispatch: each
- * thread first its own contiguous share of three quarters of the units' row tiles, then the rest in
- * chunks (as matmul.c splits one product's rows). */
+/* The rows of a list of products, each with its own packed input and token count, in one dispatch, their
+ * row tiles split as matmul.c splits one product's rows (woolly_split_run). */
 typedef struct units_job {
     const woolly_moe_unit *u;
     int n;
@@ -263,8 +258,9 @@ typedef struct units_job {
     atomic_int next_chunk;
 } units_job;
 
-static void units_span(const units_job *j, int64_t t0, int64_t t1, int ith, int nth)
+static void units_span(void *arg, int64_t t0, int64_t t1, int ith, int nth)
 {
+    const units_job *j = arg;
     for (int i = 0; i < j->n && t0 < t1; i++) {
         const woolly_moe_unit *u = &j->u[i];
         if (t0 >= u->tile0 + u->n_tiles)
@@ -279,11 +275,7 @@ static void units_span(const units_job *j, int64_t t0, int64_t t1, int ith, int 
 static void units_job_run(void *arg, int ith, int nth)
 {
     units_job *j = arg;
-    const int64_t shared = nth > 1 ? j->tiles / SHARED_PART : 0, own = j->tiles - shared;
-    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
-    units_span(j, own * ith / nth, own * (ith + 1) / nth, ith, nth);
-    for (int ch; (ch = atomic_fetch_add(&j->next_chunk, 1)) < n_chunks;)
-        units_span(j, own + shared * ch / n_chunks, own + shared * (ch + 1) / n_chunks, ith, nth);
+    woolly_split_run(j->tiles, &j->next_chunk, units_span, j, ith, nth);
 }
 
 /* Adds unit i: matrix w of one expert, for m tokens whose input is packed at xk, into y (rows ystride
