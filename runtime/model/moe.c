@@ -34,8 +34,8 @@
 #include "context.h"
 #include "imatrix.h"
 
-/* Batches of up to this many tokens take the few-tokens step (the "2-16" class's largest). */
-enum { MOE_FEW_TOKENS = 16 };
+/* Batches of up to this many tokens take the few-tokens step: the small-batch class's largest. */
+enum { MOE_FEW_TOKENS = WOOLLY_TOKENS_SMALL_MAX };
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
                            woolly_error *err)
@@ -132,6 +132,19 @@ static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, in
     if (c->imatrix)
         woolly_imatrix_add(c->imatrix, w, x, m);
     woolly_matmul(c->pool, &c->plans[w->id], w, x, m, y, (size_t)w->rows, c->s.pack);
+}
+
+/* Adds pairs i0 .. i0 + m of the grouped order (one expert's tokens, or several experts' in a row) to
+ * their tokens' sums with their weights: out holds their outputs, a row of n_embd each. Experts in index
+ * order and each one's tokens in batch order, the one order every path adds them in. */
+static void add_weighted(woolly_moe_state *s, int32_t i0, int32_t m, const float *out, int64_t d)
+{
+    for (int32_t i = 0; i < m; i++) {
+        float *dst = s->sum + (size_t)s->token[i0 + i] * d;
+        const float *src = out + (size_t)i * d, w = s->pair_w[i0 + i];
+        for (int64_t j = 0; j < d; j++)
+            dst[j] += w * src[j];
+    }
 }
 
 static bool g_one_step = true;
@@ -315,10 +328,11 @@ static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, i
     return c->plans[w->id].step[woolly_tokens_class_of(m)].kernel->act;
 }
 
-/* The FFN of n tokens (h, their normalized rows; routed and grouped by expert) into s->sum, as the general
- * path computes it. False, and nothing done, if an expert's gate and up matrices read different
- * activation formats (a tuning profile gave them different kernels): then the general path runs. */
-static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float *h, int32_t n)
+/* The FFN of a few tokens (h, their normalized rows; routed and grouped by expert) added to s->sum, as
+ * the general path computes it. False, and nothing done, if an expert's gate and up matrices read
+ * different activation formats (a tuning profile gave them different kernels): then the general path
+ * runs. */
+static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float *h)
 {
     const woolly_config *p = &c->model->cfg;
     woolly_moe_state *s = &c->s.moe;
@@ -365,41 +379,19 @@ static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float
         packed += (size_t)m * row;
     }
     run_units(c, nu, work);
-
-    /* The weighted sum, experts in index order and each one's tokens in batch order, as the general path
-     * adds them. */
-    memset(s->sum, 0, sizeof(float) * (size_t)n * (size_t)d);
-    for (int32_t i = 0; i < n_pairs; i++) {
-        float *dst = s->sum + (size_t)s->token[i] * d;
-        const float *src = s->down + (size_t)i * d, w = s->pair_w[i];
-        for (int64_t j = 0; j < d; j++)
-            dst[j] += w * src[j];
-    }
+    add_weighted(s, 0, n_pairs, s->down, d);
     return true;
 }
 
-void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
+/* The FFN of a batch's tokens (h, their normalized rows; routed and grouped by expert) added to s->sum,
+ * one expert at a time: each that any token chose runs over its tokens, WOOLLY_FFN_TOKENS at a time. */
+static void ffn_per_expert(woolly_context *c, const woolly_layer *L, const float *h)
 {
     const woolly_config *p = &c->model->cfg;
     woolly_run_state *rs = &c->s;
     woolly_moe_state *s = &rs->moe;
-    const int32_t d = p->n_embd, n_expert = p->n_expert, k = p->n_expert_used;
-    const float *h = rs->xb;
-
-    matmul(c, &L->router, h, n, s->logits);
-    for (int32_t t = 0; t < n; t++)
-        woolly_moe_route(s->logits + (size_t)t * n_expert, n_expert, k, s->chosen + (size_t)t * k,
-                         s->weight + (size_t)t * k);
-    if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
-        return;
-    group_by_expert(s, n, n_expert, k);
-    if (n <= MOE_FEW_TOKENS && g_one_step && !c->imatrix && ffn_few_tokens(c, L, h, n)) {
-        memcpy(rs->xb, s->sum, sizeof(float) * (size_t)n * d);
-        return;
-    }
-
-    memset(s->sum, 0, sizeof(float) * (size_t)n * d);
-    for (int32_t e = 0; e < n_expert; e++)
+    const int32_t d = p->n_embd;
+    for (int32_t e = 0; e < p->n_expert; e++)
         for (int32_t i0 = s->start[e]; i0 < s->start[e + 1]; i0 += WOOLLY_FFN_TOKENS) {
             const int32_t m =
                 s->start[e + 1] - i0 < WOOLLY_FFN_TOKENS ? s->start[e + 1] - i0 : WOOLLY_FFN_TOKENS;
@@ -423,12 +415,27 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
                 2, in, m, rs->pack);
             c->ops.swiglu(rs->hb, rs->hb2, (int64_t)m * p->n_ff_exp);
             matmul(c, &L->down_exps.each[e], rs->hb, m, s->out);
-            for (int32_t i = 0; i < m; i++) {
-                float *dst = s->sum + (size_t)s->token[i0 + i] * d;
-                const float *src = s->out + (size_t)i * d, w = s->pair_w[i0 + i];
-                for (int32_t j = 0; j < d; j++)
-                    dst[j] += w * src[j];
-            }
+            add_weighted(s, i0, m, s->out, d);
         }
+}
+
+void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
+{
+    const woolly_config *p = &c->model->cfg;
+    woolly_run_state *rs = &c->s;
+    woolly_moe_state *s = &rs->moe;
+    const int32_t d = p->n_embd, n_expert = p->n_expert, k = p->n_expert_used;
+    const float *h = rs->xb;
+
+    matmul(c, &L->router, h, n, s->logits);
+    for (int32_t t = 0; t < n; t++)
+        woolly_moe_route(s->logits + (size_t)t * n_expert, n_expert, k, s->chosen + (size_t)t * k,
+                         s->weight + (size_t)t * k);
+    if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
+        return;
+    group_by_expert(s, n, n_expert, k);
+    memset(s->sum, 0, sizeof(float) * (size_t)n * d);
+    if (!(n <= MOE_FEW_TOKENS && g_one_step && !c->imatrix && ffn_few_tokens(c, L, h)))
+        ffn_per_expert(c, L, h);
     memcpy(rs->xb, s->sum, sizeof(float) * (size_t)n * d);
 }
