@@ -324,8 +324,8 @@ static void attn_reference(const kc_attn_case *c, const float *q, size_t q_strid
     }
     for (int64_t j = start; j < end; j++)
         sum += (p[j] = exp(p[j] - mx));
-    /* position by position along V's rows: the slow part of these tests under an emulator or the
-     * sanitizers, with V read in order and no division in the inner loop */
+    /* position by position along V's rows: V read in order, no division in the inner loop (these tests
+     * run under qemu and the sanitizers too) */
     for (int64_t i = 0; i < hd; i++)
         out[i] = 0;
     for (int64_t j = start; j < end; j++) {
