@@ -1,9 +1,10 @@
 /* The plain test driver: runs the tests that Test() registered, each until its first failed assertion,
  * and prints one line per test and, last, "N passed, N failed"; the exit status is 1 if any failed.
  *
- *   DRIVER [--shard K/N] [--filter SUBSTRING] [ARGS...]
- * --shard runs every Nth test from the Kth (0-based; ctest starts N shards side by side), --filter those
- * whose "suite::name" contains SUBSTRING; ARGS reach the tests through plain_args(). */
+ *   DRIVER [--shard K/N] [--filter SUBSTRING] [--exclude SUBSTRING] [ARGS...]
+ * --filter keeps the tests whose "suite::name" contains SUBSTRING, --exclude drops those that do; of the
+ * rest, --shard runs every Nth from the Kth (0-based; ctest starts N shards side by side). ARGS reach the
+ * tests through plain_args(). */
 #include "plain_check.h"
 
 #include <setjmp.h>
@@ -90,14 +91,14 @@ static int run_one(plain_test_fn fn)
 
 static int usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--shard K/N] [--filter SUBSTRING] [ARGS...]\n", argv0);
+    fprintf(stderr, "usage: %s [--shard K/N] [--filter SUBSTRING] [--exclude SUBSTRING] [ARGS...]\n", argv0);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     int shard = 0, n_shards = 1, i = 1;
-    const char *filter = NULL;
+    const char *filter = NULL, *exclude = NULL;
     for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
         if (!strcmp(argv[i], "--shard") && i + 1 < argc) {
             if (sscanf(argv[++i], "%d/%d", &shard, &n_shards) != 2 || n_shards < 1 || shard < 0 ||
@@ -107,6 +108,8 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
             filter = argv[++i];
+        } else if (!strcmp(argv[i], "--exclude") && i + 1 < argc) {
+            exclude = argv[++i];
         } else {
             return usage(argv[0]);
         }
@@ -114,13 +117,13 @@ int main(int argc, char **argv)
     g_args = argv + i;
     qsort(g_tests, (size_t)g_n_tests, sizeof *g_tests, by_name);
 
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, selected = 0;
     for (int t = 0; t < g_n_tests; t++) {
-        if (t % n_shards != shard)
-            continue;
         char full[512];
         snprintf(full, sizeof full, "%s::%s", g_tests[t].suite, g_tests[t].name);
-        if (filter && !strstr(full, filter))
+        if ((filter && !strstr(full, filter)) || (exclude && strstr(full, exclude)))
+            continue;
+        if (selected++ % n_shards != shard)
             continue;
         const double t0 = now();
         const int fail = run_one(g_tests[t].fn);
