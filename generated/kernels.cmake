@@ -440,8 +440,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_2x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_32x8.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx2_r8_24x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx2_r8_1x8_pf.c
@@ -593,8 +593,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_4x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_2x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_3x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_40x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_32x8.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx2_r8_24x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx2_r8_1x8_pf.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx2_r8_1x8_pf.c

@@ -59,7 +59,7 @@ static inline int32_t panel_extra(const woolly_block_q8x32 *xb)
     return (xb->off[0] + xb->off[1]) / 2;
 }
 
-/* The part of the AVX2 row-broadcast GEMMs (q4k_q8_r8_rowcast, q6k_q8_r8_rowcast, q80_q8_r8_rowcast) that
+/* The part of the AVX2 row-broadcast GEMMs (q4k_, kquant_, legacy32_ and q80_q8_r8_rowcast) that
  * does not depend on the weights' format: the activation panel, its transpose, the driver loop over token
  * tiles, row blocks and panels, and the write-back to the token-major y. The including template defines,
  * before this: wblock (its layout's block of 8 rows), WB (the values of a row in one: WOOLLY_QK_K for the

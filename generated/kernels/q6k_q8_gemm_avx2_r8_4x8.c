@@ -10,7 +10,7 @@
  * sum(x[16..31])), from the sums the activation block carries. Per 32 values: integer dot products
  * times the two sub-blocks' int8 scales (in integer), then the activation block's d in float; per
  * super-block, that sum times the row's d. The float operations are those of the prompt GEMM
- * (matmul/avx2/q6k_q8_r8_rowcast.c.j2), in the same order, so that a token's results do not depend on
+ * (matmul/avx2/kquant_q8_r8_rowcast.c.j2), in the same order, so that a token's results do not depend on
  * the batch it comes in.
  */
 #include <immintrin.h>
