@@ -2,11 +2,12 @@
  * Spec: [[matmul]] gemm avx2 weights=q4k act=q8 layout=r8 tile=40x8
  *
  * Q4_K weights (q4k_r8) x int8 activations, AVX2, for prompt-sized batches: the transpose of the 8-row
- * tiles. One row's 4 weight bytes are broadcast (vpbroadcastd, then split into nibbles) against a register
- * holding 4 activations of each of 8 tokens, so that a vpmaddubsw adds 4 products to each token's lane.
- * 40 tokens (5 registers of 8) per row, so one broadcast and its decode feed 10 vpmaddubsw and the
- * activations come as memory operands: about 26 instructions per 256 multiply-adds against the 8-row
- * tiles' 40.
+ * tiles. One row's 4 weight values are broadcast (vpbroadcastd) against a register holding 4 activations of
+ * each of 8 tokens, so that a vpmaddubsw adds 4 products to each token's lane. 40 tokens (5 registers of
+ * 8) per row, so one broadcast feeds 5 vpmaddubsw and the activations come as memory operands: about 22
+ * instructions per 256 multiply-adds against the 8-row tiles' 40. The nibbles are split once per group of
+ * 8 rows and panel, into bytes laid out as the activation panel's (tab.q), not once per row: that took 3
+ * vector operations per broadcast, shared by the 5 registers.
  *
  * The activations of 40 tokens and 256 values are first transposed into a panel (4-byte groups of 8 tokens)
  * that stays in L1 while every row of a block of 256 runs against it; the rows' results are summed over the
@@ -21,10 +22,13 @@ typedef woolly_block_q4k_r8 wblock;
 /* TG registers of 8 tokens; a panel of KC values; row blocks of RB rows; super-blocks of WB values. */
 enum { WB = WOOLLY_QK_K, TG = 5, KC = 256, RB = 256 };
 
-/* Per super-block of the panel and row of the group: d, and per sub-block the 6-bit scale sc and dmin * mn / d,
+/* Per super-block of the panel: the group's 8 rows' 4-bit values (q[b][j][h]: load h of sub-block j, the low
+ * nibbles' values 4h .. 4h + 3 for h < 4 and the high nibbles' 16 + 4(h - 4) .. for h >= 4, row i at bytes
+ * 4i .. 4i + 3). Per super-block of the panel and row of the group: d, and per sub-block the 6-bit scale sc and dmin * mn / d,
  * so that a row sums its sub-blocks in units of d and multiplies by d once per super-block. Where d is 0
  * the table holds d = 1, sc = 0 and dmin * mn: the same sum without a division by zero. */
 typedef struct {
+    _Alignas(32) uint8_t q[KC / WOOLLY_QK_K][8][8][32];
     float d[KC / WOOLLY_QK_K][8], mn[KC / WOOLLY_QK_K][8][8];
     int16_t sc[KC / WOOLLY_QK_K][8][8];
 } scale_tab;
@@ -233,6 +237,13 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
         const __m256i z = _mm256_castps_si256(zero);
         const __m128i zero16 = _mm_packs_epi32(_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1));
         _mm256_storeu_ps(tab->d[b], d1);
+        const __m256i nib = _mm256_set1_epi8(0x0F);
+        for (int j = 0; j < 8; j++)
+            for (int h = 0; h < 4; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)w[b].qs[j][h]);
+                _mm256_store_si256((__m256i *)tab->q[b][j][h], _mm256_and_si256(v, nib));
+                _mm256_store_si256((__m256i *)tab->q[b][j][4 + h], _mm256_and_si256(_mm256_srli_epi16(v, 4), nib));
+            }
         for (int j = 0; j < 8; j++) {
             const __m128i sc = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)w[b].sc[j]));
             const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[b].mn[j])));
@@ -250,7 +261,7 @@ static void scale_table(const woolly_matmul_args *a, int64_t g0, int64_t b0, int
  * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
+    (void)w;
     for (int b = 0; b < nb; b++) {
         __m256 acc[1];
         #pragma GCC unroll 8
@@ -269,8 +280,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
             #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const __m256i lo = bcast4(tab->q[b][j][h] + 4 * i), hi = bcast4(tab->q[b][j][4 + h] + 4 * i);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 1; g++) {
                     const panel_block *p = pb + g * NJ;
@@ -297,7 +307,7 @@ static inline void row_1(const wblock *w, int i, int nb, const panel_block *pan,
  * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
+    (void)w;
     for (int b = 0; b < nb; b++) {
         __m256 acc[2];
         #pragma GCC unroll 8
@@ -316,8 +326,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
             #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const __m256i lo = bcast4(tab->q[b][j][h] + 4 * i), hi = bcast4(tab->q[b][j][4 + h] + 4 * i);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 2; g++) {
                     const panel_block *p = pb + g * NJ;
@@ -344,7 +353,7 @@ static inline void row_2(const wblock *w, int i, int nb, const panel_block *pan,
  * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
+    (void)w;
     for (int b = 0; b < nb; b++) {
         __m256 acc[3];
         #pragma GCC unroll 8
@@ -363,8 +372,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
             #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const __m256i lo = bcast4(tab->q[b][j][h] + 4 * i), hi = bcast4(tab->q[b][j][4 + h] + 4 * i);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 3; g++) {
                     const panel_block *p = pb + g * NJ;
@@ -391,7 +399,7 @@ static inline void row_3(const wblock *w, int i, int nb, const panel_block *pan,
  * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
+    (void)w;
     for (int b = 0; b < nb; b++) {
         __m256 acc[4];
         #pragma GCC unroll 8
@@ -410,8 +418,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
             #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const __m256i lo = bcast4(tab->q[b][j][h] + 4 * i), hi = bcast4(tab->q[b][j][4 + h] + 4 * i);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
                     const panel_block *p = pb + g * NJ;
@@ -438,7 +445,7 @@ static inline void row_4(const wblock *w, int i, int nb, const panel_block *pan,
  * chain that the next sub-block's work has to overlap (bench/journal/2026-11-27-zen3.md, "Fewer float operations"). */
 static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan, const scale_tab *tab, float *out)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
+    (void)w;
     for (int b = 0; b < nb; b++) {
         __m256 acc[5];
         #pragma GCC unroll 8
@@ -457,8 +464,7 @@ static inline void row_5(const wblock *w, int i, int nb, const panel_block *pan,
             #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
                 /* values 4h .. 4h + 3 of sub-block j in the low nibbles, 16 + 4h .. in the high ones */
-                const __m256i v = bcast4(w[b].qs[j][h] + 4 * i);
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const __m256i lo = bcast4(tab->q[b][j][h] + 4 * i), hi = bcast4(tab->q[b][j][4 + h] + 4 * i);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 5; g++) {
                     const panel_block *p = pb + g * NJ;
