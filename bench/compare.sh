@@ -51,13 +51,25 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# llama-bench takes -d only in newer versions (ik_llama.cpp has none): pass it only when asked for.
+# llama-bench takes -d only in newer versions: pass it only when asked for. One without it (ik_llama.cpp's)
+# has -gp PP,TG, generation timed after an untimed prompt of PP tokens: that is tgN at depth PP, and its
+# prompt test at depth has no equivalent there (the table shows "-").
 depth_args=()
-[ "$depth" -eq 0 ] || depth_args=(-d "$depth")
+if [ "$depth" -gt 0 ]; then
+  llama_help=$("$llama_bench" --help 2>&1 || true) # not piped into grep -q: under pipefail its early exit fails the pipe
+  if [[ $llama_help == *--n-depth* ]]; then
+    depth_args=(-d "$depth")
+  else
+    echo "compare.sh: $llama_bench has no -d: its tg$n_gen @ d$depth from -gp $depth,$n_gen, no pp$n_prompt @ d$depth" >&2
+    depth_args=(-gp "$depth,$n_gen")
+  fi
+fi
 
 run_llama() {
+  local p=$n_prompt n=$n_gen
+  [ "${depth_args[0]:-}" != -gp ] || p=0 n=0 # the -gp test alone
   # shellcheck disable=SC2086 # --llama-args is a list of flags
-  "$llama_bench" -m "$model" -p "$n_prompt" -n "$n_gen" -t "$threads" -r 1 "${depth_args[@]}" $llama_args \
+  "$llama_bench" -m "$model" -p "$p" -n "$n" -t "$threads" -r 1 "${depth_args[@]}" $llama_args \
     -o json >"$tmp/llama.$1.json" 2>"$tmp/llama.err" ||
     { cat "$tmp/llama.err" >&2; echo "compare.sh: llama-bench failed (its messages above)" >&2; exit 1; }
 }
@@ -77,14 +89,17 @@ done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 "$python" - "$tmp" "$reps" "$llama_bench" "$woolly" "$model" "$load_before" "$load_after" <<'EOF'
-import json, math, os, sys
+import json, math, os, re, sys
 
 tmp, reps, llama_path, woolly_path, model, load_before, load_after = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 
 def test_name(o):
     """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth; woolly's speculative
-    generation test (--draft, --lookup in --woolly-args) is 'tgN spec'."""
+    generation test (--draft, --lookup in --woolly-args) is 'tgN spec'. A -gp test ('tgN@ppD', generation
+    after an untimed prompt of D tokens) is tgN at depth D."""
     p, g, d = o.get("n_prompt", 0), o.get("n_gen", 0), o.get("n_depth", 0)
+    if re.fullmatch(r"tg\d+@pp\d+", str(o.get("test", ""))):
+        p, d = 0, o["n_prompt"]
     name = f"pp{p}+tg{g}" if p and g else f"pp{p}" if p else f"tg{g}"
     if o.get("speculative"):
         name += " spec"

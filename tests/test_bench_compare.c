@@ -76,6 +76,55 @@ Test(bench_compare, table_has_both_engines_and_their_ratio)
     free(err);
 }
 
+/* c without its leading and trailing spaces (in place). */
+static char *trim(char *c)
+{
+    while (*c == ' ')
+        c++;
+    for (size_t n = strlen(c); n && c[n - 1] == ' '; n--)
+        c[n - 1] = '\0';
+    return c;
+}
+
+/* The table's rows of the model as "threads|test|llama.cpp's cell", in order, into rows[]. */
+static int table_rows(char *out, char rows[][96], int max)
+{
+    int n_rows = 0;
+    for (char *save, *l = strtok_r(out, "\n", &save); l && n_rows < max; l = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(l, "| synthetic-llama-256x2 |", 25))
+            continue;
+        char *f[10];
+        int n = 0;
+        for (char *s2, *c = strtok_r(l, "|", &s2); c && n < 10; c = strtok_r(NULL, "|", &s2))
+            f[n++] = c;
+        cr_assert_eq(n, 8, "8 columns");
+        snprintf(rows[n_rows++], 96, "%s|%s|%s", trim(f[3]), trim(f[4]), trim(f[5]));
+    }
+    return n_rows;
+}
+
+/* At a depth: -d where llama-bench has it; where it has not (ik_llama.cpp), -gp gives its tg at that depth
+ * and its pp at depth is "-". */
+Test(bench_compare, depth_with_and_without_llama_bench_d)
+{
+    char args[16384], *out, *err, rows[8][96];
+    snprintf(args, sizeof args, "%s -p 16 -n 4 -t 1 -r 1 -d 32", standin_and_model());
+    int st = compare("", args, &out, &err);
+    cr_assert_eq(st, 0, "compare.sh failed (%d):\n%s\n%s", st, out, err);
+    cr_assert_eq(table_rows(out, rows, 8), 2, "%s", out);
+    cr_expect_str_eq(rows[0], "1|pp16 @ d32|1000.00 ± 0.00");
+    cr_expect_str_eq(rows[1], "1|tg4 @ d32|100.00 ± 0.00");
+    free(out), free(err);
+
+    st = compare("FAKE_LLAMA_NO_DEPTH=1", args, &out, &err);
+    cr_assert_eq(st, 0, "compare.sh failed (%d):\n%s\n%s", st, out, err);
+    cr_expect(strstr(err, "from -gp 32,4") != NULL, "%s", err);
+    cr_assert_eq(table_rows(out, rows, 8), 2, "%s", out);
+    cr_expect_str_eq(rows[0], "1|pp16 @ d32|-");
+    cr_expect_str_eq(rows[1], "1|tg4 @ d32|100.00 ± 0.00");
+    free(out), free(err);
+}
+
 Test(bench_compare, failures_are_reported)
 {
     char args[16384], *out, *err;
