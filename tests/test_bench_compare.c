@@ -26,6 +26,15 @@ static const char *standin_and_model(void)
     return s;
 }
 
+/* The cells of a table row (in place): their count, at most 10. */
+static int cells(char *line, char *f[10])
+{
+    int n = 0;
+    for (char *save, *c = strtok_r(line, "|", &save); c && n < 10; c = strtok_r(NULL, "|", &save))
+        f[n++] = c;
+    return n;
+}
+
 /* The numbers of a "mean ± std" cell. */
 static void cell(const char *s, double *mean, double *sd)
 {
@@ -52,10 +61,7 @@ Test(bench_compare, table_has_both_engines_and_their_ratio)
             continue;
         cr_assert_lt(rows, 4, "more rows than tests: %s", l);
         char *f[10];
-        int n = 0;
-        for (char *s2, *c = strtok_r(l, "|", &s2); c && n < 10; c = strtok_r(NULL, "|", &s2))
-            f[n++] = c;
-        cr_assert_eq(n, 8, "8 columns");
+        cr_assert_eq(cells(l, f), 8, "8 columns");
         char threads[16], test[32];
         sscanf(f[3], " %15s", threads);
         sscanf(f[4], " %31s", test);
@@ -94,10 +100,7 @@ static int table_rows(char *out, char rows[][96], int max)
         if (strncmp(l, "| synthetic-llama-256x2 |", 25))
             continue;
         char *f[10];
-        int n = 0;
-        for (char *s2, *c = strtok_r(l, "|", &s2); c && n < 10; c = strtok_r(NULL, "|", &s2))
-            f[n++] = c;
-        cr_assert_eq(n, 8, "8 columns");
+        cr_assert_eq(cells(l, f), 8, "8 columns");
         snprintf(rows[n_rows++], 96, "%s|%s|%s", trim(f[3]), trim(f[4]), trim(f[5]));
     }
     return n_rows;
