@@ -523,10 +523,40 @@ Test(synth, chat_templates_come_with_their_special_tokens)
     static const char *const llama3[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", NULL};
     static const char *const chatml[] = {"<|im_start|>", "<|im_end|>", NULL};
     static const char *const llama2[] = {"[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", NULL};
+    static const char *const phi3[] = {"<|assistant|>", "<|user|>", "<|system|>", "<|end|>", NULL};
     check_template("granite", granite, "<|end_of_text|>", "<|end_of_text|>");
     check_template("llama3", llama3, "<|begin_of_text|>", "<|eot_id|>");
     check_template("chatml", chatml, "<|endoftext|>", "<|im_end|>");
     check_template("llama2", llama2, "<s>", "</s>");
+    check_template("phi3", phi3, "<s>", "<|end|>");
+}
+
+/* A phi3 model's built-in vocabulary comes with Phi-3's template and the tokens other runtimes look up
+ * by name in a Phi-3 (<s>, </s>, <unk>, <|endoftext|>) without --chat-template; a vocabulary file's
+ * tokens are the file's. */
+Test(synth, phi3_gets_its_family_tokens_by_default)
+{
+    char *out = synth("phi3-default.gguf", "--preset tiny --arch phi3 --n-vocab 1000");
+    gguf_file *g = tu_gguf_open(out);
+    const gguf_array *tokens = arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
+    static const char *const NAMED[] = {"<s>", "</s>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>",
+                                        "<|end|>"};
+    for (size_t i = 0; i < sizeof NAMED / sizeof NAMED[0]; i++)
+        cr_expect(find_token(tokens, NAMED[i], strlen(NAMED[i])) >= 0, "no token %s", NAMED[i]);
+    woolly_error err = {{0}};
+    gguf_str tmpl;
+    cr_assert(gguf_get_str(g, "tokenizer.chat_template", &tmpl, &err), "no chat template");
+    cr_expect(memmem(tmpl.ptr, tmpl.len, "<|assistant|>", 13) != NULL);
+    gguf_close(g);
+    remove(out), free(out);
+
+    char args[8192];
+    snprintf(args, sizeof args, "--preset tiny --arch phi3 %s", vocab_arg("ggml-vocab-llama-spm"));
+    out = synth("phi3-spm.gguf", args);
+    g = tu_gguf_open(out);
+    cr_expect(gguf_find_kv(g, "tokenizer.chat_template") == NULL, "a chat template beside a vocabulary file");
+    gguf_close(g);
+    remove(out), free(out);
 }
 
 Test(synth, vocab_file_with_a_chat_template)

@@ -33,7 +33,7 @@ int woolly_cmd_synth(int argc, char **argv)
                            "copy the tokenizer.* keys of a GGUF file (default: a built-in byte-level BPE)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--chat-template", CLI_STR, &c.chat_template, 0, 0, "NAME",
-                           "granite, llama2, llama3 or chatml", NULL});
+                           "granite, llama2, llama3, chatml or phi3 (default: none; phi3 for --arch phi3)", NULL});
     cli_add(&t, (cli_flag){"-t", "--threads", CLI_INT, &c.n_threads, 1, 256, "N",
                            "threads (default: the number of CPUs; the file does not depend on it)", NULL});
     cli_add(&t, (cli_flag){"-q", "--quiet", CLI_BOOL, &c.quiet, 0, 0, NULL, "no progress on stderr", NULL});

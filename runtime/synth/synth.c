@@ -35,6 +35,10 @@ typedef struct {
     bool experts;        /* a mixture of experts in place of the dense FFN: always (qwen3moe, granitemoe) */
     bool experts_may;    /* ...or when n_expert > 0 (llama: Mixtral's layout) */
     bool expert_ff_key;  /* expert_feed_forward_length: experts narrower than feed_forward_length (qwen3moe) */
+    /* The built-in vocabulary's chat template where --chat-template names none: a model that says it is a
+     * Phi-3 (its architecture, and so its name) has its family's special tokens looked up by name in
+     * other runtimes, which refuse the file without them. */
+    const char *chat_template;
 } synth_family;
 
 static const synth_family FAMILIES[] = {
@@ -44,7 +48,7 @@ static const synth_family FAMILIES[] = {
     {.arch = "qwen2", .qkv_bias = true},
     {.arch = "qwen3", .qk_norm = true, .head_dim_keys = true},
     {.arch = "gemma3", .qk_norm = true, .post_norms = true, .head_dim_keys = true, .window_keys = true},
-    {.arch = "phi3", .fused = true},
+    {.arch = "phi3", .fused = true, .chat_template = "phi3"},
     {.arch = "qwen3moe", .qk_norm = true, .head_dim_keys = true, .experts = true, .expert_ff_key = true},
 };
 
@@ -54,6 +58,15 @@ static const synth_family *family_of(const char *arch)
         if (strcmp(FAMILIES[i].arch, arch) == 0)
             return &FAMILIES[i];
     return NULL;
+}
+
+/* The chat family of the file: --chat-template's, or the architecture's with the built-in vocabulary;
+ * NULL for none (or a name woolly_synth_validate refuses). */
+static const woolly_chat_family *chat_family_of(const woolly_synth_config *c)
+{
+    const synth_family *f = family_of(c->arch);
+    const char *name = c->chat_template ? c->chat_template : !c->vocab_path && f ? f->chat_template : NULL;
+    return name ? woolly_chat_family_get(name) : NULL;
 }
 
 const char *woolly_synth_arch_names(void)
@@ -213,10 +226,10 @@ int woolly_synth_validate(const woolly_synth_config *c, woolly_error *err)
                                             check_positive("attention scale", c->attention_scale, err) ||
                                             check_positive("logit scale", c->logit_scale, err)))
         return -1;
-    const woolly_chat_family *family = NULL;
-    if (c->chat_template && !(family = woolly_chat_family_get(c->chat_template)))
+    if (c->chat_template && !woolly_chat_family_get(c->chat_template))
         return woolly_fail(err, "unknown chat template '%s' (expected %s)", c->chat_template,
                            woolly_chat_family_names());
+    const woolly_chat_family *family = chat_family_of(c);
     if (strcmp(woolly_ftype_name(c->ftype), "?") == 0)
         return woolly_fail(err, "unknown type %d", (int)c->ftype);
     if (!c->vocab_path && check_range("n_vocab", c->n_vocab, woolly_synth_vocab_min(family), 1 << 24, err))
@@ -377,7 +390,7 @@ size_t woolly_synth_tensor_table(const woolly_synth_config *c, woolly_synth_tens
  * *n_vocab to the vocabulary's size. */
 static int write_tokenizer(gguf_writer *w, const woolly_synth_config *c, int64_t *n_vocab, woolly_error *err)
 {
-    const woolly_chat_family *family = c->chat_template ? woolly_chat_family_get(c->chat_template) : NULL;
+    const woolly_chat_family *family = chat_family_of(c);
     if (c->vocab_path) {
         gguf_file *g = gguf_open(c->vocab_path, err);
         if (!g)

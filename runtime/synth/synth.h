@@ -31,7 +31,7 @@ typedef struct woolly_synth_config {
     int64_t n_expert, n_expert_used, n_ff_exp;
 
     const char *vocab_path;    /* GGUF whose tokenizer.* keys are copied; NULL: the built-in BPE */
-    const char *chat_template; /* granite|llama2|llama3|chatml, or NULL */
+    const char *chat_template; /* granite|llama2|llama3|chatml|phi3; NULL: none, phi3's with the built-in vocabulary */
     enum woolly_ftype ftype;
     uint64_t seed;
     int n_threads; /* <= 0: the number of CPUs (does not change the output) */

@@ -1,7 +1,8 @@
 /* Chat templates a synthesized model can carry (tokenizer.chat_template), one representative Jinja
  * template per family, written from each family's documented prompt format, and the special tokens
  * the built-in vocabulary must have for it. Runtimes recognize the families by their markers:
- * granite <|start_of_role|>, llama3 <|start_header_id|>, chatml <|im_start|>, llama2 [INST]. */
+ * granite <|start_of_role|>, llama3 <|start_header_id|>, chatml <|im_start|>, llama2 [INST], phi3 <|assistant|>
+ * and <|end|>. */
 #include <string.h>
 
 #include "synth_vocab.h"
@@ -52,11 +53,27 @@ static const char CHATML_JINJA[] =
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 static const char *const CHATML_SPECIALS[] = {"<|im_start|>", "<|im_end|>", NULL};
 
+/* Phi-3 and Phi-3.5-mini: <|ROLE|>\nCONTENT<|end|>\n per message (an empty system message left out), the
+ * generation prompt <|assistant|>\n. The vocabulary also needs <s>, </s> and <unk>: other runtimes look
+ * them up by name in any model that says it is a Phi-3. */
+static const char PHI3_JINJA[] =
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'system' and message['content'] %}"
+    "{{- '<|system|>\n' + message['content'] + '<|end|>\n' }}"
+    "{%- elif message['role'] == 'user' %}{{- '<|user|>\n' + message['content'] + '<|end|>\n' }}"
+    "{%- elif message['role'] == 'assistant' %}{{- '<|assistant|>\n' + message['content'] + '<|end|>\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\n' }}{%- else %}{{- eos_token }}{%- endif %}";
+static const char *const PHI3_SPECIALS[] = {"<s>",      "</s>",          "<unk>", "<|system|>",
+                                            "<|user|>", "<|assistant|>", "<|end|>", NULL};
+
 static const woolly_chat_family FAMILIES[] = {
     {"granite", GRANITE_JINJA, GRANITE_SPECIALS, "<|end_of_text|>", "<|end_of_text|>", false},
     {"llama2", LLAMA2_JINJA, LLAMA2_SPECIALS, "<s>", "</s>", true},
     {"llama3", LLAMA3_JINJA, LLAMA3_SPECIALS, "<|begin_of_text|>", "<|eot_id|>", true},
     {"chatml", CHATML_JINJA, CHATML_SPECIALS, "<|endoftext|>", "<|im_end|>", false},
+    {"phi3", PHI3_JINJA, PHI3_SPECIALS, "<s>", "<|end|>", true},
 };
 
 const woolly_chat_family *woolly_chat_family_get(const char *name)
@@ -69,5 +86,5 @@ const woolly_chat_family *woolly_chat_family_get(const char *name)
 
 const char *woolly_chat_family_names(void)
 {
-    return "granite, llama2, llama3, chatml";
+    return "granite, llama2, llama3, chatml, phi3";
 }

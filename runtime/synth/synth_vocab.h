@@ -21,7 +21,7 @@ enum { WOOLLY_TOKEN_NORMAL = 1, WOOLLY_TOKEN_CONTROL = 3, WOOLLY_TOKEN_UNUSED = 
 
 /* A chat template family: its Jinja template and the special tokens it needs. */
 typedef struct woolly_chat_family {
-    const char *name;            /* "granite", "llama2", "llama3", "chatml" */
+    const char *name;            /* "granite", "llama2", "llama3", "chatml", "phi3" */
     const char *jinja;           /* tokenizer.chat_template */
     const char *const *specials; /* special tokens the template uses, NULL-terminated */
     const char *bos, *eos;       /* among the specials, or "<|endoftext|>" */
@@ -30,7 +30,7 @@ typedef struct woolly_chat_family {
 
 /* NULL if `name` is not a known family. */
 const woolly_chat_family *woolly_chat_family_get(const char *name);
-/* "granite, llama2, llama3, chatml" (for messages). */
+/* "granite, llama2, llama3, chatml, phi3" (for messages). */
 const char *woolly_chat_family_names(void);
 
 typedef struct woolly_synth_vocab {
