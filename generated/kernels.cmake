@@ -499,6 +499,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_d64_b4x64.c
@@ -652,6 +655,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_d64_b4x64.c
@@ -854,6 +860,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx512_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx512_d64_b4x64.c
@@ -1080,6 +1089,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_32x12_blis.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_32x12_blis.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx512_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b32x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx512_d64_b4x64.c
@@ -1243,6 +1255,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_neon_any.c
+    ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_neon_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_neon_d64_b8x32.c
@@ -1350,6 +1365,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_neon_2x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f16_gemm_neon_2x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_neon_any.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_neon_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b8x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_neon_d64_b8x32.c

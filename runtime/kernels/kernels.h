@@ -70,8 +70,9 @@
  *           the variant suffix names a template parameter other than the tile (an unroll, a prefetch).
  *   attn    attn_<kv type>_flash_<isa>_<d<head dim> or any>[_b<q block>x<KV block>][_bf16], e.g.
  *           attn_f16_flash_avx512_d64_b8x64 (F16 cache, head dim 64, 8 queries x 64 positions per tile);
- *           attn_f32_flash_scalar_any is the untiled reference for any head dimension; _bf16 marks
- *           tiles with BF16 operands
+ *           attn_f32_flash_scalar_any is the untiled reference for any head dimension, and the vector
+ *           levels' _any (attn_f16_flash_avx2_any) the kernels of head dimensions without tiles; _bf16
+ *           marks tiles with BF16 operands
  *   decode  attn_<kv type>_decode_<isa>_d<head dim>_k<KV block>[_fp16], e.g. attn_f16_decode_avx2_d64_k64:
  *           not a kernel but a part of several, the one-query path that every tiled attention kernel of
  *           that cache, ISA, head dimension and KV block calls (_fp16: P V in half precision, as the
