@@ -59,12 +59,12 @@ static const char *const CHATML_SPECIALS[] = {"<|im_start|>", "<|im_end|>", NULL
 static const char PHI3_JINJA[] =
     "{%- for message in messages %}"
     "{%- if message['role'] == 'system' and message['content'] %}"
-    "{{- '<|system|>\n' + message['content'] + '<|end|>\n' }}"
-    "{%- elif message['role'] == 'user' %}{{- '<|user|>\n' + message['content'] + '<|end|>\n' }}"
-    "{%- elif message['role'] == 'assistant' %}{{- '<|assistant|>\n' + message['content'] + '<|end|>\n' }}"
+    "{{- '<|system|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{%- elif message['role'] == 'user' %}{{- '<|user|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{%- elif message['role'] == 'assistant' %}{{- '<|assistant|>\\n' + message['content'] + '<|end|>\\n' }}"
     "{%- endif %}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|assistant|>\n' }}{%- else %}{{- eos_token }}{%- endif %}";
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- else %}{{- eos_token }}{%- endif %}";
 static const char *const PHI3_SPECIALS[] = {"<s>",      "</s>",          "<unk>", "<|system|>",
                                             "<|user|>", "<|assistant|>", "<|end|>", NULL};
 
