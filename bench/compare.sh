@@ -11,6 +11,8 @@
 # with its own warm-up), in alternating order. --llama-args and --woolly-args add flags to one engine
 # only (e.g. --llama-args "-fa 1 -rtr 1" for ik_llama.cpp). WOOLLY names the woolly binary (default:
 # build/woolly beside this script's folder); PYTHON the Python 3 that makes the table (default python3).
+# With -d, a llama-bench without -d (ik_llama.cpp's) is stood in for by the llama-sweep-bench beside it:
+# see run_sweep below.
 set -euo pipefail
 
 usage() {
@@ -51,21 +53,45 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# llama-bench takes -d only in newer versions: pass it only when asked for. One without it (ik_llama.cpp's)
-# has -gp PP,TG, generation timed after an untimed prompt of PP tokens: that is tgN at depth PP, and its
-# prompt test at depth has no equivalent there (the table shows "-").
-depth_args=()
+# llama-bench takes -d only in newer versions: pass it only when asked for. For one without it
+# (ik_llama.cpp's), its llama-sweep-bench measures both tests at depth when it sits beside it and the depth
+# is a whole number of prompts (run_sweep); otherwise its -gp PP,TG, generation timed after an untimed
+# prompt of PP tokens, gives tgN at depth PP, and ppN at depth has no figure (the table shows "-").
+depth_args=() sweep_bench=""
 if [ "$depth" -gt 0 ]; then
   llama_help=$("$llama_bench" --help 2>&1 || true) # not piped into grep -q: under pipefail its early exit fails the pipe
   if [[ $llama_help == *--n-depth* ]]; then
     depth_args=(-d "$depth")
+  elif [ -x "$(dirname "$llama_bench")/llama-sweep-bench" ] && [ "$n_prompt" -gt 0 ] && [ "$n_gen" -gt 0 ] &&
+    ((depth % n_prompt == 0)); then
+    sweep_bench=$(dirname "$llama_bench")/llama-sweep-bench
+    echo "compare.sh: $llama_bench has no -d: pp$n_prompt and tg$n_gen @ d$depth from $sweep_bench" >&2
   else
     echo "compare.sh: $llama_bench has no -d: its tg$n_gen @ d$depth from -gp $depth,$n_gen, no pp$n_prompt @ d$depth" >&2
     depth_args=(-gp "$depth,$n_gen")
   fi
 fi
 
+# ik_llama.cpp's llama-sweep-bench fills the context in steps of one prompt (-ub) and, at every
+# --sweep-stride-th step, times tgN then the next prompt, both at that step's depth: with a context of
+# depth + prompt and a stride of depth / prompt it times depth 0 and the depth asked for, and the table
+# takes the latter. Its flags are the common ones, where -rtr takes no value and fused MoE is on by
+# default, so llama-bench's "-rtr 1" and "-fmoe 1" become "-rtr" and nothing.
+run_sweep() {
+  local args t
+  args=$(sed -E 's/(^| )-rtr 1( |$)/\1-rtr\2/; s/(^| )-fmoe 1( |$)/\1\2/' <<<"$llama_args")
+  : >"$tmp/llama.$1.sweep"
+  for t in ${threads//,/ }; do
+    # shellcheck disable=SC2086 # --llama-args is a list of flags
+    "$sweep_bench" -m "$model" -c $((depth + n_prompt)) -b "$n_prompt" -ub "$n_prompt" -n "$n_gen" -t "$t" \
+      --sweep-stride $((depth / n_prompt)) $args --output-format jsonl >"$tmp/sweep.out" 2>&1 ||
+      { cat "$tmp/sweep.out" >&2; echo "compare.sh: llama-sweep-bench failed (its messages above)" >&2; exit 1; }
+    grep '^{"n_kv_max"' "$tmp/sweep.out" >>"$tmp/llama.$1.sweep" || true
+  done
+}
+
 run_llama() {
+  [ -z "$sweep_bench" ] || { run_sweep "$1"; return; }
   local p=$n_prompt n=$n_gen
   [ "${depth_args[0]:-}" != -gp ] || p=0 n=0 # the -gp test alone
   # shellcheck disable=SC2086 # --llama-args is a list of flags
@@ -88,10 +114,11 @@ done
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
-"$python" - "$tmp" "$reps" "$llama_bench" "$woolly" "$model" "$load_before" "$load_after" <<'EOF'
+"$python" - "$tmp" "$reps" "$depth" "${sweep_bench:-$llama_bench}" "$woolly" "$model" "$load_before" "$load_after" <<'EOF'
 import json, math, os, re, sys
 
-tmp, reps, llama_path, woolly_path, model, load_before, load_after = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+tmp, reps, depth = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+llama_path, woolly_path, model, load_before, load_after = sys.argv[4:]
 
 def test_name(o):
     """llama-bench's test names: ppN, tgN, ppN+tgM, with ' @ dD' after a depth; woolly's speculative
@@ -105,14 +132,28 @@ def test_name(o):
         name += " spec"
     return f"{name} @ d{d}" if d else name
 
+def sweep_tests(path):
+    """llama-sweep-bench's rows at the depth asked for, as llama-bench's objects of its two tests."""
+    objs = []
+    for line in open(path):
+        r = json.loads(line)
+        if r["n_kv"] == depth:
+            common = {"n_threads": r["n_threads"], "n_depth": depth}
+            objs += [dict(common, n_prompt=r["pp"], n_gen=0, avg_ts=r["speed_pp"]),
+                     dict(common, n_prompt=0, n_gen=r["tg"], avg_ts=r["speed_tg"])]
+    if not objs:
+        sys.exit(f"compare.sh: {path} has no row at depth {depth}")
+    return objs
+
 def load(engine):
     """(threads, test) -> tokens/s of each run, in the order the tests first appear; and one object."""
     runs, order, first = {}, [], None
     for i in range(1, reps + 1):
         path = os.path.join(tmp, f"{engine}.{i}.json")
         try:
-            objs = json.load(open(path))
-        except (OSError, ValueError) as e:
+            sweep = os.path.join(tmp, f"{engine}.{i}.sweep")
+            objs = sweep_tests(sweep) if os.path.exists(sweep) else json.load(open(path))
+        except (OSError, ValueError, KeyError) as e:
             sys.exit(f"compare.sh: {engine}'s output of run {i} is not JSON: {e}")
         for o in objs:
             key = (o["n_threads"], test_name(o))
