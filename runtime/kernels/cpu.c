@@ -1,9 +1,11 @@
 #include "cpu.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "isa.h"
@@ -84,6 +86,21 @@ static unsigned os_saved_state(void)
     return lo;
 }
 
+/* Linux gives a process AMX's tile data state (8 KiB more per thread to save) only when asked, once,
+ * before the first tile instruction (Linux 5.16 and later; without it, that instruction faults). Where
+ * the kernel refuses, the CPU is reported without AMX and the levels below it run, after one warning. */
+static bool amx_permitted(void)
+{
+#if defined(__linux__) && defined(__x86_64__)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0)
+        return true;
+    fprintf(stderr, "woolly: warning: the OS refuses AMX's tile state (arch_prctl: %s); the tile kernels stay off\n",
+            strerror(errno));
+#endif
+    return false;
+}
+
 /* The deterministic cache parameters: leaf 4 (Intel) or 0x8000001D (AMD, with topology extensions)
  * describe one cache per subleaf, with ways, partitions, line size and sets each stored minus one. */
 static void cpuid_caches(woolly_cpu *cpu, unsigned max_leaf)
@@ -144,6 +161,11 @@ static void detect(woolly_cpu *cpu)
         cpu->avx512vnni = zmm && (c & bit_AVX512VNNI);
         if (zmm && (d & (1u << 23))) /* AVX512_FP16 */
             cpu->features |= WOOLLY_CPU_AVX512FP16;
+        if ((xcr0 & 0x60000) == 0x60000 && (d & (1u << 24)) && amx_permitted()) { /* XTILECFG, XTILEDATA */
+            cpu->amx_tile = true;
+            cpu->amx_int8 = (d & (1u << 25)) != 0;
+            cpu->amx_bf16 = (d & (1u << 22)) != 0;
+        }
         unsigned max7 = a;
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
@@ -193,23 +215,27 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* A build that runs the avx512 kernels through SIMDe (emulate_avx512.h) reports the level (the fields
  * its spec entry requires) wherever the level it nests in runs: BF16 too, not FP16 (those kernels are
- * not emulated). Tests only: it is slow. */
-static void emulate_avx512(woolly_cpu *cpu)
+ * not emulated). One that runs the amx kernels' tile instructions in C (emulate_amx.h) reports the amx
+ * level wherever avx512 runs, natively or emulated. Tests only: both are slow. */
+static void emulate_levels(woolly_cpu *cpu)
 {
 #if defined(WOOLLY_EMULATED_AVX512)
     if (woolly_isa_cpu_has(cpu, woolly_isa_nests_in(WOOLLY_ISA_AVX512))) {
         woolly_isa_cpu_grant(cpu, WOOLLY_ISA_AVX512);
         cpu->features |= WOOLLY_CPU_AVX512BF16;
     }
-#else
-    (void)cpu;
 #endif
+#if defined(WOOLLY_EMULATED_AMX)
+    if (woolly_isa_cpu_has(cpu, woolly_isa_nests_in(WOOLLY_ISA_AMX)))
+        woolly_isa_cpu_grant(cpu, WOOLLY_ISA_AMX);
+#endif
+    (void)cpu;
 }
 
 static void init(void)
 {
     detect(&g_cpu);
-    emulate_avx512(&g_cpu);
+    emulate_levels(&g_cpu);
     fallback_caches(&g_cpu);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     g_cpu.n_cores = n > 0 ? (int)n : 1;
@@ -240,6 +266,9 @@ size_t woolly_cpu_signature(char *buf, size_t n)
             {c->avx512vl, "avx512vl"},
             {c->avx512dq, "avx512dq"},
             {c->avx512vnni, "avx512vnni"},
+            {c->amx_tile, "amx_tile"},
+            {c->amx_int8, "amx_int8"},
+            {c->amx_bf16, "amx_bf16"},
             {(c->features & WOOLLY_CPU_AVX512BF16) != 0, "avx512bf16"},
             {(c->features & WOOLLY_CPU_AVXVNNI) != 0, "avxvnni"},
             {(c->features & WOOLLY_CPU_AVX512FP16) != 0, "avx512fp16"},

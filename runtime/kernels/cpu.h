@@ -20,6 +20,7 @@ typedef struct woolly_cpu {
     unsigned family, model; /* x86: CPUID family and model; aarch64: MIDR implementer and part number */
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni;
+    bool amx_tile, amx_int8, amx_bf16; /* the tile instructions, and the OS's leave to use their state */
     bool neon_dotprod;
     unsigned features;                  /* enum woolly_cpu_feature bits */
     unsigned long hwcap, hwcap2;        /* aarch64: the kernel's AT_HWCAP and AT_HWCAP2 words */
