@@ -206,24 +206,38 @@ def expand(spec):
     assert not dup, f"spec lists kernels twice (or two entries' parameters derive one name): {sorted(dup)}"
     for k in kernels:
         assert k["isa"] in spec["isa"], f"{k['name']}: ISA {k['isa']} has no [isa.{k['isa']}] entry"
-    check_defaults(kernels)
+    nests = {name: v.get("nests_in") for name, v in spec["isa"].items()}
+    check_defaults(kernels, nests)
     check_attn_defaults(kernels)
     return kernels, list(layouts.values())
 
 
-def check_defaults(kernels):
+def check_defaults(kernels, nests):
     """Per (weights, ISA) with any default matmul kernel (and always at the scalar level): exactly one
     default GEMV and one default GEMM, with the same activation format and layout, so that a tensor
     repacked for its default GEMV has a GEMM too. A level without defaults for some weights (only
-    candidates for the tuner) leaves them the default of the level below."""
+    candidates for the tuner) leaves them the default of the level below; one with a default GEMM alone
+    (amx: decode stays on the avx512 GEMV) leaves them the GEMV of the nearest level below that has one,
+    whose activations and layout its GEMM must take. `nests`: each level's nests_in."""
     groups = {}
     for k in kernels:
         if k["kind"] == "matmul":
             groups.setdefault((k["weights"], k["isa"]), []).append(k)
+
+    def default_gemv(w, isa):
+        while isa:
+            v = [k for k in groups.get((w, isa), []) if k["op"] == "gemv" and k["default"]]
+            if v:
+                return v
+            isa = nests.get(isa)
+        return []
+
     for (w, isa), ks in groups.items():
         d = {op: [k for k in ks if k["op"] == op and k["default"]] for op in ("gemv", "gemm")}
         if isa != "scalar" and not d["gemv"] and not d["gemm"]:
             continue  # candidates only: these weights keep the default of a lower level
+        if not d["gemv"] and isa != "scalar":
+            d["gemv"] = default_gemv(w, nests.get(isa))
         for op in ("gemv", "gemm"):
             assert len(d[op]) == 1, f"{w} at {isa}: {len(d[op])} default {op} kernels (need exactly one)"
         v, m = d["gemv"][0], d["gemm"][0]
@@ -247,10 +261,16 @@ def check_defaults(kernels):
                     f"{w} at {isa}: small_default {a['name']} and default GEMV {v['name']} differ in layout"
                 assert any(g["op"] == "gemv" and (g["act"], g["layout"]) == (act, a["layout"]) for g in ks), \
                     f"{w} at {isa}: small_default {a['name']} has no GEMV of its activations and layout"
+    # A layout's kernels at a level: a GEMV and a GEMM, at that level or (the GEMV) one it nests in.
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
+            below, isa = set(), k["isa"]
+            while isa:
+                below.add(isa)
+                isa = nests.get(isa)
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]
-                    and o["isa"] == k["isa"] and o["act"] == k["act"] and o["layout"] == k["layout"]]
+                    and o["act"] == k["act"] and o["layout"] == k["layout"]
+                    and (o["isa"] == k["isa"] or (o["op"] == "gemv" and o["isa"] in below))]
             ops = {o["op"] for o in same}
             assert ops == {"gemv", "gemm"}, f"{k['name']}: layout {k['layout']} needs both a GEMV and a GEMM"
 

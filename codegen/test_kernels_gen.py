@@ -79,6 +79,17 @@ class SpecNames(unittest.TestCase):
             kernels_gen.expand(spec)
         self.assertIn("twice", str(e.exception))
 
+    def test_a_level_of_gemms_alone_takes_the_gemv_layout_of_the_level_below(self):
+        # amx has default GEMMs and no GEMV: its GEMM must read what the nearest level's default GEMV
+        # reads. Q8_0's default GEMV is avx2's (r8), so an amx default on q80_r16 is refused.
+        spec = copy.deepcopy(self.spec)
+        amx = [e for e in spec["matmul"] if e["isa"] == "amx" and e.get("default")]
+        self.assertTrue(amx)
+        amx[0]["weights"] = amx[0]["weights"] + ["q80"]
+        with self.assertRaises(AssertionError) as e:
+            kernels_gen.expand(spec)
+        self.assertIn("differ in activations or layout", str(e.exception))
+
 
 class DecodeUnits(unittest.TestCase):
     """The tiled attention kernels' one-query path, compiled once per unit that kernels_gen.expand_decodes

@@ -1415,3 +1415,49 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
   list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_NEON})
   list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_NEON})
 endif()
+
+# amx
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+  list(APPEND WOOLLY_BUILD_ISA_DEFINITIONS WOOLLY_BUILD_ISA_AMX)
+  list(APPEND WOOLLY_KERNEL_LEVELS amx)
+  set(WOOLLY_FLAGS_AMX "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx2;-mfma;-mf16c;-mamx-tile;-mamx-int8")
+  list(APPEND WOOLLY_KERNEL_GROUPS AMX)
+  set(WOOLLY_GROUP_AMX_LEVEL amx)
+  set(WOOLLY_GROUP_AMX_FEATURES "")
+  set(WOOLLY_GROUP_AMX_FLAGS ${WOOLLY_FLAGS_AMX})
+  set(WOOLLY_GROUP_AMX_SOURCES
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_amx_r16_16x32.c
+  )
+  set(WOOLLY_SOURCES_AMX ${WOOLLY_GROUP_AMX_SOURCES})
+  set(WOOLLY_TEST_SOURCES_AMX
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_amx_r16_32x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_amx_r16_16x32.c
+  )
+  list(APPEND WOOLLY_GENERATED_SOURCES ${WOOLLY_SOURCES_AMX})
+  list(APPEND WOOLLY_GENERATED_TEST_SOURCES ${WOOLLY_TEST_SOURCES_AMX})
+endif()

@@ -2,6 +2,7 @@
 
 #include "harness.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,51 @@ void kc_check_same_bits(const kc_matmul_kernel *kerns, int n, int64_t k, int64_t
                           kerns[i].name, (long long)t, (long long)m, (long long)r, in.y[at], kerns[0].name,
                           first[at]);
             }
+    }
+    free(first);
+    mm_inputs_free(&in);
+}
+
+typedef struct threads_job {
+    const kc_matmul_kernel *kern;
+    woolly_matmul_args a;
+} threads_job;
+
+static void *threads_run(void *p)
+{
+    threads_job *j = p;
+    j->kern->fn(&j->a);
+    return NULL;
+}
+
+void kc_check_threads(const kc_matmul_kernel *kern, int64_t k, int64_t m, int threads, int rounds)
+{
+    enum { MAX_THREADS = 16 };
+    cr_assert(threads >= 1 && threads <= MAX_THREADS);
+    const int64_t g = kern->layout_rows > 1 ? kern->layout_rows : 1, rows = g * threads;
+    mm_inputs in;
+    mm_inputs_build(kern, k, m, rows, (uint64_t)(k * 31 + m + threads), &in);
+    const size_t len = in.y_stride * (size_t)m;
+    float *first = malloc(sizeof(float) * len);
+    cr_assert(first != NULL);
+    woolly_matmul_args whole = mm_args(&in, k, m, 0, rows);
+    kern->fn(&whole);
+    memcpy(first, in.y, sizeof(float) * len);
+    for (int round = 0; round < rounds; round++) {
+        for (size_t j = 0; j < len; j++)
+            in.y[j] = SENTINEL;
+        pthread_t tid[MAX_THREADS];
+        threads_job jobs[MAX_THREADS];
+        for (int t = 0; t < threads; t++) {
+            jobs[t] = (threads_job){kern, mm_args(&in, k, m, g * t, g * (t + 1))};
+            cr_assert_eq(pthread_create(&tid[t], NULL, threads_run, &jobs[t]), 0);
+        }
+        for (int t = 0; t < threads; t++)
+            cr_assert_eq(pthread_join(tid[t], NULL), 0);
+        for (size_t j = 0; j < len; j++)
+            cr_assert(in.y[j] == first[j] || (j % in.y_stride >= (size_t)rows),
+                      "%s: round %d of %d threads, output %zu: %.9g against %.9g on one thread", kern->name, round,
+                      threads, j, in.y[j], first[j]);
     }
     free(first);
     mm_inputs_free(&in);

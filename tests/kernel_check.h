@@ -73,6 +73,11 @@ void kc_check_matmul(const kc_matmul_kernel *kern, const kc_matmul_case *c, doub
  * of m tokens the same bits as kerns[0], on one set of inputs (k values a row). */
 void kc_check_same_bits(const kc_matmul_kernel *kerns, int n, int64_t k, int64_t m, int64_t rows);
 
+/* The kernel on `threads` threads at once (each a group of rows, created for the call, `rounds` times
+ * over: new threads each round) gives the bits it gives on the calling thread: for kernels with
+ * per-thread state (AMX's tile configuration), on threads that never ran one before. */
+void kc_check_threads(const kc_matmul_kernel *kern, int64_t k, int64_t m, int threads, int rounds);
+
 /* Repacking then unpacking gives back every row byte for byte, for row counts at, below and above
  * whole groups; and the padding rows of a partial last group are zero weights. */
 void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows);

@@ -5,7 +5,10 @@
  * batch) gets the numbers of the whole prompt's batch, which the attention's rounded tiles need: they
  * would turn last-bit differences into steps of their rounding (bench/journal/2026-11-27-zen3.md,
  * "Batch-invariant matmuls"). The AVX-512 cases run on a CPU without it in the build that emulates the level
- * (WOOLLY_EMULATE_AVX512). */
+ * (WOOLLY_EMULATE_AVX512). The amx level's tile GEMMs give the bits of the avx512 kernels on the same
+ * layouts; on a CPU without AMX they run in the builds that emulate its tiles (WOOLLY_EMULATE_AMX, and
+ * the avx512 one), and on one with AMX the same test holds the instructions to the bits of the emulation's
+ * reference, the avx512 kernels. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,11 +21,11 @@ enum { MAX_KERNELS = 32 };
 /* The kernels of weights `wtype` this CPU runs at level `isa` with int8 activations on layout `layout`,
  * as the check takes them. */
 static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char *layout,
-                         kc_matmul_kernel *out)
+                         kc_matmul_kernel *out, int room)
 {
     int n_all, n = 0;
     const woolly_kernel *all = woolly_kernel_list(&n_all);
-    for (int i = 0; i < n_all && n < MAX_KERNELS; i++) {
+    for (int i = 0; i < n_all && n < room; i++) {
         const woolly_kernel *k = &all[i];
         if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != isa || k->wtype != wtype ||
             k->act != WOOLLY_ACT_Q8 || !k->layout || strcmp(k->layout->name, layout) ||
@@ -42,7 +45,7 @@ static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char
 static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n = level_kernels(isa, wtype, layout, kerns);
+    const int n = level_kernels(isa, wtype, layout, kerns, MAX_KERNELS);
     const char *level = woolly_isa_name(isa);
     if (woolly_isa_active() < isa) {
         cr_assert_eq(n, 0, "%s: %s kernels run below the %s level", layout, level, level);
@@ -119,4 +122,56 @@ Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q2_K, "q2k_r16");
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q3_K, "q3k_r16");
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_IQ4_XS, "iq4xs_r16");
+}
+
+/* The amx level's GEMMs beside the avx512 kernels of their layout: a whole step of tiles (32 tokens),
+ * steps that end in partial tiles (17, 45), and more tokens than share one panel of decoded weights (131). */
+static void check_amx(enum woolly_type wtype, const char *layout)
+{
+    kc_matmul_kernel kerns[MAX_KERNELS];
+    const int n512 = level_kernels(WOOLLY_ISA_AVX512, wtype, layout, kerns, MAX_KERNELS);
+    const int n = n512 + level_kernels(WOOLLY_ISA_AMX, wtype, layout, kerns + n512, MAX_KERNELS - n512);
+    if (!woolly_isa_runs_at(WOOLLY_ISA_AMX, woolly_isa_active())) {
+        cr_assert_eq(n - n512, 0, "%s: amx kernels run below the amx level", layout);
+        fprintf(stderr, "%s: amx not run (the active level is %s)\n", layout, woolly_isa_name(woolly_isa_active()));
+        return;
+    }
+    cr_assert_geq(n512, 1, "%s: no avx512 kernel to compare with", layout);
+    cr_assert_geq(n - n512, 1, "%s: no amx kernel", layout);
+    fprintf(stderr, "%s: %d avx512 and %d amx kernels agree\n", layout, n512, n - n512);
+    const int64_t tokens[] = {1, 17, 32, 45, 131};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        kc_check_same_bits(kerns, n, 1024, tokens[i], 72);
+}
+
+Test(matmul_batch, amx_kernels_agree_with_avx512_bit_for_bit)
+{
+    static const struct {
+        enum woolly_type wtype;
+        const char *layout;
+    } types[] = {
+        {WOOLLY_TYPE_Q4_K, "q4k_r16"},   {WOOLLY_TYPE_Q5_K, "q5k_r16"},   {WOOLLY_TYPE_Q6_K, "q6k_r16"},
+        {WOOLLY_TYPE_Q8_0, "q80_r16"},   {WOOLLY_TYPE_Q4_0, "q40_r16"},   {WOOLLY_TYPE_Q4_1, "q41_r16"},
+        {WOOLLY_TYPE_Q5_0, "q50_r16"},   {WOOLLY_TYPE_Q5_1, "q51_r16"},   {WOOLLY_TYPE_IQ4_NL, "iq4nl_r16"},
+        {WOOLLY_TYPE_Q2_K, "q2k_r16"},   {WOOLLY_TYPE_Q3_K, "q3k_r16"},   {WOOLLY_TYPE_IQ4_XS, "iq4xs_r16"},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        check_amx(types[i].wtype, types[i].layout);
+}
+
+/* Each amx kernel loads its tile configuration on the thread that runs it: on more threads than the CPU
+ * has cores, and on threads created anew, its bits are those of one thread (the emulation stops the
+ * program at a tile instruction on a thread without a configuration, as the CPU faults). */
+Test(matmul_batch, amx_kernels_run_on_any_thread)
+{
+    kc_matmul_kernel kerns[MAX_KERNELS];
+    const int n = level_kernels(WOOLLY_ISA_AMX, WOOLLY_TYPE_Q4_K, "q4k_r16", kerns, MAX_KERNELS);
+    if (!woolly_isa_runs_at(WOOLLY_ISA_AMX, woolly_isa_active())) {
+        fprintf(stderr, "amx not run (the active level is %s)\n", woolly_isa_name(woolly_isa_active()));
+        return;
+    }
+    cr_assert_geq(n, 1);
+    const int cores = woolly_cpu_get()->n_cores, threads = 4 * cores < 16 ? 4 * cores : 16;
+    for (int i = 0; i < n; i++)
+        kc_check_threads(&kerns[i], 512, 40, threads > cores ? threads : cores + 1, 2);
 }

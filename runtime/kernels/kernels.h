@@ -82,8 +82,9 @@
  *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
  * The symbol is woolly_<name>, the file <name>.c. ISA tokens are dispatch levels, the spec's [isa.*]
- * entries (isa.h): scalar, avx2 (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product); a
- * kernel may also require features beyond its level (BF16, AVX-VNNI, i8mm), checked at run time.
+ * entries (isa.h): scalar, avx2 (+FMA, F16C), avx512 (F/BW/VL/VNNI), neon (aarch64 + dot product), amx
+ * (avx512 + AMX's int8 tiles); a kernel may also require features beyond its level (BF16, AVX-VNNI,
+ * i8mm), checked at run time.
  *
  * Per-thread setup: a level may need per-thread state before its kernels run (AMX: the tile
  * configuration, loaded with ldtilecfg). The spec's `thread_init` for the level names a function of

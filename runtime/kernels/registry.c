@@ -449,11 +449,17 @@ const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woo
                                                 const woolly_layout *layout)
 {
     const woolly_kernel *gemm = woolly_kernel_choose(WOOLLY_OP_GEMM, wtype, act, layout);
-    for (int i = 0; gemm && i < N_KERNELS; i++) {
-        const woolly_kernel *k = &KERNELS[i];
-        if (is_small_default(k) && k->op == WOOLLY_OP_GEMM && k->wtype == wtype && k->act == act &&
-            k->layout == layout && k->isa == gemm->isa && woolly_kernel_runs(k))
-            return k;
+    /* At the GEMM's level, else the nearest it nests in (the amx level's tile GEMMs have no small-batch
+     * tiles: 2-16 tokens stay on the avx512 level's, as decode stays on its GEMV). */
+    for (int isa = gemm ? (int)gemm->isa : -1; isa >= 0;) {
+        for (int i = 0; i < N_KERNELS; i++) {
+            const woolly_kernel *k = &KERNELS[i];
+            if (is_small_default(k) && k->op == WOOLLY_OP_GEMM && k->wtype == wtype && k->act == act &&
+                k->layout == layout && (int)k->isa == isa && woolly_kernel_runs(k))
+                return k;
+        }
+        const int below = (int)woolly_isa_nests_in((enum woolly_isa)isa);
+        isa = below == isa ? -1 : below;
     }
     return gemm;
 }

@@ -115,8 +115,9 @@ const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wt
                                           const woolly_layout *layout);
 
 /* The GEMM for 2-16 tokens (a server step: one token per active request) of the slot that
- * woolly_kernel_choose(WOOLLY_OP_GEMM, ...) serves: at the level that call picks, the kernel the spec
- * marks `small_default` (a register tile over all the step's tokens), else that call's kernel. */
+ * woolly_kernel_choose(WOOLLY_OP_GEMM, ...) serves: at the level that call picks (or else the nearest
+ * one it nests in), the kernel the spec marks `small_default` (a register tile over all the step's
+ * tokens), else that call's kernel. */
 const woolly_kernel *woolly_kernel_choose_small(enum woolly_type wtype, enum woolly_act act,
                                                 const woolly_layout *layout);
 
