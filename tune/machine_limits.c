@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "amx_tiles.h"
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #endif
@@ -124,6 +126,44 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpd
 }
 #endif
 
+#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AMX)
+/* AMX's int8 tile product: four accumulator tiles, each 16 x 16 int32 gaining a 16 x 64 by 64 x 16 byte
+ * product per TDPBSSD (16384 multiply-adds), two A and two B tiles, as the amx kernels' 2 x 2 steps hold
+ * them. The tiles only read registers, so this is the tile unit's rate alone. The CPU check asked Linux
+ * for the tile state before any caller could reach here (the level is active only then). */
+__attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
+{
+    woolly_tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++)
+        c.rows[i] = 16, c.colsb[i] = 64;
+    static const int8_t ones[16][64] = {{1}};
+    int32_t out[16][16];
+    _tile_loadconfig(&c);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    enum { ITERS = PEAK_ITERS / 16 }; /* a tile product is 256 vpdpbusd's work */
+    for (int it = 0; it < ITERS; it++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    volatile int32_t sink = out[0][0];
+    (void)sink;
+    return 4LL * 16 * 16 * 64 * ITERS;
+}
+#endif
+
 #if defined(__x86_64__)
 /* What the AVX2 int8 kernels spend their time on: vpmaddubsw (u8 x s8 -> pairs summed to s16) added
  * up in s16 with vpaddw, 32 multiply-adds each (the kernels widen with vpmaddwd once per 8; the sums
@@ -198,6 +238,11 @@ static const struct {
     long long (*fn)(void);
 } PEAKS[] = {
 #if defined(__x86_64__)
+#if defined(WOOLLY_EMULATED_AMX)
+    {WOOLLY_ISA_AMX, "none (amx emulated)", NULL},
+#else
+    {WOOLLY_ISA_AMX, "tdpbssd", peak_tdpbssd},
+#endif
 #if defined(WOOLLY_EMULATED_AVX512)
     {WOOLLY_ISA_AVX512, "none (avx512 emulated)", NULL},
 #else

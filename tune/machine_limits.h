@@ -3,8 +3,9 @@
  *   DRAM read bandwidth   decode streams every weight once per token: bytes per token x tokens/s
  *                         cannot pass it.
  *   int8 multiply-adds    prefill is compute: multiply-adds per token x tokens/s cannot pass the rate
- *                         of the int8 dot-product instruction the active kernels use (vpdpbusd on
- *                         zmm for avx512, ymm vpmaddubsw + vpmaddwd for avx2, sdot for neon).
+ *                         of the int8 dot-product instruction the active kernels use (tdpbssd on
+ *                         tiles for amx, vpdpbusd on zmm for avx512, ymm vpmaddubsw + vpmaddwd for
+ *                         avx2, sdot for neon).
  *
  * Both run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
  * approached from below: noise only lowers a sample). */
