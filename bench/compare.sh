@@ -81,6 +81,7 @@ run_sweep() {
   local args t
   args=$(sed -E 's/(^| )-rtr 1( |$)/\1-rtr\2/; s/(^| )-fmoe 1( |$)/\1\2/' <<<"$llama_args")
   : >"$tmp/llama.$1.sweep"
+  "$sweep_bench" --version 2>&1 | sed -n 's/^version: [0-9]* (\(.*\))$/\1/p' >"$tmp/sweep.build" || true
   for t in ${threads//,/ }; do
     # shellcheck disable=SC2086 # --llama-args is a list of flags
     "$sweep_bench" -m "$model" -c $((depth + n_prompt)) -b "$n_prompt" -ub "$n_prompt" -n "$n_gen" -t "$t" \
@@ -133,12 +134,15 @@ def test_name(o):
     return f"{name} @ d{d}" if d else name
 
 def sweep_tests(path):
-    """llama-sweep-bench's rows at the depth asked for, as llama-bench's objects of its two tests."""
+    """llama-sweep-bench's rows at the depth asked for, as llama-bench's objects of its two tests (with
+    the build its --version gives and the CPU's model name, which llama-bench reports)."""
+    build = open(os.path.join(tmp, "sweep.build")).read().strip() or "?"
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     objs = []
     for line in open(path):
         r = json.loads(line)
         if r["n_kv"] == depth:
-            common = {"n_threads": r["n_threads"], "n_depth": depth}
+            common = {"n_threads": r["n_threads"], "n_depth": depth, "build_commit": build, "cpu_info": cpu}
             objs += [dict(common, n_prompt=r["pp"], n_gen=0, avg_ts=r["speed_pp"]),
                      dict(common, n_prompt=0, n_gen=r["tg"], avg_ts=r["speed_tg"])]
     if not objs:
