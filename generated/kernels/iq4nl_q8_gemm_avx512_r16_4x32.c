@@ -31,17 +31,6 @@ static inline __m512i bcast4(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
-/* A 64-byte load the compiler keeps in a register: folded into both the nibble mask and the shift it
- * would be loaded twice, and loads (with the broadcasts) are the scarce resource of the tile. */
-static inline __m512i load_once(const void *p)
-{
-    __m512i v = _mm512_loadu_si512(p);
-#if !defined(WOOLLY_EMULATED_AVX512) /* no zmm registers to pin it in under emulation */
-    __asm__("" : "+v"(v));
-#endif
-    return v;
-}
-
 /* Software prefetch of the weight stream pf bytes ahead: slice j (of CHUNKS) of the block's lines, so
  * that the chunks of a block cover all of it (the hardware prefetcher alone leaves GEMV short of the
  * DRAM bandwidth). */
@@ -51,6 +40,18 @@ static inline void prefetch_slice(const wblock *w, int j, int64_t pf)
     const char *p = (const char *)w + pf + j * SLICE * 64;
     for (int i = 0; i < SLICE; i++)
         _mm_prefetch(p + 64 * i, _MM_HINT_T0);
+}
+
+/* A 64-byte load the compiler keeps in a register: folded into both the nibble mask and the shift it
+ * would be loaded twice, and loads (with the broadcasts) are the scarce resource of the tile (the
+ * fragments' decode uses it). */
+static inline __m512i load_once(const void *p)
+{
+    __m512i v = _mm512_loadu_si512(p);
+#if !defined(WOOLLY_EMULATED_AVX512) /* no zmm registers to pin it in under emulation */
+    __asm__("" : "+v"(v));
+#endif
+    return v;
 }
 
 static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)

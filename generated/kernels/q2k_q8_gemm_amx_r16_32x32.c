@@ -40,7 +40,9 @@ enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q2k_q8_gemm_amx_r16_32x32(const woolly_matmul_args *a);
 
-/* A 64-byte load the compiler keeps in a register (the fragments' decode uses it). */
+/* A 64-byte load the compiler keeps in a register: folded into both the nibble mask and the shift it
+ * would be loaded twice, and loads (with the broadcasts) are the scarce resource of the tile (the
+ * fragments' decode uses it). */
 static inline __m512i load_once(const void *p)
 {
     __m512i v = _mm512_loadu_si512(p);
