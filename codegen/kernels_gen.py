@@ -219,25 +219,23 @@ def check_defaults(kernels, nests):
     candidates for the tuner) leaves them the default of the level below; one with a default GEMM alone
     (amx: decode stays on the avx512 GEMV) leaves them the GEMV of the nearest level below that has one,
     whose activations and layout its GEMM must take. `nests`: each level's nests_in."""
+    def levels_from(isa):
+        """isa and the levels it nests in, nearest first."""
+        while isa:
+            yield isa
+            isa = nests.get(isa)
+
     groups = {}
     for k in kernels:
         if k["kind"] == "matmul":
             groups.setdefault((k["weights"], k["isa"]), []).append(k)
-
-    def default_gemv(w, isa):
-        while isa:
-            v = [k for k in groups.get((w, isa), []) if k["op"] == "gemv" and k["default"]]
-            if v:
-                return v
-            isa = nests.get(isa)
-        return []
-
     for (w, isa), ks in groups.items():
         d = {op: [k for k in ks if k["op"] == op and k["default"]] for op in ("gemv", "gemm")}
         if isa != "scalar" and not d["gemv"] and not d["gemm"]:
             continue  # candidates only: these weights keep the default of a lower level
-        if not d["gemv"] and isa != "scalar":
-            d["gemv"] = default_gemv(w, nests.get(isa))
+        if not d["gemv"]:  # a level of GEMMs alone: the nearest level's default GEMV
+            d["gemv"] = next(filter(None, ([k for k in groups.get((w, l), []) if k["op"] == "gemv" and k["default"]]
+                                           for l in levels_from(nests.get(isa)))), [])
         for op in ("gemv", "gemm"):
             assert len(d[op]) == 1, f"{w} at {isa}: {len(d[op])} default {op} kernels (need exactly one)"
         v, m = d["gemv"][0], d["gemm"][0]
@@ -264,10 +262,7 @@ def check_defaults(kernels, nests):
     # A layout's kernels at a level: a GEMV and a GEMM, at that level or (the GEMV) one it nests in.
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
-            below, isa = set(), k["isa"]
-            while isa:
-                below.add(isa)
-                isa = nests.get(isa)
+            below = set(levels_from(k["isa"]))
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]
                     and o["act"] == k["act"] and o["layout"] == k["layout"]
                     and (o["isa"] == k["isa"] or (o["op"] == "gemv" and o["isa"] in below))]

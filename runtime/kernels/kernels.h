@@ -29,7 +29,8 @@
  *           repacks, caches and slices all kinds alike:
  *             row groups  WOOLLY_LAYOUT_ROW_GROUPS, every r<G> layout: re-encoded for vector loads that
  *                     hold a few consecutive values of every row of the group (the structs below).
- *             tiles   WOOLLY_LAYOUT_TILES, room for AMX (no layout of the spec has it yet; a test's does):
+ *             tiles   WOOLLY_LAYOUT_TILES, room for tile layouts (no layout of the spec has it yet, a
+ *                     test's does; the amx level decodes the avx512 level's row groups into tiles):
  *                     the values K-interleaved in matrix tiles, tile row j holding values jI .. jI + I - 1
  *                     (I = 4 / element bytes: 4 for int8, 2 for BF16) of each of a tile's rows of W (16
  *                     for AMX, whose tile rows are 64 bytes; G is a multiple of it), so that one tile load
@@ -86,14 +87,15 @@
  * (avx512 + AMX's int8 tiles); a kernel may also require features beyond its level (BF16, AVX-VNNI,
  * i8mm), checked at run time.
  *
- * Per-thread setup: a level may need per-thread state before its kernels run (AMX: the tile
- * configuration, loaded with ldtilecfg). The spec's `thread_init` for the level names a function of
+ * Per-thread setup: a level may need per-thread state before its kernels run. The spec's `thread_init` for the level names a function of
  * type woolly_thread_init_fn; the runtime runs it, and that of every level the active one nests in
  * (the reference level's first), once on each thread before the thread's first kernel: the thread pool
  * on its workers and on the thread that runs a job (woolly_isa_thread_init, isa.h). Code that calls
  * kernels on a thread of its own, outside the pool (a test, a bench), calls woolly_isa_thread_init
  * first. The setup cannot fail: whatever can (the OS granting AMX's tile state) belongs to the level's
- * CPU check, the woolly_cpu fields its spec entry requires. No level of the spec has one yet. */
+ * CPU check, the woolly_cpu fields its spec entry requires. No level of the spec has one yet: the amx
+ * level's kernels load their tile configuration at entry, since its shape differs from kernel to kernel
+ * and a call's last step (amx_tiles.h). */
 #ifndef WOOLLY_KERNELS_H
 #define WOOLLY_KERNELS_H
 
