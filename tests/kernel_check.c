@@ -238,7 +238,7 @@ static void *threads_run(void *p)
 
 void kc_check_threads(const kc_matmul_kernel *kern, int64_t k, int64_t m, int threads, int rounds)
 {
-    enum { MAX_THREADS = 16 };
+    enum { MAX_THREADS = 512 };
     cr_assert(threads >= 1 && threads <= MAX_THREADS);
     const int64_t g = kern->layout_rows > 1 ? kern->layout_rows : 1, rows = g * threads;
     mm_inputs in;
@@ -252,14 +252,16 @@ void kc_check_threads(const kc_matmul_kernel *kern, int64_t k, int64_t m, int th
     for (int round = 0; round < rounds; round++) {
         for (size_t j = 0; j < len; j++)
             in.y[j] = SENTINEL;
-        pthread_t tid[MAX_THREADS];
-        threads_job jobs[MAX_THREADS];
+        pthread_t *tid = malloc(sizeof *tid * (size_t)threads);
+        threads_job *jobs = malloc(sizeof *jobs * (size_t)threads);
+        cr_assert(tid && jobs);
         for (int t = 0; t < threads; t++) {
             jobs[t] = (threads_job){kern, mm_args(&in, k, m, g * t, g * (t + 1))};
             cr_assert_eq(pthread_create(&tid[t], NULL, threads_run, &jobs[t]), 0);
         }
         for (int t = 0; t < threads; t++)
             cr_assert_eq(pthread_join(tid[t], NULL), 0);
+        free(tid), free(jobs);
         for (size_t j = 0; j < len; j++)
             cr_assert(in.y[j] == first[j] || (j % in.y_stride >= (size_t)rows),
                       "%s: round %d of %d threads, output %zu: %.9g against %.9g on one thread", kern->name, round,

@@ -71,18 +71,23 @@ Test(amx_tiles, products_follow_the_definition)
     check_product(1, 3, 7, 1, 6);
 }
 
-Test(amx_tiles, a_load_zeroes_past_the_configured_rows_and_bytes)
+/* A partial tile moves its configured rows and bytes only, and a new configuration zeroes every tile. */
+Test(amx_tiles, partial_tiles_move_their_rows_and_bytes_and_a_configuration_zeroes_the_tiles)
 {
     uint8_t src[16][64], out[16][64];
     memset(src, 0x77, sizeof src);
-    configure(16, 16, 16);
-    woolly_tile_loadd(0, src, 64);
     woolly_tile_config c = {.palette = 1};
     c.rows[0] = 16, c.colsb[0] = 64;
     c.rows[3] = 3, c.colsb[3] = 12;
-    woolly_tile_loadconfig(&c); /* zeroes every tile */
+    woolly_tile_loadconfig(&c);
+    woolly_tile_loadd(0, src, 64);
     woolly_tile_loadd(3, src, 64);
     memset(out, 0, sizeof out);
+    woolly_tile_stored(3, out, 64);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 64; j++)
+            cr_assert_eq(out[i][j], i < 3 && j < 12 ? 0x77 : 0, "a 3 x 12-byte tile's store at [%d][%d]", i, j);
+    woolly_tile_loadconfig(&c);
     woolly_tile_stored(0, out, 64);
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 64; j++)

@@ -171,7 +171,7 @@ Test(matmul_batch, amx_kernels_run_on_any_thread)
         return;
     }
     cr_assert_geq(n, 1);
-    const int cores = woolly_cpu_get()->n_cores, threads = 4 * cores < 16 ? 4 * cores : 16;
+    const int threads = 4 * woolly_cpu_get()->n_cores; /* more threads than cores, whatever the machine */
     for (int i = 0; i < n; i++)
-        kc_check_threads(&kerns[i], 512, 40, threads > cores ? threads : cores + 1, 2);
+        kc_check_threads(&kerns[i], 512, 40, threads < 512 ? threads : 512, 2);
 }
