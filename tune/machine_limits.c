@@ -138,17 +138,17 @@ __attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
     c.palette = 1;
     for (int i = 0; i < 8; i++)
         c.rows[i] = 16, c.colsb[i] = 64;
-    static const int8_t ones[16][64] = {{1}};
+    static const int8_t operand[16][64] = {{1}}; /* the values do not change the rate */
     int32_t out[16][16];
     _tile_loadconfig(&c);
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    _tile_loadd(4, ones, 64);
-    _tile_loadd(5, ones, 64);
-    _tile_loadd(6, ones, 64);
-    _tile_loadd(7, ones, 64);
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
     enum { ITERS = PEAK_ITERS / 16 }; /* a tile product is 256 vpdpbusd's work */
     for (int it = 0; it < ITERS; it++) {
         _tile_dpbssd(0, 4, 6);
