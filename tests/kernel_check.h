@@ -88,8 +88,8 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
 /* An attention kernel against a float64 softmax attention over the cache values as stored (F16, F32 or
  * Q8_0 rows, padded to an odd byte stride): NMSE <= max_nmse, nothing written past head_dim; and the
  * range split in two partial results combined by woolly_attn_combine gives the same within
- * KC_ATTN_SPLIT_MAX_NMSE (or max_nmse, the looser); of several queries, each alone with one_query_tiles
- * gives its row of the whole call within KC_ATTN_ALONE_MAX_NMSE. */
+ * KC_ATTN_SPLIT_MAX_NMSE (or max_nmse, the looser); of several queries, the first, the middle and the
+ * last each alone with one_query_tiles give their rows of the whole call within KC_ATTN_ALONE_MAX_NMSE. */
 void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_type, const kc_attn_case *c,
                    double max_nmse);
 

@@ -2,7 +2,7 @@
  * Spec: [[attn]] avx512 cache=f32 head_dim=96 blocks=16x64
  *
  * attn_f32_flash_avx512_d96_b16x64 against a float64 softmax attention (kc_check_attn, which also checks the KV range split in
- * two partial results, and each query of a prefill case alone on the tiles): decode with n_kv 1, below,
+ * two partial results, and queries of a prefill case alone on the tiles): decode with n_kv 1, below,
  * at and above a KV block and several blocks; prefill blocks of queries that fill a query tile partly,
  * exactly and over it, with the causal diagonal just before, on and after KV tile boundaries, from the
  * start of the cache and deep in it; query groups of 1, 2, 4 and 8 heads. The tiled kernels decode one
