@@ -52,8 +52,8 @@ static void unpack_act(enum woolly_act act, const void *row, int64_t k, double *
 }
 
 /* The quantized weights of the matmul cases, cached: a kernel's test runs some 50 cases on three values
- * of k, and quantizing the rows (the K-quants' scale search) was half the time of the kernel tests under
- * the sanitizers and qemu. Row r of a given k is the same in every case (its own seed), so a case takes
+ * of k, and quantizing the rows (the K-quants' scale search) was a quarter of the Q4_K kernels' test time
+ * in the sanitizer build. Row r of a given k is the same in every case (its own seed), so a case takes
  * the first rows of the cache, extending it where it needs more; one entry, as cases come in order of k. */
 static struct {
     enum woolly_type wtype;
@@ -379,7 +379,7 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
 static void fill_cache_row(enum woolly_type t, uint8_t *row, int64_t n, tu_rng *rng, float *back)
 {
     /* uniform of unit variance: the caches of the long cases are thousands of rows, and the normal
-     * variates' logarithms and cosines were a third of these tests' time (more under qemu) */
+     * variates' logarithms and cosines were a third of a scalar head-dimension-256 tile test's time */
     float x[WOOLLY_MAX_HEAD_DIM];
     for (int64_t i = 0; i < n; i++)
         x[i] = 3.4641016f * (tu_rand_uniform(rng) - 0.5f);
@@ -555,8 +555,8 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
 
     /* Queries alone, as a prompt's token that comes alone asks for it (the runtime's kv1): the first, the
      * middle and the last, each within KC_ATTN_ALONE_MAX_NMSE of its rows of the whole call. Each costs a
-     * whole tile, so every query of a block alone was most of the time of the tiled kernels' tests (under
-     * qemu above all); the cases move the diagonal across the tiles instead. */
+     * whole tile; every query of a block alone was a seventh of the sanitizer build's AVX2 kernel tests.
+     * The cases move the diagonal across the tiles instead. */
     for (int64_t t = 0; nq > 1 && t < nq; t++) {
         if (t != 0 && t != nq / 2 && t != nq - 1)
             continue;

@@ -87,15 +87,15 @@
  * (avx512 + AMX's int8 tiles); a kernel may also require features beyond its level (BF16, AVX-VNNI,
  * i8mm), checked at run time.
  *
- * Per-thread setup: a level may need per-thread state before its kernels run. The spec's `thread_init` for the level names a function of
- * type woolly_thread_init_fn; the runtime runs it, and that of every level the active one nests in
- * (the reference level's first), once on each thread before the thread's first kernel: the thread pool
- * on its workers and on the thread that runs a job (woolly_isa_thread_init, isa.h). Code that calls
- * kernels on a thread of its own, outside the pool (a test, a bench), calls woolly_isa_thread_init
- * first. The setup cannot fail: whatever can (the OS granting AMX's tile state) belongs to the level's
- * CPU check, the woolly_cpu fields its spec entry requires. No level of the spec has one yet: the amx
- * level's kernels load their tile configuration at entry, since its shape differs from kernel to kernel
- * and a call's last step (amx_tiles.h). */
+ * Per-thread setup: a level may need per-thread state before its kernels run. The spec's `thread_init`
+ * for the level names a function of type woolly_thread_init_fn; the runtime runs it, and that of every
+ * level the active one nests in (the reference level's first), once on each thread before the thread's
+ * first kernel: the thread pool on its workers and on the thread that runs a job (woolly_isa_thread_init,
+ * isa.h). Code that calls kernels on a thread of its own, outside the pool (a test, a bench), calls
+ * woolly_isa_thread_init first. The setup cannot fail: whatever can (the OS granting AMX's tile state)
+ * belongs to the level's CPU check, the woolly_cpu fields its spec entry requires. No level of the spec
+ * has one: the amx level's kernels load their tile configuration at entry (its tile shapes differ from
+ * kernel to kernel) and release the tiles as their last step (amx_tiles.h). */
 #ifndef WOOLLY_KERNELS_H
 #define WOOLLY_KERNELS_H
 
