@@ -8,7 +8,8 @@
  * (WOOLLY_EMULATE_AVX512). The amx level's tile GEMMs give the bits of the avx512 kernels on the same
  * layouts; on a CPU without AMX they run in the builds that emulate its tiles (WOOLLY_EMULATE_AMX, and
  * the avx512 one), and on one with AMX the same test holds the instructions to the bits of the emulation's
- * reference, the avx512 kernels. */
+ * reference, the avx512 kernels. The float kernels (F32, F16 and BF16 weights on GGUF rows) keep the
+ * same rule at the avx2 and avx512 levels. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,6 +123,50 @@ Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q2_K, "q2k_r16");
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q3_K, "q3k_r16");
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_IQ4_XS, "iq4xs_r16");
+}
+
+/* The float kernels of a slot (weights `wtype` on GGUF rows, activations `act`) at level `isa`: the same
+ * property for F32, F16 and BF16 weights (a server's cached prompt prefix sends a prompt's last token
+ * through the GEMV, where the whole prompt took the GEMM). BLIS's sgemm, a candidate the tuner may
+ * measure, sums in its own order and is left out. */
+static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act)
+{
+    kc_matmul_kernel kerns[MAX_KERNELS];
+    int n_all, n = 0;
+    const woolly_kernel *all = woolly_kernel_list(&n_all);
+    for (int i = 0; i < n_all && n < MAX_KERNELS; i++) {
+        const woolly_kernel *k = &all[i];
+        if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != isa || k->wtype != wtype ||
+            k->act != act || k->layout || strstr(k->name, "_blis") || !woolly_kernel_runs(k))
+            continue;
+        kerns[n++] = (kc_matmul_kernel){.fn = k->matmul, .name = k->name, .wtype = wtype, .act = act};
+    }
+    const char *level = woolly_isa_name(isa);
+    if (woolly_isa_active() < isa) {
+        cr_assert_eq(n, 0, "%s kernels run below the %s level", level, level);
+        return;
+    }
+    cr_assert_geq(n, 2, "%s %s x %s: %d kernels", level, woolly_type_get(wtype)->name, woolly_act_name(act), n);
+    fprintf(stderr, "%s %s x %s: %d kernels agree:", level, woolly_type_get(wtype)->name, woolly_act_name(act), n);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", kerns[i].name);
+    fprintf(stderr, "\n");
+    /* 70 rows: whole tiles and the rows past them; k = 1000 ends in a part of a vector, 2320 is three
+     * blocks of k of the GEMMs' (1024). */
+    const int64_t tokens[] = {1, 4, 17, 45};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        kc_check_same_bits(kerns, n, 1000, tokens[i], 70);
+    kc_check_same_bits(kerns, n, 2320, 9, 70);
+}
+
+Test(matmul_batch, float_kernels_agree_bit_for_bit)
+{
+    const enum woolly_type types[] = {WOOLLY_TYPE_F32, WOOLLY_TYPE_F16, WOOLLY_TYPE_BF16};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        check_float(WOOLLY_ISA_AVX2, types[i], WOOLLY_ACT_F32);
+        check_float(WOOLLY_ISA_AVX512, types[i], WOOLLY_ACT_F32);
+        check_float(WOOLLY_ISA_AVX512, types[i], WOOLLY_ACT_F16);
+    }
 }
 
 /* The amx level's GEMMs beside the avx512 kernels of their layout: a whole step of tiles (32 tokens),

@@ -8,14 +8,16 @@
  * tile and k block. Weights and activations are widened to F32 as they are loaded (exact); a k that is
  * not a multiple of 16 ends with masked loads.
  *
- * Cache blocking (GEMM): k in blocks of KC values (the tile's weights and activations of one block
- * stay in L1/L2 while the tiles sweep them), rows in blocks of NC (a weight panel of NC rows x KC values
- * stays in L2 while every token tile passes over it); partial sums of later k blocks are added to y. */
+ * Cache blocking: k in blocks of KC values (the tile's weights and activations of one block stay in
+ * L1/L2 while the tiles sweep them), rows in blocks of NC (GEMM: a weight panel of NC rows x KC values
+ * stays in L2 while every token tile passes over it); partial sums of later k blocks are added to y. The
+ * GEMVs block k as the GEMMs do (the spec gives every kernel of this template the same KC), since a
+ * token's sums round per block. */
 #include <immintrin.h>
 
 #include "kernels.h"
 
-/* KC: k block (a multiple of the 16-lane step; 0 = all of k); NC: row block (a multiple of NR; 0 = all
+/* KC: k block (a multiple of the 16-lane step); NC: row block (a multiple of NR; 0 = all
  * of the call's rows). */
 enum { MR = 6, NR = 4, KC = 1024, NC = 96, WB = 2, XB = 4 };
 
@@ -63,218 +65,190 @@ static inline void store_sums(float *y, const __m512 *acc, int n, int add)
             s = _mm_add_ps(s, _mm_loadu_ps(y + j));
         _mm_storeu_ps(y + j, s);
     }
-    for (; j < n; j++) {
-        const float s = _mm512_reduce_add_ps(acc[j]);
+    for (; j < n; j++) { /* sum4's order of additions, so that a row's sum does not depend on its tile */
+        const float s = _mm_cvtss_f32(sum4(acc[j], acc[j], acc[j], acc[j]));
         y[j] = add ? y[j] + s : s;
     }
 }
 
-/* Tokens [t0, t0 + 6) x rows [r, r + 4) over k [k0, k0 + kn), with 1 set(s) of accumulators
- * so that enough independent FMA chains are in flight. */
+/* Tokens [t0, t0 + 6) x rows [r, r + 4) over k [k0, k0 + kn): one accumulator per (token, row), which
+ * every tile of every kernel of this template fills in the same order (16 values of k at a time, then the
+ * masked tail, then the lane sums of store_sums), so that a token gets the same bits whichever kernel and
+ * tile its batch and its row take. */
 static inline void tile_6x4(const woolly_matmul_args *a, int64_t t0, int64_t r, int64_t k0, int64_t kn, int add)
 {
-    enum { MT = 6, NT = 4, S = 1 };
+    enum { MT = 6, NT = 4 };
     const uint8_t *w[NT], *x[MT];
     for (int j = 0; j < NT; j++)
         w[j] = (const uint8_t *)a->w + (size_t)(r + j) * a->w_row_bytes + (size_t)k0 * WB;
     for (int t = 0; t < MT; t++)
         x[t] = (const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes + (size_t)k0 * XB;
-    __m512 acc[S][MT][NT];
-    for (int s = 0; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[s][t][j] = _mm512_setzero_ps();
+    __m512 acc[MT][NT];
+    for (int t = 0; t < MT; t++)
+        for (int j = 0; j < NT; j++)
+            acc[t][j] = _mm512_setzero_ps();
     const int64_t pf = a->prefetch;
     int64_t i = 0;
-    for (; i + 16 * S <= kn; i += 16 * S) {
-#pragma GCC unroll 4
-        for (int s = 0; s < S; s++) {
-            const int64_t o = i + 16 * s;
-            __m512 xv[MT];
+    for (; i + 16 <= kn; i += 16) {
+        __m512 xv[MT];
+        for (int t = 0; t < MT; t++)
+            xv[t] = load_x(x[t] + i * XB);
+        for (int j = 0; j < NT; j++) {
+            if (pf)
+                _mm_prefetch((const char *)w[j] + i * WB + pf, _MM_HINT_T0);
+            const __m512 wv = load_w(w[j] + i * WB);
             for (int t = 0; t < MT; t++)
-                xv[t] = load_x(x[t] + o * XB);
-            for (int j = 0; j < NT; j++) {
-                if (pf)
-                    _mm_prefetch((const char *)w[j] + o * WB + pf, _MM_HINT_T0);
-                const __m512 wv = load_w(w[j] + o * WB);
-                for (int t = 0; t < MT; t++)
-                    acc[s][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[s][t][j]);
-            }
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (; i < kn; i += 16) {
-        const __mmask16 m = kn - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kn - i)) - 1);
+    if (i < kn) {
+        const __mmask16 m = (__mmask16)((1u << (kn - i)) - 1);
         __m512 xv[MT];
         for (int t = 0; t < MT; t++)
             xv[t] = load_x_masked(x[t] + i * XB, m);
         for (int j = 0; j < NT; j++) {
             const __m512 wv = load_w_masked(w[j] + i * WB, m);
             for (int t = 0; t < MT; t++)
-                acc[0][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[0][t][j]);
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (int s = 1; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[0][t][j] = _mm512_add_ps(acc[0][t][j], acc[s][t][j]);
     for (int t = 0; t < MT; t++)
-        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[0][t], NT, add);
+        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[t], NT, add);
 }
 
-/* Tokens [t0, t0 + 1) x rows [r, r + 4) over k [k0, k0 + kn), with 2 set(s) of accumulators
- * so that enough independent FMA chains are in flight. */
+/* Tokens [t0, t0 + 1) x rows [r, r + 4) over k [k0, k0 + kn): one accumulator per (token, row), which
+ * every tile of every kernel of this template fills in the same order (16 values of k at a time, then the
+ * masked tail, then the lane sums of store_sums), so that a token gets the same bits whichever kernel and
+ * tile its batch and its row take. */
 static inline void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t r, int64_t k0, int64_t kn, int add)
 {
-    enum { MT = 1, NT = 4, S = 2 };
+    enum { MT = 1, NT = 4 };
     const uint8_t *w[NT], *x[MT];
     for (int j = 0; j < NT; j++)
         w[j] = (const uint8_t *)a->w + (size_t)(r + j) * a->w_row_bytes + (size_t)k0 * WB;
     for (int t = 0; t < MT; t++)
         x[t] = (const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes + (size_t)k0 * XB;
-    __m512 acc[S][MT][NT];
-    for (int s = 0; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[s][t][j] = _mm512_setzero_ps();
+    __m512 acc[MT][NT];
+    for (int t = 0; t < MT; t++)
+        for (int j = 0; j < NT; j++)
+            acc[t][j] = _mm512_setzero_ps();
     const int64_t pf = a->prefetch;
     int64_t i = 0;
-    for (; i + 16 * S <= kn; i += 16 * S) {
-#pragma GCC unroll 4
-        for (int s = 0; s < S; s++) {
-            const int64_t o = i + 16 * s;
-            __m512 xv[MT];
+    for (; i + 16 <= kn; i += 16) {
+        __m512 xv[MT];
+        for (int t = 0; t < MT; t++)
+            xv[t] = load_x(x[t] + i * XB);
+        for (int j = 0; j < NT; j++) {
+            if (pf)
+                _mm_prefetch((const char *)w[j] + i * WB + pf, _MM_HINT_T0);
+            const __m512 wv = load_w(w[j] + i * WB);
             for (int t = 0; t < MT; t++)
-                xv[t] = load_x(x[t] + o * XB);
-            for (int j = 0; j < NT; j++) {
-                if (pf)
-                    _mm_prefetch((const char *)w[j] + o * WB + pf, _MM_HINT_T0);
-                const __m512 wv = load_w(w[j] + o * WB);
-                for (int t = 0; t < MT; t++)
-                    acc[s][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[s][t][j]);
-            }
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (; i < kn; i += 16) {
-        const __mmask16 m = kn - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kn - i)) - 1);
+    if (i < kn) {
+        const __mmask16 m = (__mmask16)((1u << (kn - i)) - 1);
         __m512 xv[MT];
         for (int t = 0; t < MT; t++)
             xv[t] = load_x_masked(x[t] + i * XB, m);
         for (int j = 0; j < NT; j++) {
             const __m512 wv = load_w_masked(w[j] + i * WB, m);
             for (int t = 0; t < MT; t++)
-                acc[0][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[0][t][j]);
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (int s = 1; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[0][t][j] = _mm512_add_ps(acc[0][t][j], acc[s][t][j]);
     for (int t = 0; t < MT; t++)
-        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[0][t], NT, add);
+        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[t], NT, add);
 }
 
-/* Tokens [t0, t0 + 6) x rows [r, r + 1) over k [k0, k0 + kn), with 1 set(s) of accumulators
- * so that enough independent FMA chains are in flight. */
+/* Tokens [t0, t0 + 6) x rows [r, r + 1) over k [k0, k0 + kn): one accumulator per (token, row), which
+ * every tile of every kernel of this template fills in the same order (16 values of k at a time, then the
+ * masked tail, then the lane sums of store_sums), so that a token gets the same bits whichever kernel and
+ * tile its batch and its row take. */
 static inline void tile_6x1(const woolly_matmul_args *a, int64_t t0, int64_t r, int64_t k0, int64_t kn, int add)
 {
-    enum { MT = 6, NT = 1, S = 1 };
+    enum { MT = 6, NT = 1 };
     const uint8_t *w[NT], *x[MT];
     for (int j = 0; j < NT; j++)
         w[j] = (const uint8_t *)a->w + (size_t)(r + j) * a->w_row_bytes + (size_t)k0 * WB;
     for (int t = 0; t < MT; t++)
         x[t] = (const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes + (size_t)k0 * XB;
-    __m512 acc[S][MT][NT];
-    for (int s = 0; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[s][t][j] = _mm512_setzero_ps();
+    __m512 acc[MT][NT];
+    for (int t = 0; t < MT; t++)
+        for (int j = 0; j < NT; j++)
+            acc[t][j] = _mm512_setzero_ps();
     const int64_t pf = a->prefetch;
     int64_t i = 0;
-    for (; i + 16 * S <= kn; i += 16 * S) {
-#pragma GCC unroll 4
-        for (int s = 0; s < S; s++) {
-            const int64_t o = i + 16 * s;
-            __m512 xv[MT];
+    for (; i + 16 <= kn; i += 16) {
+        __m512 xv[MT];
+        for (int t = 0; t < MT; t++)
+            xv[t] = load_x(x[t] + i * XB);
+        for (int j = 0; j < NT; j++) {
+            if (pf)
+                _mm_prefetch((const char *)w[j] + i * WB + pf, _MM_HINT_T0);
+            const __m512 wv = load_w(w[j] + i * WB);
             for (int t = 0; t < MT; t++)
-                xv[t] = load_x(x[t] + o * XB);
-            for (int j = 0; j < NT; j++) {
-                if (pf)
-                    _mm_prefetch((const char *)w[j] + o * WB + pf, _MM_HINT_T0);
-                const __m512 wv = load_w(w[j] + o * WB);
-                for (int t = 0; t < MT; t++)
-                    acc[s][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[s][t][j]);
-            }
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (; i < kn; i += 16) {
-        const __mmask16 m = kn - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kn - i)) - 1);
+    if (i < kn) {
+        const __mmask16 m = (__mmask16)((1u << (kn - i)) - 1);
         __m512 xv[MT];
         for (int t = 0; t < MT; t++)
             xv[t] = load_x_masked(x[t] + i * XB, m);
         for (int j = 0; j < NT; j++) {
             const __m512 wv = load_w_masked(w[j] + i * WB, m);
             for (int t = 0; t < MT; t++)
-                acc[0][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[0][t][j]);
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (int s = 1; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[0][t][j] = _mm512_add_ps(acc[0][t][j], acc[s][t][j]);
     for (int t = 0; t < MT; t++)
-        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[0][t], NT, add);
+        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[t], NT, add);
 }
 
-/* Tokens [t0, t0 + 1) x rows [r, r + 1) over k [k0, k0 + kn), with 4 set(s) of accumulators
- * so that enough independent FMA chains are in flight. */
+/* Tokens [t0, t0 + 1) x rows [r, r + 1) over k [k0, k0 + kn): one accumulator per (token, row), which
+ * every tile of every kernel of this template fills in the same order (16 values of k at a time, then the
+ * masked tail, then the lane sums of store_sums), so that a token gets the same bits whichever kernel and
+ * tile its batch and its row take. */
 static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r, int64_t k0, int64_t kn, int add)
 {
-    enum { MT = 1, NT = 1, S = 4 };
+    enum { MT = 1, NT = 1 };
     const uint8_t *w[NT], *x[MT];
     for (int j = 0; j < NT; j++)
         w[j] = (const uint8_t *)a->w + (size_t)(r + j) * a->w_row_bytes + (size_t)k0 * WB;
     for (int t = 0; t < MT; t++)
         x[t] = (const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes + (size_t)k0 * XB;
-    __m512 acc[S][MT][NT];
-    for (int s = 0; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[s][t][j] = _mm512_setzero_ps();
+    __m512 acc[MT][NT];
+    for (int t = 0; t < MT; t++)
+        for (int j = 0; j < NT; j++)
+            acc[t][j] = _mm512_setzero_ps();
     const int64_t pf = a->prefetch;
     int64_t i = 0;
-    for (; i + 16 * S <= kn; i += 16 * S) {
-#pragma GCC unroll 4
-        for (int s = 0; s < S; s++) {
-            const int64_t o = i + 16 * s;
-            __m512 xv[MT];
+    for (; i + 16 <= kn; i += 16) {
+        __m512 xv[MT];
+        for (int t = 0; t < MT; t++)
+            xv[t] = load_x(x[t] + i * XB);
+        for (int j = 0; j < NT; j++) {
+            if (pf)
+                _mm_prefetch((const char *)w[j] + i * WB + pf, _MM_HINT_T0);
+            const __m512 wv = load_w(w[j] + i * WB);
             for (int t = 0; t < MT; t++)
-                xv[t] = load_x(x[t] + o * XB);
-            for (int j = 0; j < NT; j++) {
-                if (pf)
-                    _mm_prefetch((const char *)w[j] + o * WB + pf, _MM_HINT_T0);
-                const __m512 wv = load_w(w[j] + o * WB);
-                for (int t = 0; t < MT; t++)
-                    acc[s][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[s][t][j]);
-            }
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (; i < kn; i += 16) {
-        const __mmask16 m = kn - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kn - i)) - 1);
+    if (i < kn) {
+        const __mmask16 m = (__mmask16)((1u << (kn - i)) - 1);
         __m512 xv[MT];
         for (int t = 0; t < MT; t++)
             xv[t] = load_x_masked(x[t] + i * XB, m);
         for (int j = 0; j < NT; j++) {
             const __m512 wv = load_w_masked(w[j] + i * WB, m);
             for (int t = 0; t < MT; t++)
-                acc[0][t][j] = _mm512_fmadd_ps(wv, xv[t], acc[0][t][j]);
+                acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
         }
     }
-    for (int s = 1; s < S; s++)
-        for (int t = 0; t < MT; t++)
-            for (int j = 0; j < NT; j++)
-                acc[0][t][j] = _mm512_add_ps(acc[0][t][j], acc[s][t][j]);
     for (int t = 0; t < MT; t++)
-        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[0][t], NT, add);
+        store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[t], NT, add);
 }
 
 /* Rows [rb, re) for tokens [t0, t0 + mt) (mt is MR or 1). */
@@ -297,7 +271,7 @@ static inline void rows(const woolly_matmul_args *a, int64_t t0, int mt, int64_t
 
 void woolly_f16_f32_gemm_avx512_6x4(const woolly_matmul_args *a)
 {
-    const int64_t kc = KC > 0 ? KC : a->k, nc = NC > 0 ? NC : a->r1 - a->r0;
+    const int64_t kc = KC, nc = NC > 0 ? NC : a->r1 - a->r0;
     for (int64_t k0 = 0; k0 < a->k; k0 += kc) {
         const int64_t kn = a->k - k0 < kc ? a->k - k0 : kc;
         const int add = a->accumulate || k0 > 0;

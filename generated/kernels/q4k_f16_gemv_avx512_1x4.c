@@ -78,8 +78,8 @@ static inline void store_sums(float *y, const __m512 *acc, int n, int add)
             s = _mm_add_ps(s, _mm_loadu_ps(y + j));
         _mm_storeu_ps(y + j, s);
     }
-    for (; j < n; j++) {
-        const float s = _mm512_reduce_add_ps(acc[j]);
+    for (; j < n; j++) { /* sum4's order of additions, so that a row's sum does not depend on its tile */
+        const float s = _mm_cvtss_f32(sum4(acc[j], acc[j], acc[j], acc[j]));
         y[j] = add ? y[j] + s : s;
     }
 }
