@@ -67,7 +67,9 @@ static float *alone(woolly_model *m, const int32_t *ids, const seq_case *sc, int
 }
 
 /* The three sequences' prompts in one batch (interleaved with a decode step of none: all prompts), then
- * decode steps in one batch each, every logits row compared with the sequence alone. The prompts have
+ * decode steps in one batch each, every logits row equal to the sequence's alone, bit for bit (before
+ * the gated activations went row by row, stories260K's feed-forward width of 172, not whole vectors, left
+ * it 1e-12 apart). The prompts have
  * different lengths, so the sequences sit at different positions; the batch lists them in a different
  * order from their ids. */
 static void check_batched_equals_alone(const char *name)
@@ -113,8 +115,9 @@ static void check_batched_equals_alone(const char *name)
             cr_assert(got != NULL, "%s", woolly_last_error());
             const double e = tu_nmse(got, ref[k] + (size_t)at[k] * n_vocab, (size_t)n_vocab);
             worst = e > worst ? e : worst;
-            cr_expect_leq(e, BATCH_MAX_NMSE, "%s: sequence %d, row %d: NMSE %g batched vs alone", name, k,
-                          at[k], e);
+            /* the same bits: the matmuls, the gated activations (woolly_gated_rows) and attention's paths
+             * take a token's values the same way in any batch */
+            cr_expect_eq(e, 0.0, "%s: sequence %d, row %d: NMSE %g batched vs alone", name, k, at[k], e);
             if (cases[k].n_prompt + at[k] == cases[k].n_total) {
                 at[k] = -1; /* done */
                 continue;

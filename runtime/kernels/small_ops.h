@@ -15,4 +15,18 @@ typedef struct woolly_small_ops {
 
 woolly_small_ops woolly_small_ops_choose(void);
 
+/* A gated activation (ops.swiglu or ops.geglu) on `rows` rows of `width` values. The vector levels' ops
+ * run whole vectors, then the rest value by value (expf): over a batch's rows as one array, where a
+ * row's values fall would depend on the rows before it, so a token would get other bits alone than in a
+ * batch. Rows that are not whole vectors (of up to 16 floats) go one call each. */
+static inline void woolly_gated_rows(woolly_swiglu_fn fn, float *gate, const float *up, int64_t rows, int64_t width)
+{
+    if (width % 16 == 0) {
+        fn(gate, up, rows * width);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        fn(gate + r * width, up + r * width, width);
+}
+
 #endif

@@ -214,10 +214,7 @@ static void feed_forward(woolly_context *c, const woolly_layer *L, int32_t n)
         float *h = s->xb + (size_t)t0 * p->n_embd;
         matmul_same_input(c, (const woolly_matrix *const[]){&L->w_gate, &L->w_up},
                           (float *const[]){s->hb, s->hb2}, 2, h, m);
-        if (p->arch->steps.gelu_ffn)
-            c->ops.geglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
-        else
-            c->ops.swiglu(s->hb, s->hb2, (int64_t)m * p->n_ff);
+        woolly_gated_rows(p->arch->steps.gelu_ffn ? c->ops.geglu : c->ops.swiglu, s->hb, s->hb2, m, p->n_ff);
         matmul(c, &L->w_down, s->hb, m, h);
         if (L->ffn_post_norm)
             rmsnorm(c, h, h, L->ffn_post_norm, m, p->n_embd, p->rms_eps);

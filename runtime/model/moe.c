@@ -230,7 +230,7 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
         down[j] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)j * d, (size_t)d};
     }
     woolly_matmul_n(c->pool, gu, 2 * k, h, 1, c->s.pack);
-    c->ops.swiglu(s->gate, s->up, (int64_t)k * ffe);
+    woolly_gated_rows(c->ops.swiglu, s->gate, s->up, k, ffe);
 
     down_job j = {.outs = down,
                   .w = s->one_w,
@@ -363,7 +363,7 @@ static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float
     }
     run_units(c, nu, work);
     const int32_t n_pairs = s->start[n_expert];
-    c->ops.swiglu(s->gate, s->up, (int64_t)n_pairs * ffe);
+    woolly_gated_rows(c->ops.swiglu, s->gate, s->up, n_pairs, ffe);
 
     /* Down of every chosen expert, into rows of s->down in pair order. */
     nu = 0, work = 0, packed = s->pack;
@@ -413,7 +413,7 @@ static void ffn_per_expert(woolly_context *c, const woolly_layer *L, const float
                 (const woolly_matmul_out[]){{gate, &c->plans[gate->id], rs->hb, (size_t)gate->rows},
                                             {up, &c->plans[up->id], rs->hb2, (size_t)up->rows}},
                 2, in, m, rs->pack);
-            c->ops.swiglu(rs->hb, rs->hb2, (int64_t)m * p->n_ff_exp);
+            woolly_gated_rows(c->ops.swiglu, rs->hb, rs->hb2, m, p->n_ff_exp);
             matmul(c, &L->down_exps.each[e], rs->hb, m, s->out);
             add_weighted(s, i0, m, s->out, d);
         }
