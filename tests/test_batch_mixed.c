@@ -113,11 +113,16 @@ static void check(const char *name, int threads, bool paths_differ)
                 }
             }
         }
-    if (paths_differ)
+    /* Where the prompt's tiles take P V in FP16 (the _fp16 kernels, the default where AVX512-FP16 runs),
+     * their one-query path rounds as the tiles do by design, so the two paths agree (measured: bitwise on
+     * an Intel Xeon) and a guess on the wrong one cannot be told by its numbers. */
+    const size_t nl = strlen(c->attn->name);
+    const bool fp16_tiles = nl > 5 && !strcmp(c->attn->name + nl - 5, "_fp16");
+    if (paths_differ && !fp16_tiles)
         cr_expect(wrong > 100 * BATCH_MAX_NMSE, "%s: guesses on the prompt path miss by only %g", name,
                   wrong);
-    cr_log_info("%s, %d threads: worst nmse %g one pass against two; guesses on the wrong path: %g at least",
-                name, threads, worst, wrong);
+    cr_log_info("%s, %d threads, %s: worst nmse %g one pass against two; guesses on the wrong path: %g at least",
+                name, threads, c->attn->name, worst, wrong);
     free(want);
     woolly_batch_free(&batch);
     woolly_context_close(c);
