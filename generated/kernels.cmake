@@ -751,6 +751,15 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_3x48.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_5x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x48_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_4x48_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_8x16_sb.c
@@ -980,6 +989,15 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_3x48.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_5x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x48_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_4x48_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_8x16_sb.c

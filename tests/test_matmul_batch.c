@@ -63,6 +63,11 @@ static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *
     const int64_t tokens[] = {1, 4, 17, 45};
     for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
         kc_check_same_bits(kerns, n, 1024, tokens[i], 72);
+    /* The AVX-512 prompt GEMMs on decoded panels (any_q8_r16_panel.c.j2) carry the float sums from panel to
+     * panel (512 to 2048 values) and serve 64 to 256 tokens per panel: a K of 9 super-blocks (a last
+     * panel of one) and 131 tokens cross both. */
+    if (isa == WOOLLY_ISA_AVX512)
+        kc_check_same_bits(kerns, n, 2304, 131, 72);
 }
 
 Test(matmul_batch, q4_k_kernels_agree_bit_for_bit)

@@ -28,7 +28,14 @@ default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbwpf4k
 # (2048x2048 336.9 against 298.2), behind by at most 3.3% on the others. Beside Q6_K's, in turns with
 # Q6_K's alone: llama-1b pp512 median 291.50 -> 298.53 t/s (ahead in 4 rounds of 5), granite-8b 38.48 ->
 # 38.85 (2 of 3).
-default Q4_K avx512 tokens=17+ kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
+# That was the choice until the decoded panels (2026-12-01). Now 6x32_panel
+# (matmul/avx512/any_q8_r16_panel.c.j2, weights decoded once per panel for 128 tokens). bench_matmul
+# --preset llama-1b --weights Q4_K --tokens 512 --threads 2: 8192x2048 361.4 GMAC/s against 239.9 for
+# 8x16_sbpf4k, 2048x2048 277.8 against 178.7, 2048x8192 272.7 against 219.5, 512x2048 235.9 against 218.9,
+# the output matrix 318.7 against 311.4. llama-1b pp512 with this and Q6_K's below against both on
+# 8x16_sbpf4k, in turns (woolly bench -p 512 -n 0 -r 2 -t 2, 7 rounds): ahead in 6, by 9% at the median
+# (bench/journal/2026-12-01-intel-xeon.md).
+default Q4_K avx512 tokens=17+ kernel=q4k_q8_gemm_avx512_r16_6x32_panel
 # Q6_K x int8, one token: 1x64_pf4k, as for Q4_K: 12800x4096 14.2-14.6 GB/s on 1 thread, 27.7-28.8 on
 # 2 against the default 1x16_pf4k's 12.2-12.8 / 22.6-24.7, 49152x4096 15.0 / 29.4 against 12.7 / 25.1.
 default Q6_K avx512 tokens=1 kernel=q6k_q8_gemv_avx512_r16_1x64_pf4k
@@ -41,7 +48,10 @@ default Q6_K avx512 tokens=2-16 kernel=q6k_q8_gemm_avx512_r16_8x16_sbwpf4k
 # 300.1 / 305.3 against 238.5 / 254.6, 2048x8192 292.0 / 291.2 against 213.5 / 244.5, 12800x4096 281.5
 # / 269.5 against 214.6 / 253.1 (the smallest gain); llama-1b pp512 in bench/journal/2026-11-28-intel-xeon.md
 # ("On the Intel Xeon a third time").
-default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_8x16_sbpf4k
+# Since the decoded panels: 6x32_panel (the same run as Q4_K's above): 8192x2048 252.4 against 218.8,
+# 512x2048 262.9 against 179.1, 2048x8192 266.8 against 259.6, the output matrix 263.6 against 235.9;
+# 2048x2048 194.5 against 225.6 (4x48_panel 234.7), the one shape it lost.
+default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_6x32_panel
 #
 # Attention keeps the spec's order of rounded tiles (FP16 P V tiles where AVX512-FP16 runs): BF16 tiles
 # lose here. `bench_attn --variants` (one thread, head dimension 64, group 4, n_kv 4096, prefill
