@@ -43,6 +43,19 @@ static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char
     return n;
 }
 
+/* Names the n kernels (after `what`), then holds them to the same bits for 1, 4, 17 and 45 tokens of k
+ * values and `rows` rows. */
+static void check_batches(const kc_matmul_kernel *kerns, int n, const char *what, int64_t k, int64_t rows)
+{
+    fprintf(stderr, "%s kernels agree:", what);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", kerns[i].name);
+    fprintf(stderr, "\n");
+    const int64_t tokens[] = {1, 4, 17, 45};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        kc_check_same_bits(kerns, n, k, tokens[i], rows);
+}
+
 static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
@@ -56,13 +69,9 @@ static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *
     }
     /* a GEMV, the small-batch GEMM and (Q4_K, Q6_K, Q8_0) the prompt GEMM at least */
     cr_assert_geq(n, 2, "%s: %d %s kernels", layout, n, level);
-    fprintf(stderr, "%s: %d %s kernels agree:", layout, n, level);
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, " %s", kerns[i].name);
-    fprintf(stderr, "\n");
-    const int64_t tokens[] = {1, 4, 17, 45};
-    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
-        kc_check_same_bits(kerns, n, 1024, tokens[i], 72);
+    char what[64];
+    snprintf(what, sizeof what, "%s: %d %s", layout, n, level);
+    check_batches(kerns, n, what, 1024, 72);
     /* The AVX-512 prompt GEMMs on decoded panels (any_q8_r16_panel.c.j2) carry the float sums from panel to
      * panel (512 to 2048 values) and serve 64 to 256 tokens per panel: a K of 9 super-blocks (a last
      * panel of one) and 131 tokens cross both. */
@@ -115,6 +124,16 @@ Test(matmul_batch, legacy_32_value_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_IQ4_NL, "iq4nl_r8");
 }
 
+/* The 32-value formats at AVX-512: the GEMV, the 4x32 tile and the prompt GEMM on decoded panels. */
+Test(matmul_batch, avx512_legacy_32_value_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q4_0, "q40_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q4_1, "q41_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q5_0, "q50_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q5_1, "q51_r16");
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_IQ4_NL, "iq4nl_r16");
+}
+
 /* Q2_K, Q3_K and IQ4_XS: the GEMV, the 4x8 tile and the row-broadcast prompt GEMM. */
 Test(matmul_batch, q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
 {
@@ -152,15 +171,11 @@ static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly
         return;
     }
     cr_assert_geq(n, 2, "%s %s x %s: %d kernels", level, woolly_type_get(wtype)->name, woolly_act_name(act), n);
-    fprintf(stderr, "%s %s x %s: %d kernels agree:", level, woolly_type_get(wtype)->name, woolly_act_name(act), n);
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, " %s", kerns[i].name);
-    fprintf(stderr, "\n");
+    char what[64];
+    snprintf(what, sizeof what, "%s %s x %s: %d", level, woolly_type_get(wtype)->name, woolly_act_name(act), n);
     /* 70 rows: whole tiles and the rows past them; k = 1000 ends in a part of a vector, 2320 is three
      * blocks of k of the GEMMs' (1024). */
-    const int64_t tokens[] = {1, 4, 17, 45};
-    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
-        kc_check_same_bits(kerns, n, 1000, tokens[i], 70);
+    check_batches(kerns, n, what, 1000, 70);
     kc_check_same_bits(kerns, n, 2320, 9, 70);
 }
 
