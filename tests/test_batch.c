@@ -69,9 +69,8 @@ static float *alone(woolly_model *m, const int32_t *ids, const seq_case *sc, int
 /* The three sequences' prompts in one batch (interleaved with a decode step of none: all prompts), then
  * decode steps in one batch each, every logits row equal to the sequence's alone, bit for bit (before
  * the gated activations went row by row, stories260K's feed-forward width of 172, not whole vectors, left
- * it 1e-12 apart). The prompts have
- * different lengths, so the sequences sit at different positions; the batch lists them in a different
- * order from their ids. */
+ * it 1e-12 apart). The prompts have different lengths, so the sequences sit at different positions; the
+ * batch lists them in a different order from their ids. */
 static void check_batched_equals_alone(const char *name)
 {
     woolly_model *m = open_model(name);

@@ -19,9 +19,10 @@
 
 enum { MAX_KERNELS = 32 };
 
-/* The kernels of weights `wtype` this CPU runs at level `isa` with int8 activations on layout `layout`,
- * as the check takes them. */
-static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char *layout,
+/* The kernels of weights `wtype` this CPU runs at level `isa` with activations `act` on layout `layout`
+ * (NULL: GGUF rows, where BLIS's sgemm, a candidate the tuner may measure, sums in its own order and is
+ * left out), as the check takes them. */
+static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act, const char *layout,
                          kc_matmul_kernel *out, int room)
 {
     int n_all, n = 0;
@@ -29,16 +30,17 @@ static int level_kernels(enum woolly_isa isa, enum woolly_type wtype, const char
     for (int i = 0; i < n_all && n < room; i++) {
         const woolly_kernel *k = &all[i];
         if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != isa || k->wtype != wtype ||
-            k->act != WOOLLY_ACT_Q8 || !k->layout || strcmp(k->layout->name, layout) ||
-            !woolly_kernel_runs(k))
+            k->act != act || !woolly_kernel_runs(k))
+            continue;
+        if (layout ? !k->layout || strcmp(k->layout->name, layout) : k->layout || strstr(k->name, "_blis"))
             continue;
         out[n++] = (kc_matmul_kernel){.fn = k->matmul,
                                       .name = k->name,
                                       .wtype = wtype,
-                                      .act = WOOLLY_ACT_Q8,
-                                      .repack = k->layout->repack,
-                                      .layout_rows = k->layout->rows,
-                                      .layout_block_bytes = k->layout->block_bytes};
+                                      .act = act,
+                                      .repack = k->layout ? k->layout->repack : NULL,
+                                      .layout_rows = k->layout ? k->layout->rows : 0,
+                                      .layout_block_bytes = k->layout ? k->layout->block_bytes : 0};
     }
     return n;
 }
@@ -59,7 +61,7 @@ static void check_batches(const kc_matmul_kernel *kerns, int n, const char *what
 static void check_type(enum woolly_isa isa, enum woolly_type wtype, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n = level_kernels(isa, wtype, layout, kerns, MAX_KERNELS);
+    const int n = level_kernels(isa, wtype, WOOLLY_ACT_Q8, layout, kerns, MAX_KERNELS);
     const char *level = woolly_isa_name(isa);
     if (woolly_isa_active() < isa) {
         cr_assert_eq(n, 0, "%s: %s kernels run below the %s level", layout, level, level);
@@ -151,20 +153,11 @@ Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
 
 /* The float kernels of a slot (weights `wtype` on GGUF rows, activations `act`) at level `isa`: the same
  * property for F32, F16 and BF16 weights (a server's cached prompt prefix sends a prompt's last token
- * through the GEMV, where the whole prompt took the GEMM). BLIS's sgemm, a candidate the tuner may
- * measure, sums in its own order and is left out. */
+ * through the GEMV, where the whole prompt took the GEMM). */
 static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    int n_all, n = 0;
-    const woolly_kernel *all = woolly_kernel_list(&n_all);
-    for (int i = 0; i < n_all && n < MAX_KERNELS; i++) {
-        const woolly_kernel *k = &all[i];
-        if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->isa != isa || k->wtype != wtype ||
-            k->act != act || k->layout || strstr(k->name, "_blis") || !woolly_kernel_runs(k))
-            continue;
-        kerns[n++] = (kc_matmul_kernel){.fn = k->matmul, .name = k->name, .wtype = wtype, .act = act};
-    }
+    const int n = level_kernels(isa, wtype, act, NULL, kerns, MAX_KERNELS);
     const char *level = woolly_isa_name(isa);
     if (woolly_isa_active() < isa) {
         cr_assert_eq(n, 0, "%s kernels run below the %s level", level, level);
@@ -194,8 +187,8 @@ Test(matmul_batch, float_kernels_agree_bit_for_bit)
 static void check_amx(enum woolly_type wtype, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n512 = level_kernels(WOOLLY_ISA_AVX512, wtype, layout, kerns, MAX_KERNELS);
-    const int n = n512 + level_kernels(WOOLLY_ISA_AMX, wtype, layout, kerns + n512, MAX_KERNELS - n512);
+    const int n512 = level_kernels(WOOLLY_ISA_AVX512, wtype, WOOLLY_ACT_Q8, layout, kerns, MAX_KERNELS);
+    const int n = n512 + level_kernels(WOOLLY_ISA_AMX, wtype, WOOLLY_ACT_Q8, layout, kerns + n512, MAX_KERNELS - n512);
     if (!woolly_isa_runs_at(WOOLLY_ISA_AMX, woolly_isa_active())) {
         cr_assert_eq(n - n512, 0, "%s: amx kernels run below the amx level", layout);
         fprintf(stderr, "%s: amx not run (the active level is %s)\n", layout, woolly_isa_name(woolly_isa_active()));
@@ -230,7 +223,7 @@ Test(matmul_batch, amx_kernels_agree_with_avx512_bit_for_bit)
 Test(matmul_batch, amx_kernels_run_on_any_thread)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n = level_kernels(WOOLLY_ISA_AMX, WOOLLY_TYPE_Q4_K, "q4k_r16", kerns, MAX_KERNELS);
+    const int n = level_kernels(WOOLLY_ISA_AMX, WOOLLY_TYPE_Q4_K, WOOLLY_ACT_Q8, "q4k_r16", kerns, MAX_KERNELS);
     if (!woolly_isa_runs_at(WOOLLY_ISA_AMX, woolly_isa_active())) {
         fprintf(stderr, "amx not run (the active level is %s)\n", woolly_isa_name(woolly_isa_active()));
         return;
