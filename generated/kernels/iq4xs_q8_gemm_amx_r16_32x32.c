@@ -212,6 +212,7 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             }
             const __m512 sc0 = row_scale(d0, w0[b].sc[j]);
             const __m512 sc1 = row_scale(d1, w1[b].sc[j]);
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
             /* -128 x the block's sum (off holds -32 x each sum of 16) */
@@ -220,10 +221,10 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 const __m512i dot0_1_0 = _mm512_add_epi32(o0, _mm512_load_si512(dots[0][t / 16][1][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 acc0_0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dx), sc0, acc0_0);
                 acc[t][0] = acc0_0;
-                __m512 acc0_1 = acc[t][1];
+                __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
                 acc0_1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dx), sc1, acc0_1);
                 acc[t][1] = acc0_1;
                 }
@@ -240,7 +241,6 @@ static void rows_2(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_2(a, g0, b0, nbp, pan);
@@ -341,6 +341,7 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_stored(2, dots[0][1][0], 64);
             }
             const __m512 sc0 = row_scale(d0, w0[b].sc[j]);
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
             /* -128 x the block's sum (off holds -32 x each sum of 16) */
@@ -348,7 +349,7 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 const __m512i dot0_0_0 = _mm512_add_epi32(o0, _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 acc0_0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dx), sc0, acc0_0);
                 acc[t][0] = acc0_0;
                 }
@@ -365,7 +366,6 @@ static void rows_1(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_1(a, g0, b0, nbp, pan);

@@ -233,6 +233,7 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
             const __m512 sa1 = row_field(d1, w1[b].sm[2 * j], 0), sb1 = row_field(d1, w1[b].sm[2 * j + 1], 0);
             const __m512 ma1 = row_field(dmin1, w1[b].sm[2 * j], 4), mb1 = row_field(dmin1, w1[b].sm[2 * j + 1], 4);
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
@@ -243,14 +244,14 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
                 p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
-                __m512 acc0_1 = acc[t][1];
+                __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
                 p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
@@ -271,7 +272,6 @@ static void rows_2(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_2(a, g0, b0, nbp, pan);
@@ -385,6 +385,7 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             }
             const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
             const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
@@ -393,7 +394,7 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
                 p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
@@ -414,7 +415,6 @@ static void rows_1(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_1(a, g0, b0, nbp, pan);

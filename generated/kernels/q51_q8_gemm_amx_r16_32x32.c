@@ -213,6 +213,7 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].m));
         const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].d));
         const __m512 m1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].m));
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
@@ -220,12 +221,12 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 {
             const __m512 dx = _mm512_set1_ps(xb0->d);
             const __m512 ds = _mm512_set1_ps(xb0->ds);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
             const __m512i i0 = dot0_0_0;
             acc0_0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(d0, dx), acc0_0);
             acc0_0 = _mm512_fmadd_ps(m0, ds, acc0_0);
                 acc[t][0] = acc0_0;
-                __m512 acc0_1 = acc[t][1];
+                __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
             const __m512i i1 = dot0_1_0;
             acc0_1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(d1, dx), acc0_1);
             acc0_1 = _mm512_fmadd_ps(m1, ds, acc0_1);
@@ -244,7 +245,6 @@ static void rows_2(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK4_0;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_2(a, g0, b0, nbp, pan);
@@ -346,13 +346,14 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             }
         const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].d));
         const __m512 m0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].m));
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 {
             const __m512 dx = _mm512_set1_ps(xb0->d);
             const __m512 ds = _mm512_set1_ps(xb0->ds);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
             const __m512i i0 = dot0_0_0;
             acc0_0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(d0, dx), acc0_0);
             acc0_0 = _mm512_fmadd_ps(m0, ds, acc0_0);
@@ -371,7 +372,6 @@ static void rows_1(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK4_0;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_1(a, g0, b0, nbp, pan);

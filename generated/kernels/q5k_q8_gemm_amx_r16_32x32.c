@@ -221,18 +221,19 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             const __m512 mn0 = _mm512_mul_ps(dmin0, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w0[b].mn[j]))));
             const __m512 sc1 = _mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w1[b].sc[j]))));
             const __m512 mn1 = _mm512_mul_ps(dmin1, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w1[b].mn[j]))));
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 const __m512i dot0_1_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][1][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d), ds = _mm512_set1_ps(xb0->ds);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dx);
                 acc0_0 = _mm512_fmadd_ps(p0, sc0, acc0_0);
                 acc0_0 = _mm512_fnmadd_ps(mn0, ds, acc0_0);
                 acc[t][0] = acc0_0;
-                __m512 acc0_1 = acc[t][1];
+                __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
                 const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dx);
                 acc0_1 = _mm512_fmadd_ps(p1, sc1, acc0_1);
                 acc0_1 = _mm512_fnmadd_ps(mn1, ds, acc0_1);
@@ -251,7 +252,6 @@ static void rows_2(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_2(a, g0, b0, nbp, pan);
@@ -357,12 +357,13 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
             }
             const __m512 sc0 = _mm512_mul_ps(d0, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w0[b].sc[j]))));
             const __m512 mn0 = _mm512_mul_ps(dmin0, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w0[b].mn[j]))));
+            const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d), ds = _mm512_set1_ps(xb0->ds);
-                __m512 acc0_0 = acc[t][0];
+                __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dx);
                 acc0_0 = _mm512_fmadd_ps(p0, sc0, acc0_0);
                 acc0_0 = _mm512_fnmadd_ps(mn0, ds, acc0_0);
@@ -381,7 +382,6 @@ static void rows_1(const woolly_matmul_args *a, int64_t g0, int64_t nrow, const 
     const int64_t nb = a->k / WOOLLY_QK_K;
     for (int64_t ts = 0; ts < a->m; ts += TS) {
         const int64_t ns = a->m - ts < TS ? a->m - ts : TS;
-        memset(acc, 0, sizeof acc);
         for (int64_t b0 = 0; b0 < nb; b0 += KB) {
             const int nbp = nb - b0 < KB ? (int)(nb - b0) : KB;
             fill_1(a, g0, b0, nbp, pan);
