@@ -765,6 +765,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_8x16_sb.c
@@ -1008,6 +1009,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_6x32_panel.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_6x32_panel.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_4x32_sb.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_8x16_sb.c
