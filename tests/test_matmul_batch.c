@@ -101,6 +101,12 @@ Test(matmul_batch, q8_0_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX2, WOOLLY_TYPE_Q8_0, "q80_r8");
 }
 
+/* Q8_0 at AVX-512: the GEMVs, the 4x32 tile and the prompt GEMM on decoded panels, the level's defaults. */
+Test(matmul_batch, avx512_q8_0_kernels_agree_bit_for_bit)
+{
+    check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q8_0, "q80_r16");
+}
+
 Test(matmul_batch, avx512_q4_k_kernels_agree_bit_for_bit)
 {
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_Q4_K, "q4k_r16");
