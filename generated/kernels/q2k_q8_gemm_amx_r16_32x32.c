@@ -6,8 +6,8 @@
  *
  * The weights of a panel of KC values and up to 32 rows are decoded once, with the avx512 level's decode,
  * into B tiles (tile row r holding 4 values of each of 16 rows, the layout's own order), which every
- * token of a block of up to TS tokens then reads. Per 32 activation values, each of the format's 2
- * chain(s) of 16 values is one TDPBSUD (the activations signed, the weights unsigned, as vpdpbusd takes
+ * token of a block of up to TS tokens then reads. Per 32 activation values, each of the format's 1
+ * chain(s) of 32 values is one TDPBSUD (the activations signed, the weights unsigned, as vpdpbusd takes
  * them) of each accumulator tile from zero; the tiles go to memory and each token's row of them becomes
  * the integer dots of the avx512 kernels, from which the format's scale steps add the 32 values to the
  * token's float sums, in the same order. So a token gets the bits of the avx512 GEMV and GEMM: integer
@@ -17,9 +17,10 @@
  * per 16 rows), not the tile products: the scales differ per 32 values, so the products cannot run on
  * over the whole row in the tiles.
  *
- * Two accumulator chains per (token, group) and 32 values, one per 16-value sub-block; per 32 values and
- * token the two dots are scaled in float by d * sc (per row), less the mins' term dmin * m times the
- * sums of 16 the activation block carries, then by the activation block's d.
+ * The panel holds each 2-bit value times its 16-value sub-block's 4-bit scale (at most 45, a byte), so
+ * one accumulator chain per (token, group) sums sc x q x x over 32 values; per 32 values and token that
+ * sum is scaled in float by the row's d, less the mins' term dmin * m times the sums of 16 the activation
+ * block carries, then by the activation block's d.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -35,7 +36,7 @@
 typedef woolly_block_q2k_r16 wblock;
 /* CHUNKS activation blocks (32 values) per weight block; KR B-tile rows per chain; a panel of KB weight
  * blocks (KC = 1024 values or one block); blocks of TS tokens share a panel. */
-enum { CHUNKS = 8, CHAINS = 2, KR = 4, TT = 2, NG = 2, TS = 128 };
+enum { CHUNKS = 8, CHAINS = 1, KR = 8, TT = 2, NG = 2, TS = 128 };
 enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q2k_q8_gemm_amx_r16_32x32(const woolly_matmul_args *a);
@@ -71,11 +72,18 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* The 4-bit fields of 16-value sub-block s's scale bytes, per row: the scale (shift 0) or the min (4). */
-static inline __m512 row_field(__m512 f, const uint8_t *sm, int shift)
+/* The 4-bit fields of 16-value sub-block s's scale bytes sm, per row (a 32-bit lane each): the scale
+ * (shift 0) or the min (4). */
+static inline __m512i row_nibble(const uint8_t *sm, int shift)
 {
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm));
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF))));
+    return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
+}
+
+/* f times the min of each row. */
+static inline __m512 row_min(__m512 f, const uint8_t *sm)
+{
+    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
 }
 
 /* The B tiles of a panel: per weight block, chunk, group and chain, KR rows of 16 x 4 values. */
@@ -116,46 +124,52 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].qs[j][0]), pb1 = load_once(w1[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 0), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 0), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][0], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][0], hi0);
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 0), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 0), two);
+                _mm512_store_si512(pan[bi].b[j][0][0][4], hi0);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 0), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 0), two), kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][0], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][0], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][4], hi1);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 2), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 2), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 2), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 2), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][1], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][1], hi0);
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 2), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 2), two);
+                _mm512_store_si512(pan[bi].b[j][0][0][5], hi0);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 2), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 2), two), kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][1], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][1], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][5], hi1);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 4), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 4), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 4), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 4), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][2], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][2], hi0);
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 4), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 4), two);
+                _mm512_store_si512(pan[bi].b[j][0][0][6], hi0);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 4), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 4), two), kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][2], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][2], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][6], hi1);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 6), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 6), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 6), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 6), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][3], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][3], hi0);
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 6), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 6), two);
+                _mm512_store_si512(pan[bi].b[j][0][0][7], hi0);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 6), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 6), two), kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][3], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][3], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][7], hi1);
             }
         }
     }
@@ -178,8 +192,14 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].qs[j][0]), pb1 = load_once(w1[b].qs[j][1]);
-            /* chain 0: activation bytes 0 .. 15 of the block */
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
+            /* chain 0: activation bytes 0 .. 31 of the block */
             if (mt > 0) {
                 woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 0, a->x_row_bytes);
                 woolly_tile_zero(0);
@@ -204,56 +224,27 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_stored(2, dots[0][1][0], 64);
                 woolly_tile_stored(3, dots[0][1][1], 64);
             }
-            /* chain 1: activation bytes 16 .. 31 of the block */
-            if (mt > 0) {
-                woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(0);
-                woolly_tile_zero(1);
-            }
-            if (mt > 16) {
-                woolly_tile_loadd(5, act_row(a, t0 + 16)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(2);
-                woolly_tile_zero(3);
-            }
-            woolly_tile_loadd(6, pan[bi].b[j][0][1], 64);
-            woolly_tile_loadd(7, pan[bi].b[j][1][1], 64);
-            if (mt > 0) {
-                woolly_tile_dpbsud(0, 4, 6);
-                woolly_tile_dpbsud(1, 4, 7);
-                woolly_tile_stored(0, dots[1][0][0], 64);
-                woolly_tile_stored(1, dots[1][0][1], 64);
-            }
-            if (mt > 16) {
-                woolly_tile_dpbsud(2, 5, 6);
-                woolly_tile_dpbsud(3, 5, 7);
-                woolly_tile_stored(2, dots[1][1][0], 64);
-                woolly_tile_stored(3, dots[1][1][1], 64);
-            }
-            const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
-            const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
-            const __m512 sa1 = row_field(d1, w1[b].sm[2 * j], 0), sb1 = row_field(d1, w1[b].sm[2 * j + 1], 0);
-            const __m512 ma1 = row_field(dmin1, w1[b].sm[2 * j], 4), mb1 = row_field(dmin1, w1[b].sm[2 * j + 1], 4);
+            const __m512 dv0 = d0;
+            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv1 = d1;
+            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
-                const __m512i dot0_0_1 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[1][t / 16][0][t % 16]));
                 const __m512i dot0_1_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][1][t % 16]));
-                const __m512i dot0_1_1 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[1][t / 16][1][t % 16]));
                 {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
                 __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
@@ -305,29 +296,32 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 0), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 0), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][0], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][0], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][4], hi0);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 2), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 2), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 2), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 2), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][1], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][1], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][5], hi0);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 4), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 4), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 4), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 4), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][2], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][2], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][6], hi0);
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 6), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 6), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 6), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 6), two), kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][3], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][3], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][7], hi0);
             }
         }
     }
@@ -347,7 +341,10 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
-            /* chain 0: activation bytes 0 .. 15 of the block */
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
+            /* chain 0: activation bytes 0 .. 31 of the block */
             if (mt > 0) {
                 woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 0, a->x_row_bytes);
                 woolly_tile_zero(0);
@@ -365,38 +362,18 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_dpbsud(2, 5, 6);
                 woolly_tile_stored(2, dots[0][1][0], 64);
             }
-            /* chain 1: activation bytes 16 .. 31 of the block */
-            if (mt > 0) {
-                woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(0);
-            }
-            if (mt > 16) {
-                woolly_tile_loadd(5, act_row(a, t0 + 16)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(2);
-            }
-            woolly_tile_loadd(6, pan[bi].b[j][0][1], 64);
-            if (mt > 0) {
-                woolly_tile_dpbsud(0, 4, 6);
-                woolly_tile_stored(0, dots[1][0][0], 64);
-            }
-            if (mt > 16) {
-                woolly_tile_dpbsud(2, 5, 6);
-                woolly_tile_stored(2, dots[1][1][0], 64);
-            }
-            const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
-            const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
+            const __m512 dv0 = d0;
+            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
-                const __m512i dot0_0_1 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[1][t / 16][0][t % 16]));
                 {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);

@@ -14,9 +14,10 @@
  * between panels. The integer dots are exact in any order and the float steps are the same instructions
  * on the same values in the same order, so a token gets the bits of any_q8_r16.c.j2's GEMV and GEMM.
  *
- * Two accumulator chains per (token, group) and 32 values, one per 16-value sub-block; per 32 values and
- * token the two dots are scaled in float by d * sc (per row), less the mins' term dmin * m times the
- * sums of 16 the activation block carries, then by the activation block's d.
+ * The panel holds each 2-bit value times its 16-value sub-block's 4-bit scale (at most 45, a byte), so
+ * one accumulator chain per (token, group) sums sc x q x x over 32 values; per 32 values and token that
+ * sum is scaled in float by the row's d, less the mins' term dmin * m times the sums of 16 the activation
+ * block carries, then by the activation block's d.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -31,7 +32,7 @@
 typedef woolly_block_q2k_r16 wblock;
 /* CHUNKS activation blocks (32 values) per weight block; a panel of KB weight blocks (KC values, or one
  * block where a block is longer); blocks of TS tokens share a panel; NS row-scale vectors per chunk. */
-enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 128, NS = 4 };
+enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 128, NS = 3 };
 enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q2k_q8_gemm_avx512_r16_6x32_panel(const woolly_matmul_args *a);
@@ -74,11 +75,18 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* The 4-bit fields of 16-value sub-block s's scale bytes, per row: the scale (shift 0) or the min (4). */
-static inline __m512 row_field(__m512 f, const uint8_t *sm, int shift)
+/* The 4-bit fields of 16-value sub-block s's scale bytes sm, per row (a 32-bit lane each): the scale
+ * (shift 0) or the min (4). */
+static inline __m512i row_nibble(const uint8_t *sm, int shift)
 {
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm));
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF))));
+    return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
+}
+
+/* f times the min of each row. */
+static inline __m512 row_min(__m512 f, const uint8_t *sm)
+{
+    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
 }
 
 /* A weight block of the panel: per chunk, load and group, the decode's operands; per chunk and group the
@@ -102,59 +110,63 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w1[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].qs[j][0]), pb1 = load_once(w1[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 0), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 0), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);
                 pan[bi].q[j][0][0][0] = lo0;
                 pan[bi].q[j][0][0][1] = hi0;
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 0), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 0), two);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 0), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 0), two), kb1);
                 pan[bi].q[j][0][1][0] = lo1;
                 pan[bi].q[j][0][1][1] = hi1;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 2), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 2), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 2), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 2), two), kb0);
                 pan[bi].q[j][1][0][0] = lo0;
                 pan[bi].q[j][1][0][1] = hi0;
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 2), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 2), two);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 2), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 2), two), kb1);
                 pan[bi].q[j][1][1][0] = lo1;
                 pan[bi].q[j][1][1][1] = hi1;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 4), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 4), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 4), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 4), two), kb0);
                 pan[bi].q[j][2][0][0] = lo0;
                 pan[bi].q[j][2][0][1] = hi0;
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 4), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 4), two);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 4), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 4), two), kb1);
                 pan[bi].q[j][2][1][0] = lo1;
                 pan[bi].q[j][2][1][1] = hi1;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 6), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 6), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 6), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 6), two), kb0);
                 pan[bi].q[j][3][0][0] = lo0;
                 pan[bi].q[j][3][0][1] = hi0;
-                const __m512i lo1 = _mm512_and_si512(_mm512_srli_epi16(pa1, 6), two);
-                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(pb1, 6), two);
+                const __m512i lo1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa1, 6), two), ka1);
+                const __m512i hi1 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb1, 6), two), kb1);
                 pan[bi].q[j][3][1][0] = lo1;
                 pan[bi].q[j][3][1][1] = hi1;
             }
-            const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
-            const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
-            pan[bi].s[j][0][0] = sa0;
-            pan[bi].s[j][0][1] = sb0;
-            pan[bi].s[j][0][2] = ma0;
-            pan[bi].s[j][0][3] = mb0;
-            const __m512 sa1 = row_field(d1, w1[b].sm[2 * j], 0), sb1 = row_field(d1, w1[b].sm[2 * j + 1], 0);
-            const __m512 ma1 = row_field(dmin1, w1[b].sm[2 * j], 4), mb1 = row_field(dmin1, w1[b].sm[2 * j + 1], 4);
-            pan[bi].s[j][1][0] = sa1;
-            pan[bi].s[j][1][1] = sb1;
-            pan[bi].s[j][1][2] = ma1;
-            pan[bi].s[j][1][3] = mb1;
+            const __m512 dv0 = d0;
+            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            pan[bi].s[j][0][0] = dv0;
+            pan[bi].s[j][0][1] = ma0;
+            pan[bi].s[j][0][2] = mb0;
+            const __m512 dv1 = d1;
+            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
+            pan[bi].s[j][1][0] = dv1;
+            pan[bi].s[j][1][1] = ma1;
+            pan[bi].s[j][1][2] = mb1;
         }
     }
 }
@@ -193,29 +205,17 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb4 = &x4[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb5 = &x5[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
-            __m512i dot0_1_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
-            __m512i dot1_1_1 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
-            __m512i dot2_0_1 = _mm512_setzero_si512();
             __m512i dot2_1_0 = _mm512_setzero_si512();
-            __m512i dot2_1_1 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
-            __m512i dot3_0_1 = _mm512_setzero_si512();
             __m512i dot3_1_0 = _mm512_setzero_si512();
-            __m512i dot3_1_1 = _mm512_setzero_si512();
             __m512i dot4_0_0 = _mm512_setzero_si512();
-            __m512i dot4_0_1 = _mm512_setzero_si512();
             __m512i dot4_1_0 = _mm512_setzero_si512();
-            __m512i dot4_1_1 = _mm512_setzero_si512();
             __m512i dot5_0_0 = _mm512_setzero_si512();
-            __m512i dot5_0_1 = _mm512_setzero_si512();
             __m512i dot5_1_0 = _mm512_setzero_si512();
-            __m512i dot5_1_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -225,49 +225,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 0);
                     const __m512i x1 = bcast4(xb4->q + 16);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 0);
                     const __m512i x1 = bcast4(xb5->q + 16);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -279,49 +279,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 4);
                     const __m512i x1 = bcast4(xb4->q + 20);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 4);
                     const __m512i x1 = bcast4(xb5->q + 20);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -333,49 +333,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 8);
                     const __m512i x1 = bcast4(xb4->q + 24);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 8);
                     const __m512i x1 = bcast4(xb5->q + 24);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -387,70 +387,66 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 12);
                     const __m512i x1 = bcast4(xb4->q + 28);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 12);
                     const __m512i x1 = bcast4(xb5->q + 28);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
-            const __m512 ma1 = p->s[j][1][2];
-            const __m512 mb1 = p->s[j][1][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dv1 = p->s[j][1][0];
+            const __m512 ma1 = p->s[j][1][1];
+            const __m512 mb1 = p->s[j][1][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
@@ -459,13 +455,11 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
@@ -474,13 +468,11 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
@@ -489,13 +481,11 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
@@ -504,13 +494,11 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb4->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb4->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb4->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc4_1 = _mm512_fmadd_ps(p1, dx, acc4_1);
@@ -519,13 +507,11 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb5->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb5->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb5->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc5_1 = _mm512_fmadd_ps(p1, dx, acc5_1);
@@ -572,21 +558,13 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb2 = &x2[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
-            __m512i dot0_1_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
-            __m512i dot1_1_1 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
-            __m512i dot2_0_1 = _mm512_setzero_si512();
             __m512i dot2_1_0 = _mm512_setzero_si512();
-            __m512i dot2_1_1 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
-            __m512i dot3_0_1 = _mm512_setzero_si512();
             __m512i dot3_1_0 = _mm512_setzero_si512();
-            __m512i dot3_1_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -596,33 +574,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -634,33 +612,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -672,33 +650,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -710,54 +688,50 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
-            const __m512 ma1 = p->s[j][1][2];
-            const __m512 mb1 = p->s[j][1][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dv1 = p->s[j][1][0];
+            const __m512 ma1 = p->s[j][1][1];
+            const __m512 mb1 = p->s[j][1][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
@@ -766,13 +740,11 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
@@ -781,13 +753,11 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
@@ -796,13 +766,11 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
@@ -837,13 +805,9 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
-            __m512i dot0_1_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
-            __m512i dot1_1_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -853,17 +817,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -875,17 +839,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -897,17 +861,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -919,38 +883,34 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
-            const __m512 ma1 = p->s[j][1][2];
-            const __m512 mb1 = p->s[j][1][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dv1 = p->s[j][1][0];
+            const __m512 ma1 = p->s[j][1][1];
+            const __m512 mb1 = p->s[j][1][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
@@ -959,13 +919,11 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
@@ -992,9 +950,7 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
-            __m512i dot0_1_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1004,9 +960,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -1018,9 +974,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -1032,9 +988,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -1046,30 +1002,26 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
-            const __m512 ma1 = p->s[j][1][2];
-            const __m512 mb1 = p->s[j][1][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dv1 = p->s[j][1][0];
+            const __m512 ma1 = p->s[j][1][1];
+            const __m512 mb1 = p->s[j][1][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
                 p1 = _mm512_fnmadd_ps(ma1, xa, p1);
                 p1 = _mm512_fnmadd_ps(mb1, xs, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
@@ -1119,36 +1071,38 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         const __m512 dmin0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w0[b].dmin));
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
+            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 0), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 0), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);
                 pan[bi].q[j][0][0][0] = lo0;
                 pan[bi].q[j][0][0][1] = hi0;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 2), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 2), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 2), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 2), two), kb0);
                 pan[bi].q[j][1][0][0] = lo0;
                 pan[bi].q[j][1][0][1] = hi0;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 4), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 4), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 4), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 4), two), kb0);
                 pan[bi].q[j][2][0][0] = lo0;
                 pan[bi].q[j][2][0][1] = hi0;
             }
             {
-                const __m512i lo0 = _mm512_and_si512(_mm512_srli_epi16(pa0, 6), two);
-                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(pb0, 6), two);
+                const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 6), two), ka0);
+                const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 6), two), kb0);
                 pan[bi].q[j][3][0][0] = lo0;
                 pan[bi].q[j][3][0][1] = hi0;
             }
-            const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
-            const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
-            pan[bi].s[j][0][0] = sa0;
-            pan[bi].s[j][0][1] = sb0;
-            pan[bi].s[j][0][2] = ma0;
-            pan[bi].s[j][0][3] = mb0;
+            const __m512 dv0 = d0;
+            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            pan[bi].s[j][0][0] = dv0;
+            pan[bi].s[j][0][1] = ma0;
+            pan[bi].s[j][0][2] = mb0;
         }
     }
 }
@@ -1181,17 +1135,11 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb4 = &x4[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb5 = &x5[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
-            __m512i dot2_0_1 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
-            __m512i dot3_0_1 = _mm512_setzero_si512();
             __m512i dot4_0_0 = _mm512_setzero_si512();
-            __m512i dot4_0_1 = _mm512_setzero_si512();
             __m512i dot5_0_0 = _mm512_setzero_si512();
-            __m512i dot5_0_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1199,37 +1147,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 0);
                     const __m512i x1 = bcast4(xb4->q + 16);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 0);
                     const __m512i x1 = bcast4(xb5->q + 16);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1239,37 +1187,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 4);
                     const __m512i x1 = bcast4(xb4->q + 20);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 4);
                     const __m512i x1 = bcast4(xb5->q + 20);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1279,37 +1227,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 8);
                     const __m512i x1 = bcast4(xb4->q + 24);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 8);
                     const __m512i x1 = bcast4(xb5->q + 24);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1319,49 +1267,47 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 12);
                     const __m512i x1 = bcast4(xb4->q + 28);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 12);
                     const __m512i x1 = bcast4(xb5->q + 28);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
@@ -1370,8 +1316,7 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
@@ -1380,8 +1325,7 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
@@ -1390,8 +1334,7 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
@@ -1400,8 +1343,7 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb4->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb4->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb4->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
@@ -1410,8 +1352,7 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb5->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb5->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb5->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
@@ -1448,13 +1389,9 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb2 = &x2[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             __m512i dot2_0_0 = _mm512_setzero_si512();
-            __m512i dot2_0_1 = _mm512_setzero_si512();
             __m512i dot3_0_0 = _mm512_setzero_si512();
-            __m512i dot3_0_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1462,25 +1399,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1490,25 +1427,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1518,25 +1455,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1546,37 +1483,35 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
@@ -1585,8 +1520,7 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
@@ -1595,8 +1529,7 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
@@ -1605,8 +1538,7 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
@@ -1635,9 +1567,7 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             __m512i dot1_0_0 = _mm512_setzero_si512();
-            __m512i dot1_0_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1645,13 +1575,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1661,13 +1591,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1677,13 +1607,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1693,25 +1623,23 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
@@ -1720,8 +1648,7 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
@@ -1745,7 +1672,6 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             __m512i dot0_0_0 = _mm512_setzero_si512();
-            __m512i dot0_0_1 = _mm512_setzero_si512();
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1753,7 +1679,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1763,7 +1689,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1773,7 +1699,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1783,19 +1709,17 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 ma0 = p->s[j][0][2];
-            const __m512 mb0 = p->s[j][0][3];
+            const __m512 dv0 = p->s[j][0][0];
+            const __m512 ma0 = p->s[j][0][1];
+            const __m512 mb0 = p->s[j][0][2];
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);

@@ -11,8 +11,9 @@
  * the other ports.
  *
  * Two accumulator chains per (token, group) and 32 values, one per 16-value sub-block; per 32 values and
- * token the two dots are scaled in float by d * sc (per row), less the mins' term dmin * m times the
- * sums of 16 the activation block carries, then by the activation block's d.
+ * token one vpmaddwd weighs them by their 4-bit scales (each dot fits in 16 bits: |16 x 3 x 128| <= 6144),
+ * the int32 sum sc x q x x is scaled in float by the row's d, less the mins' term dmin * m times the sums
+ * of 16 the activation block carries, then by the activation block's d.
  * Prefetch: 2048 bytes ahead in each group's weight stream unless the call asks for another distance.
  */
 #include <immintrin.h>
@@ -73,11 +74,18 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* The 4-bit fields of 16-value sub-block s's scale bytes, per row: the scale (shift 0) or the min (4). */
-static inline __m512 row_field(__m512 f, const uint8_t *sm, int shift)
+/* The 4-bit fields of 16-value sub-block s's scale bytes sm, per row (a 32-bit lane each): the scale
+ * (shift 0) or the min (4). */
+static inline __m512i row_nibble(const uint8_t *sm, int shift)
 {
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm));
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF))));
+    return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
+}
+
+/* f times the min of each row. */
+static inline __m512 row_min(__m512 f, const uint8_t *sm)
+{
+    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
 }
 
 /* Tokens [t0, t0 + 1) against groups [g0, g0 + 16) (nrow of whose rows exist). */
@@ -140,14 +148,16 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, hi0, x1);
                 }
             }
-            const __m512 sa0 = row_field(d0, w0[b].sm[2 * j], 0), sb0 = row_field(d0, w0[b].sm[2 * j + 1], 0);
-            const __m512 ma0 = row_field(dmin0, w0[b].sm[2 * j], 4), mb0 = row_field(dmin0, w0[b].sm[2 * j + 1], 4);
+            const __m512 dv0 = d0;
+            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512i kab0 = _mm512_or_si512(row_nibble(w0[b].sm[2 * j], 0), _mm512_slli_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), 16));
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, kab0)), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
