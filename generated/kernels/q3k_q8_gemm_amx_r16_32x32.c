@@ -6,8 +6,8 @@
  *
  * The weights of a panel of KC values and up to 32 rows are decoded once, with the avx512 level's decode,
  * into B tiles (tile row r holding 4 values of each of 16 rows, the layout's own order), which every
- * token of a block of up to TS tokens then reads. Per 32 activation values, each of the format's 2
- * chain(s) of 16 values is one TDPBSUD (the activations signed, the weights unsigned, as vpdpbusd takes
+ * token of a block of up to TS tokens then reads. Per 32 activation values, each of the format's 1
+ * chain(s) of 32 values is one TDPBSUD (the activations signed, the weights unsigned, as vpdpbusd takes
  * them) of each accumulator tile from zero; the tiles go to memory and each token's row of them becomes
  * the integer dots of the avx512 kernels, from which the format's scale steps add the 32 values to the
  * token's float sums, in the same order. So a token gets the bits of the avx512 GEMV and GEMM: integer
@@ -17,10 +17,10 @@
  * per 16 rows), not the tile products: the scales differ per 32 values, so the products cannot run on
  * over the whole row in the tiles.
  *
- * The 3-bit values q + 4 (unsigned), two accumulator chains per (token, group) and 32 values, one per
- * 16-value sub-block; each chain starts at -4 x the sum of its 16 activations, which makes it sum q x
- * exactly. Per 32 values and token the two sub-block dots are scaled in float by d * sc (per row) and
- * the activation block's d.
+ * The panel holds 128 - q x sc per value (q in -4..3 and the 16-value sub-block's sc in -32..31 put it in
+ * 0..252, an unsigned byte), so one accumulator chain per (token, group), started at -128 x the sum of
+ * the 32 activations, sums -sc x q x x exactly; per 32 values and token that sum is scaled in float by
+ * the row's -d and the activation block's d.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -36,7 +36,7 @@
 typedef woolly_block_q3k_r16 wblock;
 /* CHUNKS activation blocks (32 values) per weight block; KR B-tile rows per chain; a panel of KB weight
  * blocks (KC = 1024 values or one block); blocks of TS tokens share a panel. */
-enum { CHUNKS = 8, CHAINS = 2, KR = 4, TT = 2, NG = 2, TS = 128 };
+enum { CHUNKS = 8, CHAINS = 1, KR = 8, TT = 2, NG = 2, TS = 128 };
 enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q3k_q8_gemm_amx_r16_32x32(const woolly_matmul_args *a);
@@ -72,10 +72,20 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* d * sc of 16-value sub-block j, per row. */
-static inline __m512 row_scale(__m512 d, const int8_t *sc)
+/* The scales of 16-value sub-block s, per row (a 32-bit lane each, sign-extended). */
+static inline __m512i row_sc(const int8_t *sc)
 {
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc));
+}
+
+/* 128 - q x sc per byte (mod 256, exact as the result is in 0..252), with q + 4 in qv and the row's sc in
+ * both 16-bit halves of its lane in sc2: the even and the odd bytes each in a vpmullw of their own. */
+static inline __m512i weigh(__m512i qv, __m512i sc2)
+{
+    const __m512i b = _mm512_sub_epi8(_mm512_set1_epi8(4), qv); /* -q */
+    const __m512i lo = _mm512_mullo_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x00FF)), sc2);
+    const __m512i hi = _mm512_mullo_epi16(_mm512_and_si512(b, _mm512_set1_epi16((short)0xFF00)), sc2);
+    return _mm512_xor_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi16(0x00FF), 0xE4), _mm512_set1_epi8((char)0x80));
 }
 
 /* The B tiles of a panel: per weight block, chunk, group and chain, KR rows of 16 x 4 values. */
@@ -115,55 +125,69 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].slice[j].ql[0]), pb1 = load_once(w1[b].slice[j].ql[1]);
             const __m512i qh1 = load_once(w1[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][0], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][0], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][4], hi0);
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 0), _mm512_and_si512(_mm512_slli_epi16(qh1, 2), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 0), _mm512_and_si512(_mm512_srli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 0), _mm512_and_si512(_mm512_slli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 0), _mm512_and_si512(_mm512_srli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][0], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][0], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][4], hi1);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][1], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][1], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][5], hi0);
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 2), _mm512_and_si512(_mm512_slli_epi16(qh1, 1), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 2), _mm512_and_si512(_mm512_srli_epi16(qh1, 3), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 2), _mm512_and_si512(_mm512_slli_epi16(qh1, 1), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 2), _mm512_and_si512(_mm512_srli_epi16(qh1, 3), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][1], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][1], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][5], hi1);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][2], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][2], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][6], hi0);
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 4), _mm512_and_si512(_mm512_slli_epi16(qh1, 0), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 4), _mm512_and_si512(_mm512_srli_epi16(qh1, 4), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 4), _mm512_and_si512(_mm512_slli_epi16(qh1, 0), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 4), _mm512_and_si512(_mm512_srli_epi16(qh1, 4), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][2], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][2], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][6], hi1);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][3], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][3], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][7], hi0);
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 1), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 5), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 1), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 5), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 _mm512_store_si512(pan[bi].b[j][1][0][3], lo1);
-                _mm512_store_si512(pan[bi].b[j][1][1][3], hi1);
+                _mm512_store_si512(pan[bi].b[j][1][0][7], hi1);
             }
         }
     }
@@ -185,9 +209,15 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].slice[j].ql[0]), pb1 = load_once(w1[b].slice[j].ql[1]);
             const __m512i qh1 = load_once(w1[b].slice[j].qh);
-            /* chain 0: activation bytes 0 .. 15 of the block */
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            /* chain 0: activation bytes 0 .. 31 of the block */
             if (mt > 0) {
                 woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 0, a->x_row_bytes);
                 woolly_tile_zero(0);
@@ -212,52 +242,23 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_stored(2, dots[0][1][0], 64);
                 woolly_tile_stored(3, dots[0][1][1], 64);
             }
-            /* chain 1: activation bytes 16 .. 31 of the block */
-            if (mt > 0) {
-                woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(0);
-                woolly_tile_zero(1);
-            }
-            if (mt > 16) {
-                woolly_tile_loadd(5, act_row(a, t0 + 16)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(2);
-                woolly_tile_zero(3);
-            }
-            woolly_tile_loadd(6, pan[bi].b[j][0][1], 64);
-            woolly_tile_loadd(7, pan[bi].b[j][1][1], 64);
-            if (mt > 0) {
-                woolly_tile_dpbsud(0, 4, 6);
-                woolly_tile_dpbsud(1, 4, 7);
-                woolly_tile_stored(0, dots[1][0][0], 64);
-                woolly_tile_stored(1, dots[1][0][1], 64);
-            }
-            if (mt > 16) {
-                woolly_tile_dpbsud(2, 5, 6);
-                woolly_tile_dpbsud(3, 5, 7);
-                woolly_tile_stored(2, dots[1][1][0], 64);
-                woolly_tile_stored(3, dots[1][1][1], 64);
-            }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            const __m512 sa1 = row_scale(d1, w1[b].sc[2 * j]), sb1 = row_scale(d1, w1[b].sc[2 * j + 1]);
+            const __m512 nd0 = _mm512_sub_ps(_mm512_setzero_ps(), d0);
+            const __m512 nd1 = _mm512_sub_ps(_mm512_setzero_ps(), d1);
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-                const __m512i dot0_0_0 = _mm512_add_epi32(oa0, _mm512_load_si512(dots[0][t / 16][0][t % 16]));
-                const __m512i dot0_0_1 = _mm512_add_epi32(ob0, _mm512_load_si512(dots[1][t / 16][0][t % 16]));
-                const __m512i dot0_1_0 = _mm512_add_epi32(oa0, _mm512_load_si512(dots[0][t / 16][1][t % 16]));
-                const __m512i dot0_1_1 = _mm512_add_epi32(ob0, _mm512_load_si512(dots[1][t / 16][1][t % 16]));
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+                const __m512i dot0_0_0 = _mm512_add_epi32(o0, _mm512_load_si512(dots[0][t / 16][0][t % 16]));
+                const __m512i dot0_1_0 = _mm512_add_epi32(o0, _mm512_load_si512(dots[0][t / 16][1][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
                 __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), nd1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
                 acc[t][1] = acc0_1;
                 }
@@ -307,33 +308,40 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][0], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][0], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][4], hi0);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][1], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][1], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][5], hi0);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][2], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][2], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][6], hi0);
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 _mm512_store_si512(pan[bi].b[j][0][0][3], lo0);
-                _mm512_store_si512(pan[bi].b[j][0][1][3], hi0);
+                _mm512_store_si512(pan[bi].b[j][0][0][7], hi0);
             }
         }
     }
@@ -353,7 +361,10 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
-            /* chain 0: activation bytes 0 .. 15 of the block */
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            /* chain 0: activation bytes 0 .. 31 of the block */
             if (mt > 0) {
                 woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 0, a->x_row_bytes);
                 woolly_tile_zero(0);
@@ -371,37 +382,17 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_dpbsud(2, 5, 6);
                 woolly_tile_stored(2, dots[0][1][0], 64);
             }
-            /* chain 1: activation bytes 16 .. 31 of the block */
-            if (mt > 0) {
-                woolly_tile_loadd(4, act_row(a, t0 + 0)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(0);
-            }
-            if (mt > 16) {
-                woolly_tile_loadd(5, act_row(a, t0 + 16)[CHUNKS * b + j].q + 16, a->x_row_bytes);
-                woolly_tile_zero(2);
-            }
-            woolly_tile_loadd(6, pan[bi].b[j][0][1], 64);
-            if (mt > 0) {
-                woolly_tile_dpbsud(0, 4, 6);
-                woolly_tile_stored(0, dots[1][0][0], 64);
-            }
-            if (mt > 16) {
-                woolly_tile_dpbsud(2, 5, 6);
-                woolly_tile_stored(2, dots[1][1][0], 64);
-            }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
+            const __m512 nd0 = _mm512_sub_ps(_mm512_setzero_ps(), d0);
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-                const __m512i dot0_0_0 = _mm512_add_epi32(oa0, _mm512_load_si512(dots[0][t / 16][0][t % 16]));
-                const __m512i dot0_0_1 = _mm512_add_epi32(ob0, _mm512_load_si512(dots[1][t / 16][0][t % 16]));
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+                const __m512i dot0_0_0 = _mm512_add_epi32(o0, _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
                 }

@@ -12,8 +12,9 @@
  *
  * The 3-bit values q + 4 (unsigned), two accumulator chains per (token, group) and 32 values, one per
  * 16-value sub-block; each chain starts at -4 x the sum of its 16 activations, which makes it sum q x
- * exactly. Per 32 values and token the two sub-block dots are scaled in float by d * sc (per row) and
- * the activation block's d.
+ * exactly. Per 32 values and token one vpmaddwd weighs the two by their scales (each fits in 16 bits:
+ * |16 x 4 x 128| <= 8192), and the int32 sum sc x q x x is scaled in float by the row's d and the
+ * activation block's d.
  */
 #include <immintrin.h>
 
@@ -73,10 +74,10 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* d * sc of 16-value sub-block j, per row. */
-static inline __m512 row_scale(__m512 d, const int8_t *sc)
+/* The scales of 16-value sub-block s, per row (a 32-bit lane each, sign-extended). */
+static inline __m512i row_sc(const int8_t *sc)
 {
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc));
 }
 
 /* Tokens [t0, t0 + 4) against groups [g0, g0 + 32) (nrow of whose rows exist). */
@@ -299,42 +300,46 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, hi1, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            const __m512 sa1 = row_scale(d1, w1[b].sc[2 * j]), sb1 = row_scale(d1, w1[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
+            const __m512 dv1 = d1;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab1 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w1[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w1[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_1_0, _mm512_slli_epi32(dot0_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_0_0, _mm512_slli_epi32(dot1_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_1_0, _mm512_slli_epi32(dot1_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot2_0_0, _mm512_slli_epi32(dot2_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot2_1_0, _mm512_slli_epi32(dot2_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot3_0_0, _mm512_slli_epi32(dot3_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot3_1_0, _mm512_slli_epi32(dot3_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
             }
         }
@@ -508,29 +513,31 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, hi0, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_0_0, _mm512_slli_epi32(dot1_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot2_0_0, _mm512_slli_epi32(dot2_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot3_0_0, _mm512_slli_epi32(dot3_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
             }
         }
@@ -677,24 +684,28 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, hi1, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            const __m512 sa1 = row_scale(d1, w1[b].sc[2 * j]), sb1 = row_scale(d1, w1[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
+            const __m512 dv1 = d1;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab1 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w1[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w1[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_1_0, _mm512_slli_epi32(dot0_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_0_0, _mm512_slli_epi32(dot1_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_1_0, _mm512_slli_epi32(dot1_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
         }
@@ -802,17 +813,19 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, hi0, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot1_0_0, _mm512_slli_epi32(dot1_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
         }
@@ -915,15 +928,19 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, hi1, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            const __m512 sa1 = row_scale(d1, w1[b].sc[2 * j]), sb1 = row_scale(d1, w1[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
+            const __m512 dv1 = d1;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab1 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w1[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w1[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512i dots1 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_1_0, _mm512_slli_epi32(dot0_1_1, 16));
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots1, _mm512_castps_si512(kab1))), dv1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
         }
@@ -998,11 +1015,13 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, hi0, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }

@@ -14,10 +14,10 @@
  * between panels. The integer dots are exact in any order and the float steps are the same instructions
  * on the same values in the same order, so a token gets the bits of any_q8_r16.c.j2's GEMV and GEMM.
  *
- * The 3-bit values q + 4 (unsigned), two accumulator chains per (token, group) and 32 values, one per
- * 16-value sub-block; each chain starts at -4 x the sum of its 16 activations, which makes it sum q x
- * exactly. Per 32 values and token the two sub-block dots are scaled in float by d * sc (per row) and
- * the activation block's d.
+ * The panel holds 128 - q x sc per value (q in -4..3 and the 16-value sub-block's sc in -32..31 put it in
+ * 0..252, an unsigned byte), so one accumulator chain per (token, group), started at -128 x the sum of
+ * the 32 activations, sums -sc x q x x exactly; per 32 values and token that sum is scaled in float by
+ * the row's -d and the activation block's d.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -32,7 +32,7 @@
 typedef woolly_block_q3k_r16 wblock;
 /* CHUNKS activation blocks (32 values) per weight block; a panel of KB weight blocks (KC values, or one
  * block where a block is longer); blocks of TS tokens share a panel; NS row-scale vectors per chunk. */
-enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 128, NS = 2 };
+enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 128, NS = 1 };
 enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q3k_q8_gemm_avx512_r16_6x32_panel(const woolly_matmul_args *a);
@@ -75,10 +75,20 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* d * sc of 16-value sub-block j, per row. */
-static inline __m512 row_scale(__m512 d, const int8_t *sc)
+/* The scales of 16-value sub-block s, per row (a 32-bit lane each, sign-extended). */
+static inline __m512i row_sc(const int8_t *sc)
 {
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc));
+}
+
+/* 128 - q x sc per byte (mod 256, exact as the result is in 0..252), with q + 4 in qv and the row's sc in
+ * both 16-bit halves of its lane in sc2: the even and the odd bytes each in a vpmullw of their own. */
+static inline __m512i weigh(__m512i qv, __m512i sc2)
+{
+    const __m512i b = _mm512_sub_epi8(_mm512_set1_epi8(4), qv); /* -q */
+    const __m512i lo = _mm512_mullo_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x00FF)), sc2);
+    const __m512i hi = _mm512_mullo_epi16(_mm512_and_si512(b, _mm512_set1_epi16((short)0xFF00)), sc2);
+    return _mm512_xor_si512(_mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi16(0x00FF), 0xE4), _mm512_set1_epi8((char)0x80));
 }
 
 /* A weight block of the panel: per chunk, load and group, the decode's operands; per chunk and group the
@@ -101,62 +111,74 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             const __m512i pa1 = load_once(w1[b].slice[j].ql[0]), pb1 = load_once(w1[b].slice[j].ql[1]);
             const __m512i qh1 = load_once(w1[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb1 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w1[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][0][0][0] = lo0;
                 pan[bi].q[j][0][0][1] = hi0;
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 0), _mm512_and_si512(_mm512_slli_epi16(qh1, 2), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 0), _mm512_and_si512(_mm512_srli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 0), _mm512_and_si512(_mm512_slli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 0), _mm512_and_si512(_mm512_srli_epi16(qh1, 2), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 pan[bi].q[j][0][1][0] = lo1;
                 pan[bi].q[j][0][1][1] = hi1;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][1][0][0] = lo0;
                 pan[bi].q[j][1][0][1] = hi0;
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 2), _mm512_and_si512(_mm512_slli_epi16(qh1, 1), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 2), _mm512_and_si512(_mm512_srli_epi16(qh1, 3), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 2), _mm512_and_si512(_mm512_slli_epi16(qh1, 1), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 2), _mm512_and_si512(_mm512_srli_epi16(qh1, 3), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 pan[bi].q[j][1][1][0] = lo1;
                 pan[bi].q[j][1][1][1] = hi1;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][2][0][0] = lo0;
                 pan[bi].q[j][2][0][1] = hi0;
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 4), _mm512_and_si512(_mm512_slli_epi16(qh1, 0), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 4), _mm512_and_si512(_mm512_srli_epi16(qh1, 4), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 4), _mm512_and_si512(_mm512_slli_epi16(qh1, 0), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 4), _mm512_and_si512(_mm512_srli_epi16(qh1, 4), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 pan[bi].q[j][2][1][0] = lo1;
                 pan[bi].q[j][2][1][1] = hi1;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][3][0][0] = lo0;
                 pan[bi].q[j][3][0][1] = hi0;
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 1), top), two, 0xE4);
-                const __m512i hi1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 5), top), two, 0xE4);
+                const __m512i qa1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 1), top), two, 0xE4);
+                const __m512i qb1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb1, 6), _mm512_and_si512(_mm512_srli_epi16(qh1, 5), top), two, 0xE4);
+                const __m512i lo1 = weigh(qa1, ka1), hi1 = weigh(qb1, kb1);
                 pan[bi].q[j][3][1][0] = lo1;
                 pan[bi].q[j][3][1][1] = hi1;
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            pan[bi].s[j][0][0] = sa0;
-            pan[bi].s[j][0][1] = sb0;
-            const __m512 sa1 = row_scale(d1, w1[b].sc[2 * j]), sb1 = row_scale(d1, w1[b].sc[2 * j + 1]);
-            pan[bi].s[j][1][0] = sa1;
-            pan[bi].s[j][1][1] = sb1;
+            const __m512 nd0 = _mm512_sub_ps(_mm512_setzero_ps(), d0);
+            pan[bi].s[j][0][0] = nd0;
+            const __m512 nd1 = _mm512_sub_ps(_mm512_setzero_ps(), d1);
+            pan[bi].s[j][1][0] = nd1;
         }
     }
 }
@@ -194,42 +216,30 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb4 = &x4[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb5 = &x5[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            __m512i dot0_1_0 = oa0;
-            __m512i dot0_1_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
-            __m512i dot1_1_0 = oa1;
-            __m512i dot1_1_1 = ob1;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0] / 8), ob2 = _mm512_set1_epi32(xb2->off[1] / 8);
-            __m512i dot2_0_0 = oa2;
-            __m512i dot2_0_1 = ob2;
-            __m512i dot2_1_0 = oa2;
-            __m512i dot2_1_1 = ob2;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0] / 8), ob3 = _mm512_set1_epi32(xb3->off[1] / 8);
-            __m512i dot3_0_0 = oa3;
-            __m512i dot3_0_1 = ob3;
-            __m512i dot3_1_0 = oa3;
-            __m512i dot3_1_1 = ob3;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0] / 8), ob4 = _mm512_set1_epi32(xb4->off[1] / 8);
-            __m512i dot4_0_0 = oa4;
-            __m512i dot4_0_1 = ob4;
-            __m512i dot4_1_0 = oa4;
-            __m512i dot4_1_1 = ob4;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa5 = _mm512_set1_epi32(xb5->off[0] / 8), ob5 = _mm512_set1_epi32(xb5->off[1] / 8);
-            __m512i dot5_0_0 = oa5;
-            __m512i dot5_0_1 = ob5;
-            __m512i dot5_1_0 = oa5;
-            __m512i dot5_1_1 = ob5;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            __m512i dot0_1_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
+            __m512i dot1_1_0 = o1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o2 = _mm512_set1_epi32(4 * (xb2->off[0] + xb2->off[1]));
+            __m512i dot2_0_0 = o2;
+            __m512i dot2_1_0 = o2;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o3 = _mm512_set1_epi32(4 * (xb3->off[0] + xb3->off[1]));
+            __m512i dot3_0_0 = o3;
+            __m512i dot3_1_0 = o3;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o4 = _mm512_set1_epi32(4 * (xb4->off[0] + xb4->off[1]));
+            __m512i dot4_0_0 = o4;
+            __m512i dot4_1_0 = o4;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o5 = _mm512_set1_epi32(4 * (xb5->off[0] + xb5->off[1]));
+            __m512i dot5_0_0 = o5;
+            __m512i dot5_1_0 = o5;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -239,49 +249,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 0);
                     const __m512i x1 = bcast4(xb4->q + 16);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 0);
                     const __m512i x1 = bcast4(xb5->q + 16);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -293,49 +303,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 4);
                     const __m512i x1 = bcast4(xb4->q + 20);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 4);
                     const __m512i x1 = bcast4(xb5->q + 20);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -347,49 +357,49 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 8);
                     const __m512i x1 = bcast4(xb4->q + 24);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 8);
                     const __m512i x1 = bcast4(xb5->q + 24);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
             {
@@ -401,107 +411,93 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 12);
                     const __m512i x1 = bcast4(xb4->q + 28);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                     dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_0, x0);
-                    dot4_1_1 = _mm512_dpbusd_epi32(dot4_1_1, q1_1, x1);
+                    dot4_1_0 = _mm512_dpbusd_epi32(dot4_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 12);
                     const __m512i x1 = bcast4(xb5->q + 28);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                     dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_0, x0);
-                    dot5_1_1 = _mm512_dpbusd_epi32(dot5_1_1, q1_1, x1);
+                    dot5_1_0 = _mm512_dpbusd_epi32(dot5_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
+            const __m512 nd0 = p->s[j][0][0];
+            const __m512 nd1 = p->s[j][1][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), nd1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), nd1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), nd0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), nd1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), nd0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), nd1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb4->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), nd0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_1_0), nd1);
                 acc4_1 = _mm512_fmadd_ps(p1, dx, acc4_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb5->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), nd0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_1_0), nd1);
                 acc5_1 = _mm512_fmadd_ps(p1, dx, acc5_1);
             }
         }
@@ -545,30 +541,22 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb2 = &x2[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            __m512i dot0_1_0 = oa0;
-            __m512i dot0_1_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
-            __m512i dot1_1_0 = oa1;
-            __m512i dot1_1_1 = ob1;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0] / 8), ob2 = _mm512_set1_epi32(xb2->off[1] / 8);
-            __m512i dot2_0_0 = oa2;
-            __m512i dot2_0_1 = ob2;
-            __m512i dot2_1_0 = oa2;
-            __m512i dot2_1_1 = ob2;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0] / 8), ob3 = _mm512_set1_epi32(xb3->off[1] / 8);
-            __m512i dot3_0_0 = oa3;
-            __m512i dot3_0_1 = ob3;
-            __m512i dot3_1_0 = oa3;
-            __m512i dot3_1_1 = ob3;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            __m512i dot0_1_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
+            __m512i dot1_1_0 = o1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o2 = _mm512_set1_epi32(4 * (xb2->off[0] + xb2->off[1]));
+            __m512i dot2_0_0 = o2;
+            __m512i dot2_1_0 = o2;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o3 = _mm512_set1_epi32(4 * (xb3->off[0] + xb3->off[1]));
+            __m512i dot3_0_0 = o3;
+            __m512i dot3_1_0 = o3;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -578,33 +566,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -616,33 +604,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -654,33 +642,33 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
             {
@@ -692,73 +680,63 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                     dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_0, x0);
-                    dot2_1_1 = _mm512_dpbusd_epi32(dot2_1_1, q1_1, x1);
+                    dot2_1_0 = _mm512_dpbusd_epi32(dot2_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                     dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_0, x0);
-                    dot3_1_1 = _mm512_dpbusd_epi32(dot3_1_1, q1_1, x1);
+                    dot3_1_0 = _mm512_dpbusd_epi32(dot3_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
+            const __m512 nd0 = p->s[j][0][0];
+            const __m512 nd1 = p->s[j][1][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), nd1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), nd1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), nd0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), nd1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), nd0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), nd1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
             }
         }
@@ -790,18 +768,14 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            __m512i dot0_1_0 = oa0;
-            __m512i dot0_1_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
-            __m512i dot1_1_0 = oa1;
-            __m512i dot1_1_1 = ob1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            __m512i dot0_1_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
+            __m512i dot1_1_0 = o1;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -811,17 +785,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -833,17 +807,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -855,17 +829,17 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
             {
@@ -877,39 +851,33 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                     dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_0, x0);
-                    dot1_1_1 = _mm512_dpbusd_epi32(dot1_1_1, q1_1, x1);
+                    dot1_1_0 = _mm512_dpbusd_epi32(dot1_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
+            const __m512 nd0 = p->s[j][0][0];
+            const __m512 nd1 = p->s[j][1][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), nd1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), nd1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
         }
@@ -933,12 +901,10 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
         for (int j = 0; j < CHUNKS; j++) {
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            __m512i dot0_1_0 = oa0;
-            __m512i dot0_1_1 = ob0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            __m512i dot0_1_0 = o0;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -948,9 +914,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -962,9 +928,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -976,9 +942,9 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
             {
@@ -990,22 +956,18 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                     dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_0, x0);
-                    dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, q1_1, x1);
+                    dot0_1_0 = _mm512_dpbusd_epi32(dot0_1_0, q1_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
-            const __m512 sa1 = p->s[j][1][0];
-            const __m512 sb1 = p->s[j][1][1];
+            const __m512 nd0 = p->s[j][0][0];
+            const __m512 nd1 = p->s[j][1][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
-                __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), sa1);
-                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_1_1), sb1, p1);
+                const __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), nd1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
         }
@@ -1053,37 +1015,43 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].slice[j].ql[0]), pb0 = load_once(w0[b].slice[j].ql[1]);
             const __m512i qh0 = load_once(w0[b].slice[j].qh);
+            /* the sub-blocks' scales in both 16-bit halves of each row's lane */
+            const __m512i ka0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+            const __m512i kb0 = _mm512_mullo_epi32(_mm512_and_si512(row_sc(w0[b].sc[2 * j + 1]), _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 0), _mm512_and_si512(_mm512_slli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 0), _mm512_and_si512(_mm512_srli_epi16(qh0, 2), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][0][0][0] = lo0;
                 pan[bi].q[j][0][0][1] = hi0;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 2), _mm512_and_si512(_mm512_slli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 2), _mm512_and_si512(_mm512_srli_epi16(qh0, 3), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][1][0][0] = lo0;
                 pan[bi].q[j][1][0][1] = hi0;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 4), _mm512_and_si512(_mm512_slli_epi16(qh0, 0), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 4), _mm512_and_si512(_mm512_srli_epi16(qh0, 4), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][2][0][0] = lo0;
                 pan[bi].q[j][2][0][1] = hi0;
             }
             {
                 /* bits 0-1 from the plane, bit 2 from qh: vpternlogd (A & C) | (B & ~C) with C = 3 */
-                const __m512i lo0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
-                const __m512i hi0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i qa0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pa0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 1), top), two, 0xE4);
+                const __m512i qb0 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(pb0, 6), _mm512_and_si512(_mm512_srli_epi16(qh0, 5), top), two, 0xE4);
+                const __m512i lo0 = weigh(qa0, ka0), hi0 = weigh(qb0, kb0);
                 pan[bi].q[j][3][0][0] = lo0;
                 pan[bi].q[j][3][0][1] = hi0;
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
-            pan[bi].s[j][0][0] = sa0;
-            pan[bi].s[j][0][1] = sb0;
+            const __m512 nd0 = _mm512_sub_ps(_mm512_setzero_ps(), d0);
+            pan[bi].s[j][0][0] = nd0;
         }
     }
 }
@@ -1115,30 +1083,24 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb4 = &x4[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb5 = &x5[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0] / 8), ob2 = _mm512_set1_epi32(xb2->off[1] / 8);
-            __m512i dot2_0_0 = oa2;
-            __m512i dot2_0_1 = ob2;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0] / 8), ob3 = _mm512_set1_epi32(xb3->off[1] / 8);
-            __m512i dot3_0_0 = oa3;
-            __m512i dot3_0_1 = ob3;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa4 = _mm512_set1_epi32(xb4->off[0] / 8), ob4 = _mm512_set1_epi32(xb4->off[1] / 8);
-            __m512i dot4_0_0 = oa4;
-            __m512i dot4_0_1 = ob4;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa5 = _mm512_set1_epi32(xb5->off[0] / 8), ob5 = _mm512_set1_epi32(xb5->off[1] / 8);
-            __m512i dot5_0_0 = oa5;
-            __m512i dot5_0_1 = ob5;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o2 = _mm512_set1_epi32(4 * (xb2->off[0] + xb2->off[1]));
+            __m512i dot2_0_0 = o2;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o3 = _mm512_set1_epi32(4 * (xb3->off[0] + xb3->off[1]));
+            __m512i dot3_0_0 = o3;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o4 = _mm512_set1_epi32(4 * (xb4->off[0] + xb4->off[1]));
+            __m512i dot4_0_0 = o4;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o5 = _mm512_set1_epi32(4 * (xb5->off[0] + xb5->off[1]));
+            __m512i dot5_0_0 = o5;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1146,37 +1108,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 0);
                     const __m512i x1 = bcast4(xb4->q + 16);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 0);
                     const __m512i x1 = bcast4(xb5->q + 16);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1186,37 +1148,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 4);
                     const __m512i x1 = bcast4(xb4->q + 20);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 4);
                     const __m512i x1 = bcast4(xb5->q + 20);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1226,37 +1188,37 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 8);
                     const __m512i x1 = bcast4(xb4->q + 24);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 8);
                     const __m512i x1 = bcast4(xb5->q + 24);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
             {
@@ -1266,75 +1228,68 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb4->q + 12);
                     const __m512i x1 = bcast4(xb4->q + 28);
                     dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_0, x0);
-                    dot4_0_1 = _mm512_dpbusd_epi32(dot4_0_1, q0_1, x1);
+                    dot4_0_0 = _mm512_dpbusd_epi32(dot4_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb5->q + 12);
                     const __m512i x1 = bcast4(xb5->q + 28);
                     dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_0, x0);
-                    dot5_0_1 = _mm512_dpbusd_epi32(dot5_0_1, q0_1, x1);
+                    dot5_0_0 = _mm512_dpbusd_epi32(dot5_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
+            const __m512 nd0 = p->s[j][0][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), nd0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), nd0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb4->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), nd0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb5->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot5_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), nd0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
             }
         }
@@ -1368,22 +1323,18 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb2 = &x2[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb3 = &x3[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa2 = _mm512_set1_epi32(xb2->off[0] / 8), ob2 = _mm512_set1_epi32(xb2->off[1] / 8);
-            __m512i dot2_0_0 = oa2;
-            __m512i dot2_0_1 = ob2;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa3 = _mm512_set1_epi32(xb3->off[0] / 8), ob3 = _mm512_set1_epi32(xb3->off[1] / 8);
-            __m512i dot3_0_0 = oa3;
-            __m512i dot3_0_1 = ob3;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o2 = _mm512_set1_epi32(4 * (xb2->off[0] + xb2->off[1]));
+            __m512i dot2_0_0 = o2;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o3 = _mm512_set1_epi32(4 * (xb3->off[0] + xb3->off[1]));
+            __m512i dot3_0_0 = o3;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1391,25 +1342,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 0);
                     const __m512i x1 = bcast4(xb2->q + 16);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 0);
                     const __m512i x1 = bcast4(xb3->q + 16);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1419,25 +1370,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 4);
                     const __m512i x1 = bcast4(xb2->q + 20);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 4);
                     const __m512i x1 = bcast4(xb3->q + 20);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1447,25 +1398,25 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 8);
                     const __m512i x1 = bcast4(xb2->q + 24);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 8);
                     const __m512i x1 = bcast4(xb3->q + 24);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
             {
@@ -1475,51 +1426,46 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb2->q + 12);
                     const __m512i x1 = bcast4(xb2->q + 28);
                     dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_0, x0);
-                    dot2_0_1 = _mm512_dpbusd_epi32(dot2_0_1, q0_1, x1);
+                    dot2_0_0 = _mm512_dpbusd_epi32(dot2_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb3->q + 12);
                     const __m512i x1 = bcast4(xb3->q + 28);
                     dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_0, x0);
-                    dot3_0_1 = _mm512_dpbusd_epi32(dot3_0_1, q0_1, x1);
+                    dot3_0_0 = _mm512_dpbusd_epi32(dot3_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
+            const __m512 nd0 = p->s[j][0][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot2_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), nd0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot3_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), nd0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
             }
         }
@@ -1545,14 +1491,12 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
             const woolly_block_q8x32 *xb1 = &x1[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa1 = _mm512_set1_epi32(xb1->off[0] / 8), ob1 = _mm512_set1_epi32(xb1->off[1] / 8);
-            __m512i dot1_0_0 = oa1;
-            __m512i dot1_0_1 = ob1;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o1 = _mm512_set1_epi32(4 * (xb1->off[0] + xb1->off[1]));
+            __m512i dot1_0_0 = o1;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1560,13 +1504,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 0);
                     const __m512i x1 = bcast4(xb1->q + 16);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1576,13 +1520,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 4);
                     const __m512i x1 = bcast4(xb1->q + 20);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1592,13 +1536,13 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 8);
                     const __m512i x1 = bcast4(xb1->q + 24);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
             {
@@ -1608,27 +1552,24 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
                 {
                     const __m512i x0 = bcast4(xb1->q + 12);
                     const __m512i x1 = bcast4(xb1->q + 28);
                     dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_0, x0);
-                    dot1_0_1 = _mm512_dpbusd_epi32(dot1_0_1, q0_1, x1);
+                    dot1_0_0 = _mm512_dpbusd_epi32(dot1_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
+            const __m512 nd0 = p->s[j][0][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), nd0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
         }
@@ -1649,10 +1590,9 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
         for (int j = 0; j < CHUNKS; j++) {
             const panel_block *p = &pan[bi];
             const woolly_block_q8x32 *xb0 = &x0[CHUNKS * (b0 + bi) + j];
-            /* -4 x the sums of 16 (off holds -32 x each) */
-            const __m512i oa0 = _mm512_set1_epi32(xb0->off[0] / 8), ob0 = _mm512_set1_epi32(xb0->off[1] / 8);
-            __m512i dot0_0_0 = oa0;
-            __m512i dot0_0_1 = ob0;
+            /* -128 x the sum of the 32 activations (off holds -32 x the sums of 16) */
+            const __m512i o0 = _mm512_set1_epi32(4 * (xb0->off[0] + xb0->off[1]));
+            __m512i dot0_0_0 = o0;
             {
                 const __m512i q0_0 = p->q[j][0][0][0];
                 const __m512i q0_1 = p->q[j][0][0][1];
@@ -1660,7 +1600,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 0);
                     const __m512i x1 = bcast4(xb0->q + 16);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1670,7 +1610,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 4);
                     const __m512i x1 = bcast4(xb0->q + 20);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1680,7 +1620,7 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 8);
                     const __m512i x1 = bcast4(xb0->q + 24);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
             {
@@ -1690,15 +1630,13 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                     const __m512i x0 = bcast4(xb0->q + 12);
                     const __m512i x1 = bcast4(xb0->q + 28);
                     dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_0, x0);
-                    dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, q0_1, x1);
+                    dot0_0_0 = _mm512_dpbusd_epi32(dot0_0_0, q0_1, x1);
                 }
             }
-            const __m512 sa0 = p->s[j][0][0];
-            const __m512 sb0 = p->s[j][0][1];
+            const __m512 nd0 = p->s[j][0][0];
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), nd0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }

@@ -12,8 +12,9 @@
  *
  * The 3-bit values q + 4 (unsigned), two accumulator chains per (token, group) and 32 values, one per
  * 16-value sub-block; each chain starts at -4 x the sum of its 16 activations, which makes it sum q x
- * exactly. Per 32 values and token the two sub-block dots are scaled in float by d * sc (per row) and
- * the activation block's d.
+ * exactly. Per 32 values and token one vpmaddwd weighs the two by their scales (each fits in 16 bits:
+ * |16 x 4 x 128| <= 8192), and the int32 sum sc x q x x is scaled in float by the row's d and the
+ * activation block's d.
  * Prefetch: 2048 bytes ahead in each group's weight stream unless the call asks for another distance.
  */
 #include <immintrin.h>
@@ -74,10 +75,10 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* d * sc of 16-value sub-block j, per row. */
-static inline __m512 row_scale(__m512 d, const int8_t *sc)
+/* The scales of 16-value sub-block s, per row (a 32-bit lane each, sign-extended). */
+static inline __m512i row_sc(const int8_t *sc)
 {
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc));
 }
 
 /* Tokens [t0, t0 + 1) against groups [g0, g0 + 16) (nrow of whose rows exist). */
@@ -146,11 +147,13 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, hi0, x1);
                 }
             }
-            const __m512 sa0 = row_scale(d0, w0[b].sc[2 * j]), sb0 = row_scale(d0, w0[b].sc[2 * j + 1]);
+            const __m512 dv0 = d0;
+            /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
+            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), sa0);
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0_0_1), sb0, p0);
+                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }
