@@ -75,6 +75,24 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* Each row's (32-bit lane's) low 16 bits in both halves of its lane: a sub-block scale for vpmullw. */
+static inline __m512i both_halves(__m512i v)
+{
+    return _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+}
+
+/* A slice's two sub-block scales sa and sb, per row, as a pair of 16-bit words for weigh_pair. */
+static inline __m512i scale_pair(__m512i sa, __m512i sb)
+{
+    return _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), _mm512_set1_epi32(0xFFFF), 0xE4);
+}
+
+/* sa x dot_a + sb x dot_b per row in int32, exact when each dot fits in 16 bits: one vpmaddwd. */
+static inline __m512i weigh_pair(__m512i dot_a, __m512i dot_b, __m512i pair)
+{
+    return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, dot_a, _mm512_slli_epi32(dot_b, 16)), pair);
+}
+
 /* The 4-bit fields of 16-value sub-block s's scale bytes sm, per row (a 32-bit lane each): the scale
  * (shift 0) or the min (4). */
 static inline __m512i row_nibble(const uint8_t *sm, int shift)
@@ -111,12 +129,10 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
             /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
-            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
-            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
+            const __m512i ka0 = both_halves(row_nibble(w0[b].sm[2 * j], 0)), kb0 = both_halves(row_nibble(w0[b].sm[2 * j + 1], 0));
             const __m512i pa1 = load_once(w1[b].qs[j][0]), pb1 = load_once(w1[b].qs[j][1]);
             /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
-            const __m512i ka1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
-            const __m512i kb1 = _mm512_mullo_epi32(row_nibble(w1[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
+            const __m512i ka1 = both_halves(row_nibble(w1[b].sm[2 * j], 0)), kb1 = both_halves(row_nibble(w1[b].sm[2 * j + 1], 0));
             {
                 const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
                 const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);
@@ -1072,8 +1088,7 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
         for (int j = 0; j < CHUNKS; j++) {
             const __m512i pa0 = load_once(w0[b].qs[j][0]), pb0 = load_once(w0[b].qs[j][1]);
             /* the sub-blocks' scales in both 16-bit halves of each row's lane (one vpmullw per operand) */
-            const __m512i ka0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j], 0), _mm512_set1_epi32(0x10001));
-            const __m512i kb0 = _mm512_mullo_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), _mm512_set1_epi32(0x10001));
+            const __m512i ka0 = both_halves(row_nibble(w0[b].sm[2 * j], 0)), kb0 = both_halves(row_nibble(w0[b].sm[2 * j + 1], 0));
             {
                 const __m512i lo0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pa0, 0), two), ka0);
                 const __m512i hi0 = _mm512_mullo_epi16(_mm512_and_si512(_mm512_srli_epi16(pb0, 0), two), kb0);

@@ -74,6 +74,24 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* Each row's (32-bit lane's) low 16 bits in both halves of its lane: a sub-block scale for vpmullw. */
+static inline __m512i both_halves(__m512i v)
+{
+    return _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+}
+
+/* A slice's two sub-block scales sa and sb, per row, as a pair of 16-bit words for weigh_pair. */
+static inline __m512i scale_pair(__m512i sa, __m512i sb)
+{
+    return _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), _mm512_set1_epi32(0xFFFF), 0xE4);
+}
+
+/* sa x dot_a + sb x dot_b per row in int32, exact when each dot fits in 16 bits: one vpmaddwd. */
+static inline __m512i weigh_pair(__m512i dot_a, __m512i dot_b, __m512i pair)
+{
+    return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, dot_a, _mm512_slli_epi32(dot_b, 16)), pair);
+}
+
 /* The 4-bit fields of 16-value sub-block s's scale bytes sm, per row (a 32-bit lane each): the scale
  * (shift 0) or the min (4). */
 static inline __m512i row_nibble(const uint8_t *sm, int shift)
@@ -151,13 +169,12 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             const __m512 dv0 = d0;
             const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
-            const __m512i kab0 = _mm512_or_si512(row_nibble(w0[b].sm[2 * j], 0), _mm512_slli_epi32(row_nibble(w0[b].sm[2 * j + 1], 0), 16));
+            const __m512i kab0 = scale_pair(row_nibble(w0[b].sm[2 * j], 0), row_nibble(w0[b].sm[2 * j + 1], 0));
             {
                 /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
                 const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
-                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
-                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, kab0)), dv0);
+                __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_0_0, dot0_0_1, kab0)), dv0);
                 p0 = _mm512_fnmadd_ps(ma0, xa, p0);
                 p0 = _mm512_fnmadd_ps(mb0, xs, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);

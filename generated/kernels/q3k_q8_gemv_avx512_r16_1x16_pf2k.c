@@ -75,6 +75,24 @@ static inline __mmask16 row_mask(int64_t n)
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* Each row's (32-bit lane's) low 16 bits in both halves of its lane: a sub-block scale for vpmullw. */
+static inline __m512i both_halves(__m512i v)
+{
+    return _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_set1_epi32(0x10001));
+}
+
+/* A slice's two sub-block scales sa and sb, per row, as a pair of 16-bit words for weigh_pair. */
+static inline __m512i scale_pair(__m512i sa, __m512i sb)
+{
+    return _mm512_ternarylogic_epi32(sa, _mm512_slli_epi32(sb, 16), _mm512_set1_epi32(0xFFFF), 0xE4);
+}
+
+/* sa x dot_a + sb x dot_b per row in int32, exact when each dot fits in 16 bits: one vpmaddwd. */
+static inline __m512i weigh_pair(__m512i dot_a, __m512i dot_b, __m512i pair)
+{
+    return _mm512_madd_epi16(_mm512_mask_blend_epi16(0xAAAAAAAA, dot_a, _mm512_slli_epi32(dot_b, 16)), pair);
+}
+
 /* The scales of 16-value sub-block s, per row (a 32-bit lane each, sign-extended). */
 static inline __m512i row_sc(const int8_t *sc)
 {
@@ -147,13 +165,11 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, hi0, x1);
                 }
             }
-            const __m512 dv0 = d0;
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
-            const __m512 kab0 = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(row_sc(w0[b].sc[2 * j]), _mm512_slli_epi32(row_sc(w0[b].sc[2 * j + 1]), 16), _mm512_set1_epi32(0xFFFF), 0xE4));
+            const __m512i kab0 = scale_pair(row_sc(w0[b].sc[2 * j]), row_sc(w0[b].sc[2 * j + 1]));
             {
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512i dots0 = _mm512_mask_blend_epi16(0xAAAAAAAA, dot0_0_0, _mm512_slli_epi32(dot0_0_1, 16));
-                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(dots0, _mm512_castps_si512(kab0))), dv0);
+                const __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_0_0, dot0_0_1, kab0)), d0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }
