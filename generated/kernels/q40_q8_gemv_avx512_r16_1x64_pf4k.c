@@ -79,6 +79,12 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i nib = _mm512_set1_epi8(0x0F);
     const int64_t nb = a->k / WOOLLY_QK4_0;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 3 * gbytes;
+    const int64_t rest = a->r1 - g0 - 64; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const wblock *w2 = (const wblock *)((const char *)a->w + (size_t)(g0 + 32) * a->w_row_bytes);
@@ -97,10 +103,15 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         __m512i dot0_2_0 = o0;
         __m512i dot0_3_0 = o0;
         if (pf) {
-            prefetch_slice(&w0[b], 0, pf);
-            prefetch_slice(&w1[b], 0, pf);
-            prefetch_slice(&w2[b], 0, pf);
-            prefetch_slice(&w3[b], 0, pf);
+            const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+            if (!past || rest > 0)
+                prefetch_slice(&w0[b], 0, past ? pf + skip : pf);
+            if (!past || rest > 16)
+                prefetch_slice(&w1[b], 0, past ? pf + skip : pf);
+            if (!past || rest > 32)
+                prefetch_slice(&w2[b], 0, past ? pf + skip : pf);
+            if (!past || rest > 48)
+                prefetch_slice(&w3[b], 0, past ? pf + skip : pf);
         }
         {
             const __m512i v0 = load_once(w0[b].qs[0]);
@@ -234,6 +245,12 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i nib = _mm512_set1_epi8(0x0F);
     const int64_t nb = a->k / WOOLLY_QK4_0;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -246,8 +263,11 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
         __m512i dot0_0_0 = o0;
         __m512i dot0_1_0 = o0;
         if (pf) {
-            prefetch_slice(&w0[b], 0, pf);
-            prefetch_slice(&w1[b], 0, pf);
+            const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+            if (!past || rest > 0)
+                prefetch_slice(&w0[b], 0, past ? pf + skip : pf);
+            if (!past || rest > 16)
+                prefetch_slice(&w1[b], 0, past ? pf + skip : pf);
         }
         {
             const __m512i v0 = load_once(w0[b].qs[0]);

@@ -85,6 +85,12 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 2048;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -118,8 +124,11 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot3_0_0 = _mm512_setzero_si512();
             __m512i dot3_1_0 = _mm512_setzero_si512();
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
@@ -536,6 +545,12 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 2048;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -563,8 +578,11 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot2_0_0 = _mm512_setzero_si512();
             __m512i dot2_1_0 = _mm512_setzero_si512();
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
@@ -903,6 +921,12 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 2048;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -924,8 +948,11 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_0_0 = _mm512_setzero_si512();
             __m512i dot1_1_0 = _mm512_setzero_si512();
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);
@@ -1186,6 +1213,12 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 2048;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -1201,8 +1234,11 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_0_0 = _mm512_setzero_si512();
             __m512i dot0_1_0 = _mm512_setzero_si512();
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             const __m512i qh0 = _mm512_loadu_si512(w0[b].qh[j]);
             const __m512i qh1 = _mm512_loadu_si512(w1[b].qh[j]);

@@ -89,6 +89,12 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -129,8 +135,11 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot2_1_0 = oa2;
             __m512i dot2_1_1 = ob2;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -507,6 +516,12 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -536,8 +551,11 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_1_0 = oa1;
             __m512i dot1_1_1 = ob1;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -832,6 +850,12 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 0;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -850,8 +874,11 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_1_0 = oa0;
             __m512i dot0_1_1 = ob0;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */

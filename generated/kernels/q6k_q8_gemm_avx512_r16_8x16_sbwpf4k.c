@@ -1325,6 +1325,12 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -1376,8 +1382,11 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot3_1_0 = oa3;
             __m512i dot3_1_1 = ob3;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -1836,6 +1845,12 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -1876,8 +1891,11 @@ static void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot2_1_0 = oa2;
             __m512i dot2_1_1 = ob2;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -2254,6 +2272,12 @@ static void tile_2x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 3 * gbytes;
+    const int64_t rest = a->r1 - g0 - 64; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const wblock *w2 = (const wblock *)((const char *)a->w + (size_t)(g0 + 32) * a->w_row_bytes);
@@ -2299,10 +2323,15 @@ static void tile_2x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_3_0 = oa1;
             __m512i dot1_3_1 = ob1;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
-                prefetch_slice(&w2[b], j, pf);
-                prefetch_slice(&w3[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
+                if (!past || rest > 32)
+                    prefetch_slice(&w2[b], j, past ? pf + skip : pf);
+                if (!past || rest > 48)
+                    prefetch_slice(&w3[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -2569,6 +2598,12 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -2598,8 +2633,11 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot1_1_0 = oa1;
             __m512i dot1_1_1 = ob1;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -2894,6 +2932,12 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 3 * gbytes;
+    const int64_t rest = a->r1 - g0 - 64; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const wblock *w2 = (const wblock *)((const char *)a->w + (size_t)(g0 + 32) * a->w_row_bytes);
@@ -2922,10 +2966,15 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_3_0 = oa0;
             __m512i dot0_3_1 = ob0;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
-                prefetch_slice(&w2[b], j, pf);
-                prefetch_slice(&w3[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
+                if (!past || rest > 32)
+                    prefetch_slice(&w2[b], j, past ? pf + skip : pf);
+                if (!past || rest > 48)
+                    prefetch_slice(&w3[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
@@ -3125,6 +3174,12 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
     const __m512i fields02 = _mm512_set1_epi8(0x33), fields13 = _mm512_set1_epi8((char)0xCC);
     const int64_t nb = a->k / WOOLLY_QK_K;
     const int64_t pf = a->prefetch ? a->prefetch : 4096;
+    /* Near its group's end a stream prefetches the start of the same group of the next tile, which the walk
+     * reads next, rather than that of the next group, which this tile's next stream reads already; and
+     * nothing past the call's last row (a thread's share ends there, a small matrix such as an expert's
+     * ends there). */
+    const int64_t gbytes = (int64_t)(16 * a->w_row_bytes), skip = 1 * gbytes;
+    const int64_t rest = a->r1 - g0 - 32; /* rows after this tile's */
     const wblock *w0 = (const wblock *)((const char *)a->w + (size_t)(g0 + 0) * a->w_row_bytes);
     const wblock *w1 = (const wblock *)((const char *)a->w + (size_t)(g0 + 16) * a->w_row_bytes);
     const woolly_block_q8x32 *x0 = act_row(a, t0 + 0);
@@ -3143,8 +3198,11 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
             __m512i dot0_1_0 = oa0;
             __m512i dot0_1_1 = ob0;
             if (pf) {
-                prefetch_slice(&w0[b], j, pf);
-                prefetch_slice(&w1[b], j, pf);
+                const int past = b * (int64_t)sizeof(wblock) + pf >= gbytes;
+                if (!past || rest > 0)
+                    prefetch_slice(&w0[b], j, past ? pf + skip : pf);
+                if (!past || rest > 16)
+                    prefetch_slice(&w1[b], j, past ? pf + skip : pf);
             }
             __m512i e0, o0; /* qh fields of the current pair of loads */
             __m512i e1, o1; /* qh fields of the current pair of loads */
