@@ -57,12 +57,15 @@ default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_6x32_panel
 # lose here. `bench_attn --variants` (one thread, head dimension 64, group 4, n_kv 4096, prefill
 # GFLOP/s, F16 cache): BF16 16x64 77.0, 32x64 79.5 against F32 16x64 89.3, 32x64 130.3.
 # The other int8 formats, one token: 1x64_pf4k as for Q4_K, where it measured ahead. llama-1b in each type
-# (woolly bench -p 0 -n 64 -r 2 -t 2, tg64 t/s, three rounds in turns with the spec's 1x16 defaults):
+# (woolly bench -p 0 -n 64 -r 2 -t 2, tg64 t/s, three rounds in turns with the spec's 1x16 defaults; the
+# medians count on this noisy host):
 # Q4_0 34.2 / 43.4 / 41.9 against 32.0 / 39.4 / 39.1, Q8_0 23.4 / 24.1 / 24.3 against 21.9 / 22.2 / 22.5,
 # IQ4_NL 42.2 / 42.8 / 33.9 against 34.0 / 35.9 / 33.0, Q4_1 35.8 / 32.2 / 37.5 against 32.2 / 33.4 / 34.4,
 # Q5_0 29.2 / 29.1 / 32.8 against 32.5 / 29.4 / 30.8, Q5_1 26.8 / 30.6 / 24.9 against 22.7 / 25.7 / 25.5,
-# Q2_K 50.5 / 48.3 / 42.6 against 46.5 / 49.8 / 30.8 (a noisy host: the medians count). IQ4_XS, Q3_K_M and
-# Q5_K (bench_matmul) showed no gain and keep the defaults (bench/journal/2026-12-01-intel-xeon-4.md).
+# Q2_K 50.5 / 48.3 / 42.6 against 46.5 / 49.8 / 30.8. Q5_0, behind there, led on 4 of 5 shapes in
+# bench_matmul and in 4 of 5 rounds of a second check (medians 28.58 against 26.38). IQ4_XS and Q3_K_M (the
+# same runs) and Q5_K (bench_matmul) showed no gain and keep the defaults
+# (bench/journal/2026-12-01-intel-xeon-4.md).
 default Q8_0 avx512 tokens=1 kernel=q80_q8_gemv_avx512_r16_1x64_pf4k
 default Q4_0 avx512 tokens=1 kernel=q40_q8_gemv_avx512_r16_1x64_pf4k
 default Q4_1 avx512 tokens=1 kernel=q41_q8_gemv_avx512_r16_1x64_pf4k
