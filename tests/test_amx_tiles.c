@@ -122,3 +122,56 @@ Test(amx_tiles, an_unconfigured_tile_faults, .signal = SIGABRT)
     configure(16, 16, 16);
     woolly_tile_zero(5);
 }
+
+#if defined(WOOLLY_TEST_AMX_HW)
+#include "amx_tiles_hw.h"
+#include "cpu.h"
+
+/* On a CPU with AMX (and the OS's leave for its state), the real instructions give the emulation's bits:
+ * random products of every shape the kernels configure and a few they do not, from accumulators near the
+ * int32 limits, with signed and unsigned B. Where the CPU has no AMX there is nothing to compare with,
+ * and the test says so in its log. */
+Test(amx_tiles, the_hardware_gives_the_emulations_bits)
+{
+    if (!woolly_cpu_get()->amx_int8) {
+        cr_log_info("this CPU has no AMX (or the OS refuses its state): the emulation alone is tested");
+        return;
+    }
+    static const int shapes[][3] = {{16, 16, 16}, {16, 8, 16}, {16, 4, 16}, {5, 8, 16}, {1, 3, 7}, {12, 16, 9}};
+    tu_rng rng = {42};
+    for (int round = 0; round < 64; round++) {
+        const int *s = shapes[round % 6];
+        int8_t a[16][64];
+        uint8_t b[16][64];
+        int32_t c0[16][16], hw[16][16], emu[16][16];
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 64; j++)
+                a[i][j] = (int8_t)tu_rand_u64(&rng), b[i][j] = (uint8_t)tu_rand_u64(&rng);
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++)
+                c0[i][j] = (int32_t)(uint32_t)(tu_rand_u64(&rng) | (round & 1 ? 0x7FFF0000u : 0));
+        woolly_tile_config c;
+        memset(&c, 0, sizeof c);
+        c.palette = 1;
+        c.rows[0] = (uint8_t)s[0], c.colsb[0] = (uint16_t)(4 * s[2]);
+        c.rows[1] = (uint8_t)s[0], c.colsb[1] = (uint16_t)(4 * s[1]);
+        c.rows[2] = (uint8_t)s[1], c.colsb[2] = (uint16_t)(4 * s[2]);
+        const int signed_b = round / 6 % 2;
+        memset(hw, 0x5A, sizeof hw);
+        memcpy(emu, hw, sizeof emu);
+        amx_hw_product(&c, c0, a, b, signed_b, hw);
+        woolly_tile_loadconfig(&c);
+        woolly_tile_loadd(0, c0, 64);
+        woolly_tile_loadd(1, a, 64);
+        woolly_tile_loadd(2, b, 64);
+        if (signed_b)
+            woolly_tile_dpbssd(0, 1, 2);
+        else
+            woolly_tile_dpbsud(0, 1, 2);
+        woolly_tile_stored(0, emu, 64);
+        woolly_tile_release();
+        cr_assert_eq(memcmp(hw, emu, sizeof hw), 0, "round %d (%d x %d x %d, %s B): hardware and emulation differ",
+                     round, s[0], s[1], s[2], signed_b ? "signed" : "unsigned");
+    }
+}
+#endif

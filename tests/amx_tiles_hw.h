@@ -1,0 +1,14 @@
+/* One tile product on the CPU's own AMX unit (tests/amx_tiles_hw.c): tiles 0 (C, from c0), 1 (A) and 2 (B)
+ * as cfg configures them, TDPBSSD when signed_b, else TDPBSUD; tile 0 stored to c (its configured rows
+ * and bytes only). Only on a CPU whose woolly_cpu_get() reports amx_int8. */
+#ifndef WOOLLY_TESTS_AMX_TILES_HW_H
+#define WOOLLY_TESTS_AMX_TILES_HW_H
+
+#include <stdint.h>
+
+#include "amx_tiles.h"
+
+void amx_hw_product(const woolly_tile_config *cfg, const int32_t c0[16][16], const int8_t a[16][64],
+                    const uint8_t b[16][64], int signed_b, int32_t c[16][16]);
+
+#endif
