@@ -365,3 +365,40 @@ Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights
         }
     }
 }
+
+/* The amx level's tile GEMMs are candidates (codegen/kernels.toml): a level with no default kernel comes
+ * after the levels that have one, so at the amx level the avx512 level's defaults are chosen until a
+ * profile makes a tile GEMM a default; while the candidates of a level that has defaults elsewhere still
+ * come before a lower level's default (Q4_K with F32 activations on GGUF rows: avx512's candidates over
+ * the scalar default). Checked at whatever level this CPU (or this build's emulation) runs. */
+Test(registry, a_level_of_candidates_comes_after_the_levels_with_defaults)
+{
+    unsetenv("WOOLLY_ISA");
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    const enum woolly_isa active = woolly_isa_active();
+    int n;
+    const woolly_kernel *ks = woolly_kernel_list(&n);
+    bool amx_default = false;
+    for (int i = 0; i < n; i++)
+        amx_default |= ks[i].isa == WOOLLY_ISA_AMX && woolly_kernel_is_default(&ks[i]);
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        if ((ks[i].op != WOOLLY_OP_GEMV && ks[i].op != WOOLLY_OP_GEMM) || !woolly_kernel_runs(&ks[i]))
+            continue;
+        const woolly_kernel *k = woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act, ks[i].layout);
+        cr_assert(k && woolly_kernel_runs(k), "%s: its slot has no kernel that runs", ks[i].name);
+        if (active == WOOLLY_ISA_AMX && !amx_default && ks[i].isa == WOOLLY_ISA_AMX) {
+            cr_expect_neq(k->isa, WOOLLY_ISA_AMX, "%s chosen for its slot over the avx512 level's default", k->name);
+            cr_expect(woolly_kernel_is_default(k), "%s's slot took %s, not a default", ks[i].name, k->name);
+            checked++;
+        }
+    }
+    if (active == WOOLLY_ISA_AMX && !amx_default)
+        cr_assert_gt(checked, 0, "the amx level active and no tile GEMM checked");
+    if (woolly_isa_runs_at(WOOLLY_ISA_AVX512, active)) {
+        const woolly_kernel *k = woolly_kernel_choose(WOOLLY_OP_GEMM, WOOLLY_TYPE_Q4_K, WOOLLY_ACT_F32, NULL);
+        cr_assert(k && k->isa == WOOLLY_ISA_AVX512, "Q4_K x F32 on GGUF rows at %s: %s", woolly_isa_name(active),
+                  k ? k->name : "none");
+    }
+}

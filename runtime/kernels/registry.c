@@ -407,12 +407,21 @@ bool woolly_kernel_runs(const woolly_kernel *k)
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
     woolly_isa_init(NULL); /* before `match` reads a default: this CPU's are resolved there */
+    /* A level none of whose kernels is a default (the amx level's tile GEMMs are candidates: the spec,
+     * codegen/kernels.toml) is a level of candidates: its kernels come after any other level's, so that
+     * they do not displace the defaults of the level they nest in until a tuning profile chooses them. */
+    bool has_default[WOOLLY_ISA_COUNT] = {false};
+    for (int i = 0; i < N_KERNELS; i++)
+        if (is_default(&KERNELS[i]) || is_small_default(&KERNELS[i]))
+            has_default[KERNELS[i].isa] = true;
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
         if (!match(k, ctx) || !woolly_kernel_runs(k))
             continue;
-        if (!best || k->isa > best->isa || (k->isa == best->isa && is_default(k) && !is_default(best)))
+        if (!best || (has_default[k->isa] && !has_default[best->isa]) ||
+            (has_default[k->isa] == has_default[best->isa] &&
+             (k->isa > best->isa || (k->isa == best->isa && is_default(k) && !is_default(best)))))
             best = k;
     }
     return best;

@@ -110,7 +110,8 @@ bool woolly_kernel_runs(const woolly_kernel *k);
 
 /* The kernel for a slot at the active ISA level whose weights are in `layout` (NULL: GGUF rows): the
  * highest level that is at most the active one, and at that level the default kernel, else the first
- * listed. NULL if no kernel serves it. */
+ * listed; a level with no default kernel at all (the amx level, whose tile GEMMs are candidates) comes
+ * after every level that has one. NULL if no kernel serves it. */
 const woolly_kernel *woolly_kernel_choose(enum woolly_op op, enum woolly_type wtype, enum woolly_act act,
                                           const woolly_layout *layout);
 
