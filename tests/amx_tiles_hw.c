@@ -5,17 +5,5 @@
 
 #include "amx_tiles.h"
 
-void amx_hw_product(const woolly_tile_config *cfg, const int32_t c0[16][16], const int8_t a[16][64],
-                    const uint8_t b[16][64], int signed_b, int32_t c[16][16])
-{
-    woolly_tile_loadconfig(cfg);
-    woolly_tile_loadd(0, c0, 64);
-    woolly_tile_loadd(1, a, 64);
-    woolly_tile_loadd(2, b, 64);
-    if (signed_b)
-        woolly_tile_dpbssd(0, 1, 2);
-    else
-        woolly_tile_dpbsud(0, 1, 2);
-    woolly_tile_stored(0, c, 64);
-    woolly_tile_release();
-}
+#define AMX_TILE_PRODUCT amx_hw_product
+#include "amx_tile_product.inc"

@@ -12,8 +12,15 @@
 
 #include "testutil.h"
 
+/* emu_product: a tile product in the emulation, the code the hardware comparison below runs too. */
+static void emu_product(const woolly_tile_config *cfg, const int32_t c0[16][16], const int8_t a[16][64],
+                        const uint8_t b[16][64], int signed_b, int32_t c[16][16]);
+#define AMX_TILE_PRODUCT emu_product
+#define AMX_TILE_PRODUCT_LINKAGE static
+#include "amx_tile_product.inc"
+
 /* Tiles 0 (C: rows x 4n bytes), 1 (A: rows x 4k), 2 (B: k rows x 4n). */
-static void configure(int rows, int k, int n)
+static woolly_tile_config shape(int rows, int k, int n)
 {
     woolly_tile_config c;
     memset(&c, 0, sizeof c);
@@ -21,6 +28,12 @@ static void configure(int rows, int k, int n)
     c.rows[0] = (uint8_t)rows, c.colsb[0] = (uint16_t)(4 * n);
     c.rows[1] = (uint8_t)rows, c.colsb[1] = (uint16_t)(4 * k);
     c.rows[2] = (uint8_t)k, c.colsb[2] = (uint16_t)(4 * n);
+    return c;
+}
+
+static void configure(int rows, int k, int n)
+{
+    const woolly_tile_config c = shape(rows, k, n);
     woolly_tile_loadconfig(&c);
 }
 
@@ -36,16 +49,9 @@ static void check_product(int rows, int k, int n, int signed_b, uint64_t seed)
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) /* near the int32 limits, so that a sum wraps now and then */
             c0[i][j] = (int32_t)(uint32_t)(tu_rand_u64(&rng) | 0x7FFF0000u);
-    configure(rows, k, n);
-    woolly_tile_loadd(0, c0, 64);
-    woolly_tile_loadd(1, a, 64);
-    woolly_tile_loadd(2, b, 64);
-    if (signed_b)
-        woolly_tile_dpbssd(0, 1, 2);
-    else
-        woolly_tile_dpbsud(0, 1, 2);
+    const woolly_tile_config cfg = shape(rows, k, n);
     memset(c, 0x5A, sizeof c);
-    woolly_tile_stored(0, c, 64);
+    emu_product(&cfg, c0, a, b, signed_b, c);
     for (int m = 0; m < rows; m++)
         for (int j = 0; j < n; j++) {
             uint32_t want = (uint32_t)c0[m][j];
@@ -58,7 +64,6 @@ static void check_product(int rows, int k, int n, int signed_b, uint64_t seed)
         for (int j = 0; j < 16; j++)
             if (m >= rows || j >= n)
                 cr_assert_eq((uint32_t)c[m][j], 0x5A5A5A5Au, "c[%d][%d] outside the tile was written", m, j);
-    woolly_tile_release();
 }
 
 Test(amx_tiles, products_follow_the_definition)
@@ -150,26 +155,12 @@ Test(amx_tiles, the_hardware_gives_the_emulations_bits)
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++)
                 c0[i][j] = (int32_t)(uint32_t)(tu_rand_u64(&rng) | (round & 1 ? 0x7FFF0000u : 0));
-        woolly_tile_config c;
-        memset(&c, 0, sizeof c);
-        c.palette = 1;
-        c.rows[0] = (uint8_t)s[0], c.colsb[0] = (uint16_t)(4 * s[2]);
-        c.rows[1] = (uint8_t)s[0], c.colsb[1] = (uint16_t)(4 * s[1]);
-        c.rows[2] = (uint8_t)s[1], c.colsb[2] = (uint16_t)(4 * s[2]);
+        const woolly_tile_config c = shape(s[0], s[1], s[2]);
         const int signed_b = round / 6 % 2;
         memset(hw, 0x5A, sizeof hw);
         memcpy(emu, hw, sizeof emu);
         amx_hw_product(&c, c0, a, b, signed_b, hw);
-        woolly_tile_loadconfig(&c);
-        woolly_tile_loadd(0, c0, 64);
-        woolly_tile_loadd(1, a, 64);
-        woolly_tile_loadd(2, b, 64);
-        if (signed_b)
-            woolly_tile_dpbssd(0, 1, 2);
-        else
-            woolly_tile_dpbsud(0, 1, 2);
-        woolly_tile_stored(0, emu, 64);
-        woolly_tile_release();
+        emu_product(&c, c0, a, b, signed_b, emu);
         cr_assert_eq(memcmp(hw, emu, sizeof hw), 0, "round %d (%d x %d x %d, %s B): hardware and emulation differ",
                      round, s[0], s[1], s[2], signed_b ? "signed" : "unsigned");
     }
