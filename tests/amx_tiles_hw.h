@@ -11,4 +11,9 @@
 void amx_hw_product(const woolly_tile_config *cfg, const int32_t c0[16][16], const int8_t a[16][64],
                     const uint8_t b[16][64], int signed_b, int32_t c[16][16]);
 
+/* TDPBF16PS on the CPU's unit, the same tiles: a and b hold BF16 pairs, c0 and c FP32. Only on a CPU
+ * whose woolly_cpu_get() reports amx_bf16. */
+void amx_hw_bf16_product(const woolly_tile_config *cfg, const float c0[16][16], const uint16_t a[16][32],
+                         const uint16_t b[16][32], float c[16][16]);
+
 #endif

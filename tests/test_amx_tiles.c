@@ -12,12 +12,23 @@
 
 #include "testutil.h"
 
-/* emu_product: a tile product in the emulation, the code the hardware comparison below runs too. */
+/* emu_product, emu_bf16_product: tile products in the emulation, the code the hardware comparison below
+ * runs too. */
 static void emu_product(const woolly_tile_config *cfg, const int32_t c0[16][16], const int8_t a[16][64],
                         const uint8_t b[16][64], int signed_b, int32_t c[16][16]);
+static void emu_bf16_product(const woolly_tile_config *cfg, const float c0[16][16], const uint16_t a[16][32],
+                             const uint16_t b[16][32], float c[16][16]);
 #define AMX_TILE_PRODUCT emu_product
+#define AMX_TILE_PRODUCT_BF16 emu_bf16_product
 #define AMX_TILE_PRODUCT_LINKAGE static
 #include "amx_tile_product.inc"
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16); /* the test's values are exact in BF16 */
+}
 
 /* Tiles 0 (C: rows x 4n bytes), 1 (A: rows x 4k), 2 (B: k rows x 4n). */
 static woolly_tile_config shape(int rows, int k, int n)
@@ -165,4 +176,100 @@ Test(amx_tiles, the_hardware_gives_the_emulations_bits)
                      round, s[0], s[1], s[2], signed_b ? "signed" : "unsigned");
     }
 }
+
+/* The same for TDPBF16PS: random BF16 pairs over a wide range of exponents (with zeros and denormals
+ * among them) and FP32 accumulators, on the hardware and in the emulation, compared bit for bit. */
+Test(amx_tiles, the_hardwares_bf16_products_give_the_emulations_bits)
+{
+    if (!woolly_cpu_get()->amx_bf16) {
+        cr_log_info("this CPU has no AMX BF16 (or the OS refuses its state): the emulation alone is tested");
+        return;
+    }
+    static const int shapes[][3] = {{16, 16, 16}, {16, 8, 16}, {5, 8, 16}, {1, 3, 7}};
+    tu_rng rng = {7};
+    int first_bad = -1;
+    for (int round = 0; round < 64 && first_bad < 0; round++) {
+        const int *s = shapes[round % 4];
+        static uint16_t a[16][32], b[16][32];
+        static float c0[16][16], hw[16][16], emu[16][16];
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 32; j++) {
+                const uint64_t r = tu_rand_u64(&rng);
+                /* exponents 127 +- 24 mostly; every 16th a zero or a denormal */
+                const uint16_t e = (uint16_t)(r % 16 == 0 ? 0 : 103 + (r >> 8) % 49);
+                a[i][j] = (uint16_t)(((r >> 20) & 1) << 15 | e << 7 | ((r >> 24) & 0x7F));
+                const uint64_t q = tu_rand_u64(&rng);
+                const uint16_t f = (uint16_t)(q % 16 == 0 ? 0 : 103 + (q >> 8) % 49);
+                b[i][j] = (uint16_t)(((q >> 20) & 1) << 15 | f << 7 | ((q >> 24) & 0x7F));
+            }
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++)
+                c0[i][j] = (float)((double)(int64_t)tu_rand_u64(&rng) * 0x1p-60);
+        const woolly_tile_config c = shape(s[0], s[1], s[2]);
+        memset(hw, 0x5A, sizeof hw);
+        memcpy(emu, hw, sizeof emu);
+        amx_hw_bf16_product(&c, c0, a, b, hw);
+        emu_bf16_product(&c, c0, a, b, emu);
+        if (memcmp(hw, emu, sizeof hw)) {
+            first_bad = round;
+            for (int m = 0; m < 16; m++)
+                for (int n = 0; n < 16; n++)
+                    if (memcmp(&hw[m][n], &emu[m][n], 4))
+                        cr_log_error("round %d (%d x %d x %d): c[%d][%d] hardware %a, emulation %a", round, s[0], s[1],
+                                     s[2], m, n, (double)hw[m][n], (double)emu[m][n]);
+        }
+    }
+    cr_assert_lt(first_bad, 0, "TDPBF16PS: the hardware and the emulation differ from round %d", first_bad);
+    /* A partial sum below the normal range is flushed before the next FMA: 2^-127 (from 2^-70 x 2^-57),
+     * then + 2^-126, gives 2^-126, not 1.5 x 2^-126. */
+    static uint16_t a[16][32], b[16][32];
+    static float c0[16][16], hw[16][16], emu[16][16];
+    memset(a, 0, sizeof a), memset(b, 0, sizeof b), memset(c0, 0, sizeof c0);
+    a[0][0] = bf16_of(0x1p-70f), b[0][0] = bf16_of(0x1p-57f);
+    a[0][2] = bf16_of(0x1p-63f), b[1][0] = bf16_of(0x1p-63f);
+    const woolly_tile_config c = shape(16, 16, 16);
+    amx_hw_bf16_product(&c, c0, a, b, hw);
+    emu_bf16_product(&c, c0, a, b, emu);
+    cr_assert_eq(emu[0][0], 0x1p-126f, "emulation: %a", (double)emu[0][0]);
+    cr_assert_eq(memcmp(&hw[0][0], &emu[0][0], 4), 0, "a flushed partial sum: hardware %a, emulation %a",
+                 (double)hw[0][0], (double)emu[0][0]);
+}
 #endif
+
+
+/* TDPBF16PS in the emulation, on values whose sums are exact: small integers, the pairs' two halves added,
+ * the accumulator kept; a denormal input reads as zero, and a result below the normal range is flushed. */
+Test(amx_tiles, bf16_products_follow_the_definition)
+{
+    static uint16_t a[16][32], b[16][32];
+    static float c0[16][16], c[16][16];
+    for (int m = 0; m < 16; m++)
+        for (int j = 0; j < 32; j++)
+            a[m][j] = bf16_of((float)((m + j) % 7 - 3)), b[m][j] = bf16_of((float)((2 * m + j) % 5 - 2));
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++)
+            c0[m][n] = (float)(m - n);
+    const woolly_tile_config cfg = shape(16, 16, 16);
+    emu_bf16_product(&cfg, c0, a, b, c);
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            double want = c0[m][n];
+            for (int k = 0; k < 16; k++)
+                for (int i = 0; i < 2; i++) {
+                    float x, y;
+                    uint32_t ux = (uint32_t)a[m][2 * k + i] << 16, uy = (uint32_t)b[k][2 * n + i] << 16;
+                    memcpy(&x, &ux, 4), memcpy(&y, &uy, 4);
+                    want += (double)x * y;
+                }
+            cr_assert_eq(c[m][n], (float)want, "c[%d][%d] = %g, want %g", m, n, (double)c[m][n], want);
+        }
+    /* a denormal A value contributes nothing; a sum below FLT_MIN becomes zero */
+    memset(a, 0, sizeof a), memset(b, 0, sizeof b), memset(c0, 0, sizeof c0);
+    a[0][0] = 0x0001, b[0][0] = bf16_of(1.0f);             /* denormal x 1 */
+    a[1][0] = bf16_of(0x1p-70f), b[0][0] = bf16_of(1.0f);  /* row 1: 2^-70 x 1 = 2^-70, normal */
+    a[2][0] = bf16_of(0x1p-70f), b[0][2] = bf16_of(0x1p-70f); /* row 2, column 1: 2^-140, below the range */
+    emu_bf16_product(&cfg, c0, a, b, c);
+    cr_assert_eq(c[0][0], 0.0f, "a denormal input counts: %g", (double)c[0][0]);
+    cr_assert_eq(c[1][0], 0x1p-70f, "%g", (double)c[1][0]);
+    cr_assert_eq(c[2][1], 0.0f, "a result below the normal range is kept: %g", (double)c[2][1]);
+}

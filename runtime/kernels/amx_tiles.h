@@ -26,6 +26,7 @@ typedef struct {
 _Static_assert(sizeof(woolly_tile_config) == 64, "LDTILECFG takes 64 bytes");
 
 #if defined(WOOLLY_EMULATED_AMX)
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,56 @@ static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
         }
 }
 
+/* TDPBF16PS, as Intel's manual (SDM, 2023 and later) defines it: per row m of C, two FP32 partial sums per
+ * column n, of the even and of the odd BF16 of each pair, from zero, each gaining a[m][2k + i] x b[k][2n + i]
+ * in turn over k (an FMA: the product of two BF16 values is exact in FP32); then c[m][n] + (even + odd).
+ * Round to nearest even throughout, input denormals read as zero and output denormals flushed to zero
+ * (of their sign), whatever MXCSR says. The C below computes in float under the default rounding (fmaf
+ * for the FMA, whose product must not round on its own where it falls below the normal range), and
+ * flushes by hand. */
+static inline float woolly_emu_daz(uint32_t bits)
+{
+    if (!(bits & 0x7F800000u))
+        bits &= 0x80000000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline float woolly_emu_ftz(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return woolly_emu_daz(bits);
+}
+
+static inline void woolly_emu_tile_dpbf16ps(int c, int a, int b)
+{
+    uint8_t(*tc)[64] = woolly_emu_tile(c, "tdpbf16ps"), (*ta)[64] = woolly_emu_tile(a, "tdpbf16ps"),
+                  (*tb)[64] = woolly_emu_tile(b, "tdpbf16ps");
+    const woolly_tile_config *cfg = &woolly_emu_amx.cfg;
+    if (c == a || c == b || a == b)
+        woolly_emu_tile_fault("tdpbf16ps with a tile twice", c);
+    if (cfg->rows[a] != cfg->rows[c] || cfg->colsb[a] % 4 || cfg->rows[b] != cfg->colsb[a] / 4 ||
+        cfg->colsb[b] != cfg->colsb[c] || cfg->colsb[c] % 4)
+        woolly_emu_tile_fault("tdpbf16ps of tiles whose shapes do not meet", c);
+    for (int m = 0; m < cfg->rows[c]; m++)
+        for (int n = 0; n < cfg->colsb[c] / 4; n++) {
+            float part[2] = {0.0f, 0.0f};
+            for (int k = 0; k < cfg->colsb[a] / 4; k++)
+                for (int i = 0; i < 2; i++) {
+                    uint16_t x, y;
+                    memcpy(&x, &ta[m][4 * k + 2 * i], 2);
+                    memcpy(&y, &tb[k][4 * n + 2 * i], 2);
+                    part[i] = woolly_emu_ftz(fmaf(woolly_emu_daz((uint32_t)x << 16), woolly_emu_daz((uint32_t)y << 16), part[i]));
+                }
+            uint32_t acc;
+            memcpy(&acc, &tc[m][4 * n], 4);
+            const float sum = woolly_emu_ftz(woolly_emu_daz(acc) + woolly_emu_ftz(part[0] + part[1]));
+            memcpy(&tc[m][4 * n], &sum, 4);
+        }
+}
+
 #define woolly_tile_loadconfig(cfg) woolly_emu_tile_loadconfig(cfg)
 #define woolly_tile_release() woolly_emu_tile_release()
 #define woolly_tile_loadd(t, base, stride) woolly_emu_tile_loadd(t, base, (long)(stride))
@@ -129,6 +180,7 @@ static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
 #define woolly_tile_zero(t) woolly_emu_tile_zero(t)
 #define woolly_tile_dpbsud(c, a, b) woolly_emu_tile_dpb(c, a, b, true, false)
 #define woolly_tile_dpbssd(c, a, b) woolly_emu_tile_dpb(c, a, b, true, true)
+#define woolly_tile_dpbf16ps(c, a, b) woolly_emu_tile_dpbf16ps(c, a, b)
 #else
 #include <immintrin.h>
 
@@ -139,6 +191,7 @@ static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
 #define woolly_tile_zero(t) _tile_zero(t)
 #define woolly_tile_dpbsud(c, a, b) _tile_dpbsud(c, a, b)
 #define woolly_tile_dpbssd(c, a, b) _tile_dpbssd(c, a, b)
+#define woolly_tile_dpbf16ps(c, a, b) _tile_dpbf16ps(c, a, b) /* needs -mamx-bf16 where it is used */
 #endif
 
 #endif
