@@ -136,12 +136,18 @@ Test(registry, forced_scalar_chooses_the_scalar_kernels)
     }
 }
 
-Test(registry, default_level_is_built_and_supported)
+/* The level this CPU runs without WOOLLY_ISA. */
+static enum woolly_isa detected_level(void)
 {
     unsetenv("WOOLLY_ISA");
     woolly_error err = {{0}};
     cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
-    const enum woolly_isa active = woolly_isa_active();
+    return woolly_isa_active();
+}
+
+Test(registry, default_level_is_built_and_supported)
+{
+    const enum woolly_isa active = detected_level();
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     bool built = false;
@@ -373,10 +379,7 @@ Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights
  * the scalar default). Checked at whatever level this CPU (or this build's emulation) runs. */
 Test(registry, a_level_of_candidates_comes_after_the_levels_with_defaults)
 {
-    unsetenv("WOOLLY_ISA");
-    woolly_error err = {{0}};
-    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
-    const enum woolly_isa active = woolly_isa_active();
+    const enum woolly_isa active = detected_level();
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
     bool amx_default = false;

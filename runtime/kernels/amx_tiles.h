@@ -26,6 +26,8 @@ typedef struct {
 _Static_assert(sizeof(woolly_tile_config) == 64, "LDTILECFG takes 64 bytes");
 
 #if defined(WOOLLY_EMULATED_AMX)
+#include "kernels.h" /* woolly_bits_to_f32, woolly_f32_to_bits */
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -98,16 +100,24 @@ static inline void woolly_emu_tile_zero(int t)
 /* TDPB[SU][SU]D: c[m][n] += sum over k, i < 4 of a[m][4k + i] x b[k][4n + i] in int32 (wrapping), a's
  * bytes signed when sa, b's when sb. The shapes the instruction takes: a and c of the same rows, b of a's
  * bytes per row / 4 rows and of c's bytes per row. */
-static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
+/* The checks of a tile product (TDPB*D, TDPBF16PS) c += a b: three distinct configured tiles whose
+ * shapes meet (a and c of the same rows, b of a's bytes per row / 4 rows and of c's bytes per row). */
+static inline const woolly_tile_config *woolly_emu_product_tiles(int c, int a, int b, const char *op)
 {
-    uint8_t(*tc)[64] = woolly_emu_tile(c, "tdpb*d"), (*ta)[64] = woolly_emu_tile(a, "tdpb*d"),
-                  (*tb)[64] = woolly_emu_tile(b, "tdpb*d");
+    woolly_emu_tile(c, op), woolly_emu_tile(a, op), woolly_emu_tile(b, op);
     const woolly_tile_config *cfg = &woolly_emu_amx.cfg;
     if (c == a || c == b || a == b)
-        woolly_emu_tile_fault("tdpb*d with a tile twice", c);
+        woolly_emu_tile_fault("a tile product with a tile twice", c);
     if (cfg->rows[a] != cfg->rows[c] || cfg->colsb[a] % 4 || cfg->rows[b] != cfg->colsb[a] / 4 ||
         cfg->colsb[b] != cfg->colsb[c] || cfg->colsb[c] % 4)
-        woolly_emu_tile_fault("tdpb*d of tiles whose shapes do not meet", c);
+        woolly_emu_tile_fault("a tile product of tiles whose shapes do not meet", c);
+    return cfg;
+}
+
+static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
+{
+    const woolly_tile_config *cfg = woolly_emu_product_tiles(c, a, b, "tdpb*d");
+    uint8_t(*tc)[64] = woolly_emu_amx.t[c], (*ta)[64] = woolly_emu_amx.t[a], (*tb)[64] = woolly_emu_amx.t[b];
     for (int m = 0; m < cfg->rows[c]; m++)
         for (int n = 0; n < cfg->colsb[c] / 4; n++) {
             int32_t acc;
@@ -132,30 +142,18 @@ static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
  * flushes by hand. */
 static inline float woolly_emu_daz(uint32_t bits)
 {
-    if (!(bits & 0x7F800000u))
-        bits &= 0x80000000u;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
+    return woolly_bits_to_f32(bits & 0x7F800000u ? bits : bits & 0x80000000u);
 }
 
 static inline float woolly_emu_ftz(float f)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return woolly_emu_daz(bits);
+    return woolly_emu_daz(woolly_f32_to_bits(f));
 }
 
 static inline void woolly_emu_tile_dpbf16ps(int c, int a, int b)
 {
-    uint8_t(*tc)[64] = woolly_emu_tile(c, "tdpbf16ps"), (*ta)[64] = woolly_emu_tile(a, "tdpbf16ps"),
-                  (*tb)[64] = woolly_emu_tile(b, "tdpbf16ps");
-    const woolly_tile_config *cfg = &woolly_emu_amx.cfg;
-    if (c == a || c == b || a == b)
-        woolly_emu_tile_fault("tdpbf16ps with a tile twice", c);
-    if (cfg->rows[a] != cfg->rows[c] || cfg->colsb[a] % 4 || cfg->rows[b] != cfg->colsb[a] / 4 ||
-        cfg->colsb[b] != cfg->colsb[c] || cfg->colsb[c] % 4)
-        woolly_emu_tile_fault("tdpbf16ps of tiles whose shapes do not meet", c);
+    const woolly_tile_config *cfg = woolly_emu_product_tiles(c, a, b, "tdpbf16ps");
+    uint8_t(*tc)[64] = woolly_emu_amx.t[c], (*ta)[64] = woolly_emu_amx.t[a], (*tb)[64] = woolly_emu_amx.t[b];
     for (int m = 0; m < cfg->rows[c]; m++)
         for (int n = 0; n < cfg->colsb[c] / 4; n++) {
             float part[2] = {0.0f, 0.0f};
