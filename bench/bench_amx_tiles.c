@@ -2,9 +2,10 @@
  * of 2 x 2 accumulator tiles (2 A tiles of 16 tokens, 2 B tiles of 16 rows), from zero, over K = 32
  * activation bytes (a chunk of one scale: what the kernels run) or 64 (a whole tile row), with each
  * product stored to memory (as the kernels must, to scale it in float; to a ring of two chunks' tiles,
- * in the L1 cache as the kernels' are) or kept in the tile. Single
- * thread, by CPU time (bench_cpu_time.h), median of 7 samples. It prints GMAC/s per case; comparing the
- * four shows what the store and a half-filled A tile cost. Only on x86-64 CPUs with AMX. */
+ * in the L1 cache as the kernels' are) or kept in the tile, and stored products read back with vector
+ * loads at once or a step later. Single thread, by CPU time (bench_cpu_time.h), median of 7 samples. It
+ * prints GMAC/s per case; comparing them shows what the store, its read-back and a half-filled A tile
+ * cost. Only on x86-64 CPUs with AMX. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

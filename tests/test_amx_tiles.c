@@ -177,6 +177,14 @@ Test(amx_tiles, the_hardware_gives_the_emulations_bits)
     }
 }
 
+/* A BF16 bit pattern: exponents 127 +- 24 mostly, every 16th a zero or a denormal, either sign. */
+static uint16_t random_bf16(tu_rng *rng)
+{
+    const uint64_t r = tu_rand_u64(rng);
+    const uint16_t e = (uint16_t)(r % 16 == 0 ? 0 : 103 + (r >> 8) % 49);
+    return (uint16_t)(((r >> 20) & 1) << 15 | e << 7 | ((r >> 24) & 0x7F));
+}
+
 /* The same for TDPBF16PS: random BF16 pairs over a wide range of exponents (with zeros and denormals
  * among them) and FP32 accumulators, on the hardware and in the emulation, compared bit for bit. */
 Test(amx_tiles, the_hardwares_bf16_products_give_the_emulations_bits)
@@ -193,15 +201,8 @@ Test(amx_tiles, the_hardwares_bf16_products_give_the_emulations_bits)
         static uint16_t a[16][32], b[16][32];
         static float c0[16][16], hw[16][16], emu[16][16];
         for (int i = 0; i < 16; i++)
-            for (int j = 0; j < 32; j++) {
-                const uint64_t r = tu_rand_u64(&rng);
-                /* exponents 127 +- 24 mostly; every 16th a zero or a denormal */
-                const uint16_t e = (uint16_t)(r % 16 == 0 ? 0 : 103 + (r >> 8) % 49);
-                a[i][j] = (uint16_t)(((r >> 20) & 1) << 15 | e << 7 | ((r >> 24) & 0x7F));
-                const uint64_t q = tu_rand_u64(&rng);
-                const uint16_t f = (uint16_t)(q % 16 == 0 ? 0 : 103 + (q >> 8) % 49);
-                b[i][j] = (uint16_t)(((q >> 20) & 1) << 15 | f << 7 | ((q >> 24) & 0x7F));
-            }
+            for (int j = 0; j < 32; j++)
+                a[i][j] = random_bf16(&rng), b[i][j] = random_bf16(&rng);
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++)
                 c0[i][j] = (float)((double)(int64_t)tu_rand_u64(&rng) * 0x1p-60);
@@ -235,7 +236,6 @@ Test(amx_tiles, the_hardwares_bf16_products_give_the_emulations_bits)
                  (double)hw[0][0], (double)emu[0][0]);
 }
 #endif
-
 
 /* TDPBF16PS in the emulation, on values whose sums are exact: small integers, the pairs' two halves added,
  * the accumulator kept; a denormal input reads as zero, and a result below the normal range is flushed. */

@@ -97,9 +97,6 @@ static inline void woolly_emu_tile_zero(int t)
     memset(woolly_emu_tile(t, "tilezero"), 0, sizeof woolly_emu_amx.t[0]);
 }
 
-/* TDPB[SU][SU]D: c[m][n] += sum over k, i < 4 of a[m][4k + i] x b[k][4n + i] in int32 (wrapping), a's
- * bytes signed when sa, b's when sb. The shapes the instruction takes: a and c of the same rows, b of a's
- * bytes per row / 4 rows and of c's bytes per row. */
 /* The checks of a tile product (TDPB*D, TDPBF16PS) c += a b: three distinct configured tiles whose
  * shapes meet (a and c of the same rows, b of a's bytes per row / 4 rows and of c's bytes per row). */
 static inline const woolly_tile_config *woolly_emu_product_tiles(int c, int a, int b, const char *op)
@@ -114,6 +111,8 @@ static inline const woolly_tile_config *woolly_emu_product_tiles(int c, int a, i
     return cfg;
 }
 
+/* TDPB[SU][SU]D: c[m][n] += sum over k, i < 4 of a[m][4k + i] x b[k][4n + i] in int32 (wrapping), a's
+ * bytes signed when sa, b's when sb. */
 static inline void woolly_emu_tile_dpb(int c, int a, int b, bool sa, bool sb)
 {
     const woolly_tile_config *cfg = woolly_emu_product_tiles(c, a, b, "tdpb*d");
