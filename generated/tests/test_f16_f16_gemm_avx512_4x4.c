@@ -4,7 +4,7 @@
  * f16_f16_gemm_avx512_4x4 against the reference (dequantized weights and the activations as packed, float64 dot) on
  * the edge shapes: k of one, two and three blocks (odd block counts), token counts at, below and above
  * the 4-token tile, row ranges that start mid-matrix (ending in a partial tile), strides padded
- * by primes; and once each accumulating into y and with a prefetch distance. */
+ * by primes; and once each accumulating into y and with a prefetch distance. Blocked: a case past one KC x NC block. */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -74,6 +74,7 @@ static const kc_matmul_case CASES[] = {
     {.k = 173, .m = 11, .r0 = 0, .r1 = 4},
     {.k = 173, .m = 11, .r0 = 3, .r1 = 12},
     {.k = 173, .m = 11, .r0 = 0, .r1 = 13},
+    {.k = 1061, .m = 11, .r0 = 3, .r1 = 106},
     {.k = 173, .m = 11, .r0 = 3, .r1 = 10, .accumulate = 1},
     {.k = 173, .m = 11, .r0 = 0, .r1 = 13, .prefetch = 512},
 };

@@ -4,7 +4,7 @@
  * q4k_f32_gemv_avx512_r16_1x16 against the reference (dequantized weights and the activations as packed, float64 dot) on
  * the edge shapes: k of one, two and three blocks (odd block counts), token counts at, below and above
  * the 1-token tile, row ranges that start mid-matrix (at a group boundary, ending in a partial tile), strides padded
- * by primes; and once each accumulating into y and with a prefetch distance. */
+ * by primes; and once each accumulating into y and with a prefetch distance. Blocked: a case past one KC x NC block. */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -24,6 +24,7 @@ static const kc_matmul_case CASES[] = {
     {.k = 768, .m = 1, .r0 = 0, .r1 = 16},
     {.k = 768, .m = 1, .r0 = 16, .r1 = 49},
     {.k = 768, .m = 1, .r0 = 0, .r1 = 13},
+    {.k = 4352, .m = 1, .r0 = 16, .r1 = 51},
     {.k = 768, .m = 1, .r0 = 16, .r1 = 35, .accumulate = 1},
     {.k = 768, .m = 1, .r0 = 0, .r1 = 37, .prefetch = 512},
 };

@@ -4,7 +4,7 @@
  * q80_q8_gemm_avx2_r8_32x8 against the reference (dequantized weights and the activations as packed, float64 dot) on
  * the edge shapes: k of one, two and three blocks (odd block counts), token counts at, below and above
  * the 32-token tile, row ranges that start mid-matrix (at a group boundary, ending in a partial tile), strides padded
- * by primes; and once each accumulating into y and with a prefetch distance. */
+ * by primes; and once each accumulating into y and with a prefetch distance. Blocked: a case past one KC x NC block. */
 #include "harness.h"
 
 #include "kernel_check.h"
@@ -60,6 +60,7 @@ static const kc_matmul_case CASES[] = {
     {.k = 96, .m = 67, .r0 = 0, .r1 = 8},
     {.k = 96, .m = 67, .r0 = 8, .r1 = 25},
     {.k = 96, .m = 67, .r0 = 0, .r1 = 13},
+    {.k = 288, .m = 67, .r0 = 8, .r1 = 27},
     {.k = 96, .m = 67, .r0 = 8, .r1 = 19, .accumulate = 1},
     {.k = 96, .m = 67, .r0 = 0, .r1 = 21, .prefetch = 512},
 };

@@ -21,7 +21,8 @@ static void features(unsigned bits, char *buf, size_t cap)
     } F[] = {{WOOLLY_CPU_AVX512BF16, "avx512bf16"},
              {WOOLLY_CPU_AVXVNNI, "avxvnni"},
              {WOOLLY_CPU_I8MM, "i8mm"},
-             {WOOLLY_CPU_AVX512FP16, "avx512fp16"}};
+             {WOOLLY_CPU_AVX512FP16, "avx512fp16"},
+             {WOOLLY_CPU_AMXBF16, "amx_bf16"}};
     buf[0] = 0;
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++)
         if (bits & F[i].bit)

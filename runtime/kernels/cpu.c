@@ -165,6 +165,8 @@ static void detect(woolly_cpu *cpu)
             cpu->amx_tile = true;
             cpu->amx_int8 = (d & (1u << 25)) != 0;
             cpu->amx_bf16 = (d & (1u << 22)) != 0;
+            if (cpu->amx_bf16)
+                cpu->features |= WOOLLY_CPU_AMXBF16;
         }
         unsigned max7 = a;
         if (max7 >= 1) {
@@ -226,8 +228,11 @@ static void emulate_levels(woolly_cpu *cpu)
     }
 #endif
 #if defined(WOOLLY_EMULATED_AMX)
-    if (woolly_isa_cpu_has(cpu, woolly_isa_nests_in(WOOLLY_ISA_AMX)))
+    if (woolly_isa_cpu_has(cpu, woolly_isa_nests_in(WOOLLY_ISA_AMX))) {
         woolly_isa_cpu_grant(cpu, WOOLLY_ISA_AMX);
+        cpu->amx_bf16 = true; /* amx_tiles.h emulates TDPBF16PS too */
+        cpu->features |= WOOLLY_CPU_AMXBF16;
+    }
 #endif
     (void)cpu;
 }

@@ -12,6 +12,7 @@ enum woolly_cpu_feature {
     WOOLLY_CPU_AVXVNNI = 1u << 1,    /* VEX-encoded vpdpbusd on ymm */
     WOOLLY_CPU_I8MM = 1u << 2,       /* aarch64 smmla */
     WOOLLY_CPU_AVX512FP16 = 1u << 3, /* arithmetic on 32 halves: vfmadd231ph */
+    WOOLLY_CPU_AMXBF16 = 1u << 4,    /* tdpbf16ps (amx_bf16 below, as a feature a kernel may require) */
 };
 
 typedef struct woolly_cpu {
