@@ -167,6 +167,27 @@ Test(quantize, f16_of_q8_0_rounds_each_value_once)
     free(out);
 }
 
+/* BF16 (llama.cpp's file type 32): every matrix value rounded once to the nearest BF16, ties to even (so
+ * within half a unit of its 8 significant bits), the 1-D tensors kept in F32. */
+Test(quantize, bf16_of_f16_rounds_each_value_once)
+{
+    char *out = quantize("tiny-llama-f16", "BF16", "");
+    gguf_file *got = tu_gguf_open(out), *src = open_model("tiny-llama-f16");
+    assert_metadata_kept(src, got, 32);
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i], *s = &src->tensors[i];
+        cr_assert_eq(t->type, s->n_dims == 1 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_BF16, "%s", t->name);
+        float *a = dequantize_tensor(t), *b = dequantize_tensor(s);
+        for (int64_t j = 0; j < n_elems(t); j++)
+            cr_assert(fabsf(a[j] - b[j]) <= ldexpf(fabsf(b[j]), -8), "%s[%lld]: %g vs %g", t->name,
+                      (long long)j, a[j], b[j]);
+        free(a), free(b);
+    }
+    gguf_close(got), gguf_close(src);
+    remove(out);
+    free(out);
+}
+
 Test(quantize, output_does_not_depend_on_threads)
 {
     char *one = quantize("tiny-llama-f16", "Q4_K_M", "-q -t 1");

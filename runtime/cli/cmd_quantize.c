@@ -12,7 +12,7 @@ int woolly_cmd_quantize(int argc, char **argv)
         .about =
             "Converts a model's matrices; all metadata is kept, norms and other 1-D tensors stay F32.\n"
             "TYPE is Q4_K_M (llama.cpp's mix: Q4_K, Q6_K for output, and attn_v/ffn_down of some\n"
-            "layers), Q6_K, Q8_0, F16 or F32; or one of llama.cpp's mixes Q2_K, Q3_K_S, Q3_K_M,\n"
+            "layers), Q6_K, Q8_0, F16, BF16 or F32; or one of llama.cpp's mixes Q2_K, Q3_K_S, Q3_K_M,\n"
             "Q3_K_L, Q5_K_M, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (their own type, more bits for\n"
             "output, attn_v, ffn_down and attn_output as llama.cpp chooses).\n"
             "--imatrix weighs each matrix's rounding errors by an importance matrix (llama.cpp's imatrix\n"
@@ -33,7 +33,7 @@ int woolly_cmd_quantize(int argc, char **argv)
     const int f = woolly_ftype_from_name(type);
     if (f < 0) {
         fprintf(stderr,
-                "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16, F32, Q2_K, Q3_K_S, "
+                "woolly quantize: unknown type '%s' (expected Q4_K_M, Q6_K, Q8_0, F16, BF16, F32, Q2_K, Q3_K_S, "
                 "Q3_K_M, Q3_K_L, Q5_K_M, IQ4_XS, Q4_0, Q4_1, Q5_0, Q5_1 or IQ4_NL)\n",
                 type);
         return 2;

@@ -26,7 +26,7 @@ int woolly_cmd_synth(int argc, char **argv)
     cli_add_required(
         &t, (cli_flag){"-o", "--output", CLI_STR, &out, 0, 0, "OUT.gguf", "the file to write", NULL});
     cli_add(&t, (cli_flag){NULL, "--preset", CLI_STR, &preset, 0, 0, "P", preset_help, &n_presets});
-    cli_add(&t, (cli_flag){NULL, "--type", CLI_ENUM, &type, 0, 0, "Q4_K_M|Q6_K|Q8_0|F16|F32",
+    cli_add(&t, (cli_flag){NULL, "--type", CLI_ENUM, &type, 0, 0, "Q4_K_M|Q6_K|Q8_0|F16|BF16|F32",
                            "matrix type (default Q4_K_M)", NULL});
     cli_add(&t, (cli_flag){NULL, "--seed", CLI_U64, &c.seed, 0, 0, "S", "random seed (default 0)", NULL});
     cli_add(&t, (cli_flag){NULL, "--vocab", CLI_STR, &c.vocab_path, 0, 0, "FILE",

@@ -12,7 +12,8 @@ static const struct {
 } FTYPES[] = {
     {"Q4_0", WOOLLY_FTYPE_Q4_0}, {"Q4_1", WOOLLY_FTYPE_Q4_1}, {"Q5_0", WOOLLY_FTYPE_Q5_0},
     {"Q5_1", WOOLLY_FTYPE_Q5_1}, {"IQ4_NL", WOOLLY_FTYPE_IQ4_NL},
-    {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"Q8_0", WOOLLY_FTYPE_Q8_0},
+    {"F32", WOOLLY_FTYPE_F32},   {"F16", WOOLLY_FTYPE_F16},       {"BF16", WOOLLY_FTYPE_BF16},
+    {"Q8_0", WOOLLY_FTYPE_Q8_0},
     {"Q6_K", WOOLLY_FTYPE_Q6_K}, {"Q4_K_M", WOOLLY_FTYPE_Q4_K_M},
     {"Q2_K", WOOLLY_FTYPE_Q2_K}, {"Q3_K_S", WOOLLY_FTYPE_Q3_K_S}, {"Q3_K_M", WOOLLY_FTYPE_Q3_K_M},
     {"Q3_K_L", WOOLLY_FTYPE_Q3_K_L}, {"Q5_K_M", WOOLLY_FTYPE_Q5_K_M}, {"IQ4_XS", WOOLLY_FTYPE_IQ4_XS},
@@ -233,6 +234,9 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
         break;
     case WOOLLY_FTYPE_F16:
         want = WOOLLY_TYPE_F16;
+        break;
+    case WOOLLY_FTYPE_BF16:
+        want = WOOLLY_TYPE_BF16;
         break;
     case WOOLLY_FTYPE_Q8_0:
         want = WOOLLY_TYPE_Q8_0;

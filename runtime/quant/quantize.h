@@ -14,6 +14,7 @@
 enum woolly_ftype {
     WOOLLY_FTYPE_F32 = 0,
     WOOLLY_FTYPE_F16 = 1,
+    WOOLLY_FTYPE_BF16 = 32,
     /* the 32-value mixes: the type itself, Q6_K for the output matrix, IQ4_NL with more bits (Q5_K) for
      * some attn_v and ffn_down, as llama.cpp chooses (quant_mix.c, legacy_mix_type) */
     WOOLLY_FTYPE_Q4_0 = 2,
@@ -32,7 +33,7 @@ enum woolly_ftype {
     WOOLLY_FTYPE_IQ4_XS = 30,
 };
 
-/* "Q4_K_M", "Q6_K", "Q8_0", "F16", "F32", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q5_K_M", "IQ4_XS"
+/* "Q4_K_M", "Q6_K", "Q8_0", "F16", "BF16", "F32", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q5_K_M", "IQ4_XS"
  * (case-sensitive); -1 if unknown. */
 int woolly_ftype_from_name(const char *name);
 const char *woolly_ftype_name(enum woolly_ftype f);

@@ -493,8 +493,8 @@ static void write_hparams(gguf_writer *w, const woolly_synth_config *c, int64_t 
         gguf_writer_set_f32(w, ARCH_KEY("logit_scale"), c->logit_scale);
     }
 #undef ARCH_KEY
-    /* as llama.cpp: the quantizer records the block format version, the F16/F32 converter does not */
-    if (c->ftype != WOOLLY_FTYPE_F32 && c->ftype != WOOLLY_FTYPE_F16)
+    /* as llama.cpp: the quantizer records the block format version, the F16/BF16/F32 converter does not */
+    if (c->ftype != WOOLLY_FTYPE_F32 && c->ftype != WOOLLY_FTYPE_F16 && c->ftype != WOOLLY_FTYPE_BF16)
         gguf_writer_set_u32(w, "general.quantization_version", QUANTIZATION_VERSION);
     gguf_writer_set_u32(w, "general.file_type", (uint32_t)c->ftype);
 }
