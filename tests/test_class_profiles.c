@@ -175,6 +175,35 @@ Test(class_profiles, a_malformed_profile_is_rejected_whole)
 #endif
 }
 
+#if defined(__x86_64__)
+/* A level with GEMMs only (amx) takes the default GEMV of the level it nests in: its rows agree with that
+ * GEMV's activations and layout, or the profile is rejected. */
+Test(class_profiles, a_gemm_only_level_agrees_with_the_gemv_it_nests_on)
+{
+    static const char AMX[] = "woolly-default-profile 1\n"
+                              "class test\n"
+                              "match x86_64 TestVendor\n"
+                              "default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_1x8\n"
+                              "default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_4x6\n"
+                              "default BF16 amx tokens=17+ kernel=bf16_bf16_gemm_amx_32x32\n"
+                              "end 3\n";
+    woolly_class_profile p;
+    woolly_error err = {{0}};
+    cr_assert_eq(parse_text(AMX, strlen(AMX), &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(p.n_defaults, 3);
+    cr_expect_str_eq(p.defaults[2].kernel->name, "bf16_bf16_gemm_amx_32x32");
+    /* without the avx512 rows, BF16's GEMV there is the spec's, on F32 activations */
+    static const char ALONE[] = "woolly-default-profile 1\n"
+                                "class test\n"
+                                "match x86_64 TestVendor\n"
+                                "default BF16 amx tokens=17+ kernel=bf16_bf16_gemm_amx_32x32\n"
+                                "end 1\n";
+    cr_expect_neq(parse_text(ALONE, strlen(ALONE), &p, &err), 0, "accepted an amx row apart from its GEMV");
+    cr_expect(strstr(err.msg, "default bf16_bf16_gemm_amx_32x32 and GEMV bf16_f32_gemv_avx512_1x8 differ"),
+              "%s", err.msg);
+}
+#endif
+
 Test(class_profiles, a_profile_cut_anywhere_is_rejected)
 {
     const size_t len = strlen(VALID);

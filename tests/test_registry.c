@@ -373,31 +373,45 @@ Test(registry, a_forced_activation_format_stays_at_the_level_serving_the_weights
 }
 
 /* The amx level's tile GEMMs are candidates (codegen/kernels.toml): a level with no default kernel comes
- * after the levels that have one, so at the amx level the avx512 level's defaults are chosen until a
- * profile makes a tile GEMM a default; while the candidates of a level that has defaults elsewhere still
- * come before a lower level's default (Q4_K with F32 activations on GGUF rows: avx512's candidates over
- * the scalar default). Checked at whatever level this CPU (or this build's emulation) runs. */
+ * after the levels that have one, so at the amx level the avx512 level's defaults are chosen for every
+ * slot where no profile makes a tile GEMM the default (a CPU class's shipped profile may, for its slot
+ * alone: tune/defaults/intel-spr.profile does for BF16 weights); while the candidates of a level that has
+ * defaults elsewhere still come before a lower level's default (Q4_K with F32 activations on GGUF rows:
+ * avx512's candidates over the scalar default). Checked at whatever level this CPU (or this build's
+ * emulation) runs. */
 Test(registry, a_level_of_candidates_comes_after_the_levels_with_defaults)
 {
     const enum woolly_isa active = detected_level();
     int n;
     const woolly_kernel *ks = woolly_kernel_list(&n);
-    bool amx_default = false;
-    for (int i = 0; i < n; i++)
-        amx_default |= ks[i].isa == WOOLLY_ISA_AMX && woolly_kernel_is_default(&ks[i]);
     int checked = 0;
     for (int i = 0; i < n; i++) {
         if ((ks[i].op != WOOLLY_OP_GEMV && ks[i].op != WOOLLY_OP_GEMM) || !woolly_kernel_runs(&ks[i]))
             continue;
         const woolly_kernel *k = woolly_kernel_choose(ks[i].op, ks[i].wtype, ks[i].act, ks[i].layout);
         cr_assert(k && woolly_kernel_runs(k), "%s: its slot has no kernel that runs", ks[i].name);
-        if (active == WOOLLY_ISA_AMX && !amx_default && ks[i].isa == WOOLLY_ISA_AMX) {
+        if (active != WOOLLY_ISA_AMX || ks[i].isa != WOOLLY_ISA_AMX)
+            continue;
+        const woolly_kernel *amx_default = NULL; /* of this slot, from a class profile */
+        bool slot_default = false;                /* at any level this CPU runs */
+        for (int j = 0; j < n; j++)
+            if (ks[j].op == ks[i].op && ks[j].wtype == ks[i].wtype && ks[j].act == ks[i].act &&
+                ks[j].layout == ks[i].layout && woolly_kernel_runs(&ks[j]) && woolly_kernel_is_default(&ks[j])) {
+                slot_default = true;
+                if (ks[j].isa == WOOLLY_ISA_AMX)
+                    amx_default = &ks[j];
+            }
+        if (amx_default) {
+            cr_expect_eq(k, amx_default, "%s's slot took %s, not its amx default %s", ks[i].name, k->name,
+                         amx_default->name);
+        } else {
             cr_expect_neq(k->isa, WOOLLY_ISA_AMX, "%s chosen for its slot over the avx512 level's default", k->name);
-            cr_expect(woolly_kernel_is_default(k), "%s's slot took %s, not a default", ks[i].name, k->name);
-            checked++;
+            cr_expect(woolly_kernel_is_default(k) || !slot_default, "%s's slot took %s, not its default", ks[i].name,
+                      k->name);
         }
+        checked++;
     }
-    if (active == WOOLLY_ISA_AMX && !amx_default)
+    if (active == WOOLLY_ISA_AMX)
         cr_assert_gt(checked, 0, "the amx level active and no tile GEMM checked");
     if (woolly_isa_runs_at(WOOLLY_ISA_AVX512, active)) {
         const woolly_kernel *k = woolly_kernel_choose(WOOLLY_OP_GEMM, WOOLLY_TYPE_Q4_K, WOOLLY_ACT_F32, NULL);

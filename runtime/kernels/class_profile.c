@@ -243,14 +243,27 @@ static const woolly_kernel *resolved(const parse_ctx *c, enum woolly_type wtype,
     return NULL;
 }
 
+/* Whether the level has a GEMV for the weights at all (the amx level has GEMMs only). */
+static bool has_gemv(const parse_ctx *c, enum woolly_type wtype, enum woolly_isa isa)
+{
+    for (int i = 0; i < c->n_ks; i++)
+        if (c->ks[i].op == WOOLLY_OP_GEMV && c->ks[i].wtype == wtype && c->ks[i].isa == isa)
+            return true;
+    return false;
+}
+
 /* Each (weights, level) the rows touch keeps a default GEMV and GEMM, and all its defaults one activation
- * format and layout. */
+ * format and layout. A level without GEMVs for the weights takes the default GEMV of the level it nests
+ * in, the one its prompts' matrices are decoded with. */
 static int check_slots(const parse_ctx *c, woolly_error *err)
 {
     for (int i = 0; i < c->p->n_defaults; i++) {
         const woolly_kernel *k = c->p->defaults[i].kernel;
         const char *tn = type_name(k->wtype), *isa = woolly_isa_name(k->isa);
-        const woolly_kernel *gemv = resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_1, -1);
+        enum woolly_isa gemv_isa = k->isa;
+        while (!has_gemv(c, k->wtype, gemv_isa) && woolly_isa_nests_in(gemv_isa) != gemv_isa)
+            gemv_isa = woolly_isa_nests_in(gemv_isa);
+        const woolly_kernel *gemv = resolved(c, k->wtype, gemv_isa, WOOLLY_TOKENS_1, -1);
         if (!gemv || !resolved(c, k->wtype, k->isa, WOOLLY_TOKENS_LARGE, -1))
             return woolly_fail(err,
                                "%s weights at %s: a default %s without a default GEMV and GEMM beside it", tn,

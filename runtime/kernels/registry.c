@@ -407,12 +407,17 @@ bool woolly_kernel_runs(const woolly_kernel *k)
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
     woolly_isa_init(NULL); /* before `match` reads a default: this CPU's are resolved there */
-    /* A level none of whose kernels is a default (the amx level's tile GEMMs are candidates: the spec,
+    /* A level none of whose kernels the spec makes a default (the amx level's tile GEMMs are candidates:
      * codegen/kernels.toml) is a level of candidates: its kernels come after any other level's, so that
-     * they do not displace the defaults of the level they nest in until a tuning profile chooses them. */
+     * they do not displace the defaults of the level they nest in until a tuning profile chooses them,
+     * or a CPU class's shipped profile makes one the default of its slot (tune/defaults/), which puts
+     * the level first for that slot alone. */
     bool has_default[WOOLLY_ISA_COUNT] = {false};
     for (int i = 0; i < N_KERNELS; i++)
-        if (is_default(&KERNELS[i]) || is_small_default(&KERNELS[i]))
+        if (KERNELS[i].is_default || KERNELS[i].is_small_default)
+            has_default[KERNELS[i].isa] = true;
+    for (int i = 0; i < N_KERNELS; i++)
+        if ((is_default(&KERNELS[i]) || is_small_default(&KERNELS[i])) && match(&KERNELS[i], ctx))
             has_default[KERNELS[i].isa] = true;
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {

@@ -73,4 +73,16 @@ default Q5_0 avx512 tokens=1 kernel=q50_q8_gemv_avx512_r16_1x64_pf4k
 default Q5_1 avx512 tokens=1 kernel=q51_q8_gemv_avx512_r16_1x64_pf4k
 default IQ4_NL avx512 tokens=1 kernel=iq4nl_q8_gemv_avx512_r16_1x64_pf4k
 default Q2_K avx512 tokens=1 kernel=q2k_q8_gemv_avx512_r16_1x64_pf4k
-end 13
+# BF16 weights: BF16 activations (as llama.cpp takes them for these weights), so that prompts run on the
+# AMX BF16 tiles where the core has them (TDPBF16PS, matmul/amx/float_bf16_tiles.c.j2); on a core
+# without AMX, the vdpbf16ps GEMM. One token: the vdpbf16ps GEMV, as DRAM-bound as the F32 one. llama-1b
+# in BF16, 2 threads, in turns with llama.cpp (bench/compare.sh, 3 runs): pp512 248.1 +- 42.3 t/s against
+# 50.1 for llama.cpp and 52-58 for these weights on F32 activations (the spec's defaults, woolly bench in
+# turns), tg128 12.3 against 7.5. 2-16 tokens take the tiles too: 8 tokens on 8192x2048, 64.9 GMAC/s
+# against 47.0 for the best vdpbf16ps GEMM, 16 tokens 114.2 against 50.7; 2 tokens, DRAM-bound, 18.7
+# against 17.6. The activations' rounding costs tiny-llama in BF16 1.1e-5 of NMSE beside the weights' own
+# 1.8e-5 (test_model_logits_bf16.c).
+default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_1x8
+default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_4x6
+default BF16 amx tokens=17+ kernel=bf16_bf16_gemm_amx_32x32
+end 16

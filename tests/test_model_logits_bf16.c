@@ -1,0 +1,70 @@
+/* BF16 weights end to end: tiny-llama-f16 converted by `woolly quantize ... BF16`, its logits at every
+ * ISA level this CPU runs (amx included: on a CPU class whose shipped profile gives BF16 weights BF16
+ * activations, prompts take the AMX BF16 tiles there), in batches of 512 (the GEMM), 1 (decode) and 7,
+ * against the float64 reference of the F16 file.
+ *
+ * The bar is what the conversion itself costs plus the activations' rounding, with room: the float64
+ * logits of the BF16 file are 1.81e-5 from the F16 file's (each weight rounded to 8 significant bits);
+ * the F32-activation kernels add nothing visible to that (1.82e-5), BF16 activations (the avx512 and amx
+ * kernels of such a class; llama.cpp takes BF16 weights' activations so) about 1.1e-5 more (2.58e-5
+ * measured on an Intel Xeon with AMX, 2026-12-01). Bar: 1.5x that, 4e-5. */
+#include "model_logits_check.h"
+
+#define BF16_MAX_NMSE 4e-5
+
+static float *bf16_logits(const char *model, const ref *r, const char *isa, int batch)
+{
+    char ids[4096] = "", args[16384], out[4096];
+    for (int i = 0; i < r->n_tokens; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r->ids[i]);
+    snprintf(out, sizeof out, "%s", tu_tmp_path("bf16-logits.f32"));
+    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -b %d -t 2 --tune-profile none", model, ids, out,
+             batch);
+    setenv("WOOLLY_ISA", isa, 1);
+    char *err;
+    const int st = tu_run_cli(args, NULL, &err);
+    unsetenv("WOOLLY_ISA");
+    cr_assert_eq(st, 0, "woolly %s failed: %s", args, err);
+    free(err);
+    size_t size;
+    float *x = (float *)tu_read_file(out, &size);
+    remove(out);
+    cr_assert_eq(size, (size_t)r->n_tokens * r->n_vocab * sizeof(float), "%zu bytes of logits", size);
+    return x;
+}
+
+Test(logits_bf16, tiny_llama_in_bf16_at_every_level)
+{
+    char model[4096], args[8192];
+    snprintf(model, sizeof model, "%s", tu_tmp_path("tiny-llama-bf16.gguf"));
+    snprintf(args, sizeof args, "quantize -q %s %s BF16", model_path("tiny-llama-f16"), model);
+    char *err;
+    cr_assert_eq(tu_run_cli(args, NULL, &err), 0, "woolly %s failed: %s", args, err);
+    free(err);
+    ref r = load_ref("tiny-llama-f16");
+    const woolly_cpu *c = woolly_cpu_get();
+    static const char *const LEVELS[] = {"scalar", "avx2", "avx512", "amx"};
+    static const int BATCHES[] = {512, 1, 7};
+    int measured = 0;
+    for (size_t i = 0; i < sizeof LEVELS / sizeof LEVELS[0]; i++) {
+        const bool runs = !strcmp(LEVELS[i], "amx") ? cpu_runs("avx512") && c->amx_tile && c->amx_int8
+                                                     : cpu_runs(LEVELS[i]);
+        if (!runs) {
+            fprintf(stderr, "NMSE tiny-llama-bf16 WOOLLY_ISA=%s: this CPU cannot run it, not measured\n", LEVELS[i]);
+            continue;
+        }
+        for (size_t b = 0; b < sizeof BATCHES / sizeof BATCHES[0]; b++) {
+            float *x = bf16_logits(model, &r, LEVELS[i], BATCHES[b]);
+            const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
+            fprintf(stderr, "NMSE tiny-llama-bf16 WOOLLY_ISA=%-6s batch %3d (woolly logits): %.3g (bar %.2g)\n",
+                    LEVELS[i], BATCHES[b], e, BF16_MAX_NMSE);
+            cr_expect_leq(e, BF16_MAX_NMSE, "WOOLLY_ISA=%s batch %d: NMSE %.3g exceeds %.2g", LEVELS[i],
+                          BATCHES[b], e, BF16_MAX_NMSE);
+            free(x);
+            measured++;
+        }
+    }
+    cr_expect_geq(measured, 3, "not even the scalar level measured");
+    free_ref(&r);
+    remove(model);
+}
