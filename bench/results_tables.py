@@ -20,7 +20,7 @@ beyond the command's tests; "" for none), engine_build (the other engine's commi
 tgN), depth, threads, tps (tokens/s: the mean over the runs, or the median where stat says "median"),
 and where known std, n (runs), min, max, profile (Woolly's tuning profile: "none" or "tuned") and
 roofline (work_rate, unit, limit, percent); or a limits record (kind "limits"): threads, dram_read_gbs,
-int8_gmacs, int8_instr. An optional note says anything a reader must know about the figure.
+int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr. An optional note says anything a reader must know about the figure.
 
 What render shows, per machine class: for every (model, test, depth, threads, engine and its flags) the
 newest row (by date, then by place in the file), beside an other engine the Woolly figure of the same
@@ -300,13 +300,16 @@ def render_class(cls, records):
     out.append("")
     if limits:
         out += ["The machine's limits, as those runs measured them (`woolly bench --roofline`):", "",
-                "| threads | DRAM read GB/s | int8 GMAC/s | instruction | Woolly at | date | run |",
-                "| ---: | ---: | ---: | --- | --- | --- | --- |"]
+                "| threads | DRAM read GB/s | int8 GMAC/s | instruction | BF16 GMAC/s | instruction | Woolly at | "
+                "date | run |",
+                "| ---: | ---: | ---: | --- | ---: | --- | --- | --- | --- |"]
         for lim in limits:
             int8 = f"{lim['int8_gmacs']:.1f}" if lim.get("int8_gmacs") else "-"
             instr = lim.get("int8_instr") or "-"
-            out.append(f"| {lim['threads']} | {lim['dram_read_gbs']:.2f} | {int8} | {instr} | `{lim['commit']}` | "
-                       f"{lim['date']} | {run_ref(lim)} |")
+            bf16 = f"{lim['bf16_gmacs']:.1f}" if lim.get("bf16_gmacs") else "-"
+            bf16_instr = lim.get("bf16_instr") if lim.get("bf16_gmacs") else "-"
+            out.append(f"| {lim['threads']} | {lim['dram_read_gbs']:.2f} | {int8} | {instr} | {bf16} | {bf16_instr} | "
+                       f"`{lim['commit']}` | {lim['date']} | {run_ref(lim)} |")
         out.append("")
     out += ["Runs:", ""]
     engines_of = {}
@@ -464,11 +467,13 @@ def from_woolly_json(objs, base, model):
             r["roofline"] = {"work_rate": round(roof["work_rate"], 2), "unit": roof["work_unit"],
                              "limit": round(roof["limit"], 2), "percent": round(roof["percent_of_limit"], 1)}
             if o["n_threads"] not in limits:
-                int8 = roof.get("int8_gmacs")
+                int8, bf16 = roof.get("int8_gmacs"), roof.get("bf16_gmacs")
                 limits[o["n_threads"]] = dict(base, kind="limits", threads=o["n_threads"],
                                               dram_read_gbs=round(roof["dram_read_gbs"], 2),
                                               int8_gmacs=round(int8, 1) if int8 else None,
-                                              int8_instr=roof.get("int8_instr"))
+                                              int8_instr=roof.get("int8_instr"),
+                                              bf16_gmacs=round(bf16, 1) if bf16 else None,
+                                              bf16_instr=roof.get("bf16_instr") if bf16 else None)
         records.append(r)
     return records + [limits[t] for t in sorted(limits)]
 
@@ -516,7 +521,7 @@ def from_compare(text, base, model, other, other_args):
 
 KEY_ORDER = ("kind", "class", "cpu", "date", "commit", "command", "run", "engine", "engine_args", "engine_build",
              "model", "test", "depth", "threads", "tps", "stat", "std", "n", "min", "max", "profile", "roofline",
-             "dram_read_gbs", "int8_gmacs", "int8_instr", "source", "journal", "section", "note")
+             "dram_read_gbs", "int8_gmacs", "int8_instr", "bf16_gmacs", "bf16_instr", "source", "journal", "section", "note")
 
 
 def ordered(r):

@@ -253,6 +253,13 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
         const double rate = per_token * num(o, "avg_ts") / 1e9;
         cr_expect(fabs(num(r, "work_rate") - rate) <= 1e-4 * rate + 1e-6, "work rate %g, expected %g",
                   num(r, "work_rate"), rate);
+        /* the BF16 rate where the level has a BF16 dot product; tiny's Q4_K_M prompts are judged by int8 */
+        const json_t *bf16_instr = json_object_get(r, "bf16_instr");
+        cr_assert(json_is_string(bf16_instr), "no bf16_instr");
+        if (strncmp(json_string_value(bf16_instr), "none", 4))
+            cr_expect_gt(num(r, "bf16_gmacs"), 0.0, "%s measured nothing", json_string_value(bf16_instr));
+        else
+            cr_expect_eq(num(r, "bf16_gmacs"), 0.0);
         const double limit = num(r, pp ? "int8_gmacs" : "dram_read_gbs");
         cr_expect_eq(num(r, "limit"), limit);
         if (limit > 0) {

@@ -164,6 +164,66 @@ __attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
 }
 #endif
 
+#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AMX)
+/* AMX's BF16 tile product, as peak_tdpbssd's: per TDPBF16PS a 16 x 32 by 32 x 16 BF16 product (8192
+ * multiply-adds) into 16 x 16 F32. */
+__attribute__((target("amx-tile,amx-bf16"))) static long long peak_tdpbf16ps(void)
+{
+    woolly_tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++)
+        c.rows[i] = 16, c.colsb[i] = 64;
+    static const uint16_t operand[16][32] = {{0x3F80}}; /* 1.0; the values do not change the rate */
+    float out[16][16];
+    _tile_loadconfig(&c);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    enum { ITERS = PEAK_ITERS / 16 };
+    for (int it = 0; it < ITERS; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    volatile float sink = out[0][0];
+    (void)sink;
+    return 4LL * 16 * 16 * 32 * ITERS;
+}
+#endif
+
+#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AVX512)
+/* vdpbf16ps: 32 BF16 products summed pairwise into 16 F32 lanes, 12 independent sums as the int8 peak's. */
+__attribute__((target("avx512f,avx512bf16"))) static long long peak_vdpbf16ps_zmm(void)
+{
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3F00);
+#define DECL(i) __m512 acc##i = _mm512_set1_ps((float)i);
+#define STEP(i) acc##i = _mm512_dpbf16_ps(acc##i, a, b);
+#define SUM(i) s = _mm512_add_ps(s, acc##i);
+    PEAK_ACCS_12(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_12(STEP)
+        PEAK_KEEP_12(acc);
+    }
+    __m512 s = _mm512_setzero_ps();
+    PEAK_ACCS_12(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
+    volatile float sink = _mm_cvtss_f32(_mm512_castps512_ps128(s));
+    (void)sink;
+    return 12LL * 32 * PEAK_ITERS;
+}
+#endif
+
 #if defined(__x86_64__)
 /* What the AVX2 int8 kernels spend their time on: vpmaddubsw (u8 x s8 -> pairs summed to s16) added
  * up in s16 with vpaddw, 32 multiply-adds each (the kernels widen with vpmaddwd once per 8; the sums
@@ -272,6 +332,47 @@ static long long (*peak_fn(const char **name))(void)
     return NULL;
 }
 
+/* The BF16 instruction of the active level (or the level it nests in) where the CPU has its feature. */
+static long long (*bf16_peak_fn(const char **name))(void)
+{
+    *name = "none (no BF16 dot product at this level)";
+#if defined(__x86_64__)
+    const unsigned features = woolly_cpu_get()->features;
+    const enum woolly_isa active = woolly_isa_active();
+    if (active == WOOLLY_ISA_AMX && (features & WOOLLY_CPU_AMXBF16)) {
+#if defined(WOOLLY_EMULATED_AMX)
+        *name = "none (amx emulated)";
+        return NULL;
+#else
+        *name = "tdpbf16ps";
+        return peak_tdpbf16ps;
+#endif
+    }
+    if (woolly_isa_runs_at(WOOLLY_ISA_AVX512, active) && (features & WOOLLY_CPU_AVX512BF16)) {
+#if defined(WOOLLY_EMULATED_AVX512)
+        *name = "none (avx512 emulated)";
+        return NULL;
+#else
+        *name = "vdpbf16ps zmm";
+        return peak_vdpbf16ps_zmm;
+#endif
+    }
+#endif
+    return NULL;
+}
+
+/* The rate of `fn` on every thread of the pool, in 1e9 multiply-adds per second. */
+static double peak_gmacs(woolly_threadpool *pool, int threads, long long (*fn)(void))
+{
+    peak_job j = {fn, {0}};
+    pool_run r = {pool, peak_job_run, &j};
+    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.05, 5, 2.0);
+    long long macs = 0;
+    for (int i = 0; i < threads && i < 64; i++)
+        macs += j.macs[i];
+    return (double)macs / t.min_s / 1e9;
+}
+
 int woolly_measure_limits(int threads, woolly_limits *out)
 {
     memset(out, 0, sizeof *out);
@@ -280,15 +381,11 @@ int woolly_measure_limits(int threads, woolly_limits *out)
     if (!pool)
         return -1;
     out->dram_read_gbs = dram_read_gbs(pool);
-    peak_job j = {peak_fn(&out->int8_instr), {0}};
-    if (j.fn) {
-        pool_run r = {pool, peak_job_run, &j};
-        const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.05, 5, 2.0);
-        long long macs = 0;
-        for (int i = 0; i < threads && i < 64; i++)
-            macs += j.macs[i];
-        out->int8_gmacs = (double)macs / t.min_s / 1e9;
-    }
+    long long (*int8)(void) = peak_fn(&out->int8_instr), (*bf16)(void) = bf16_peak_fn(&out->bf16_instr);
+    if (int8)
+        out->int8_gmacs = peak_gmacs(pool, threads, int8);
+    if (bf16)
+        out->bf16_gmacs = peak_gmacs(pool, threads, bf16);
     woolly_threadpool_close(pool);
     return out->dram_read_gbs > 0 ? 0 : -1;
 }

@@ -6,6 +6,9 @@
  *                         of the int8 dot-product instruction the active kernels use (tdpbssd on
  *                         tiles for amx, vpdpbusd on zmm for avx512, ymm vpmaddubsw + vpmaddwd for
  *                         avx2, sdot for neon).
+ *   BF16 multiply-adds    the same for prompts whose matrices take BF16 activations: tdpbf16ps on tiles
+ *                         where the amx level runs with amx_bf16, vdpbf16ps on zmm where avx512 runs with
+ *                         avx512bf16; not measured elsewhere.
  *
  * Both run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
  * approached from below: noise only lowers a sample). */
@@ -19,9 +22,11 @@ typedef struct woolly_limits {
     double dram_read_gbs; /* GB/s (1e9 bytes) reading a buffer far larger than the caches */
     double int8_gmacs;    /* 1e9 int8 multiply-adds per second */
     const char *int8_instr; /* the instruction measured, e.g. "vpdpbusd zmm" */
+    double bf16_gmacs;      /* 1e9 BF16 multiply-adds (F32 sums) per second, 0 where not measured */
+    const char *bf16_instr; /* "tdpbf16ps", "vdpbf16ps zmm", or why none */
 } woolly_limits;
 
-/* Measures both limits with `threads` threads (about a second in all). Returns 0, or -1 if the pool
+/* Measures the limits with `threads` threads (about a second in all). Returns 0, or -1 if the pool
  * or the buffer cannot be had. */
 int woolly_measure_limits(int threads, woolly_limits *out);
 

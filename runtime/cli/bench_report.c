@@ -133,8 +133,9 @@ void bench_md_footer(FILE *f, const bench_run *r)
     fprintf(f,
             "roofline: decode reads %.2f MiB of weights per token and %.2f KiB of KV cache per cached "
             "position (GB/s against DRAM read bandwidth); prefill does %s multiply-adds per token plus %s "
-            "for the output matrix on the last token (GMAC/s against the int8 rate)\n",
-            r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs);
+            "for the output matrix on the last token (GMAC/s against the %s rate)\n",
+            r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs,
+            r->bf16_layers ? "bf16" : "int8");
     if (r->n_expert > 0)
         fprintf(f,
                 "roofline: a mixture of experts: a token reads %d of each layer's %d experts, so the weights "
@@ -149,9 +150,12 @@ void bench_md_footer(FILE *f, const bench_run *r)
         fprintf(f, "machine limits, %d thread%s: DRAM read %.2f GB/s, int8 ", t->threads,
                 t->threads == 1 ? "" : "s", t->roof.dram_read_gbs);
         if (t->roof.int8_gmacs > 0)
-            fprintf(f, "%.1f GMAC/s (%s)\n", t->roof.int8_gmacs, t->roof.int8_instr);
+            fprintf(f, "%.1f GMAC/s (%s)", t->roof.int8_gmacs, t->roof.int8_instr);
         else
-            fprintf(f, "%s\n", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
+            fprintf(f, "%s", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
+        if (t->roof.bf16_gmacs > 0)
+            fprintf(f, ", bf16 %.1f GMAC/s (%s)", t->roof.bf16_gmacs, t->roof.bf16_instr);
+        fputc('\n', f);
     }
     for (int i = 0; i < r->n_tests; i++)
         if (r->tests[i].has_roof && r->tests[i].limit > 0 && r->tests[i].work_rate > r->tests[i].limit) {
@@ -247,6 +251,10 @@ void bench_write_json(FILE *f, const bench_run *r)
             json_number(f, t->roof.int8_gmacs);
             fputs(", \"int8_instr\": ", f);
             json_string(f, t->roof.int8_instr);
+            fputs(", \"bf16_gmacs\": ", f);
+            json_number(f, t->roof.bf16_gmacs);
+            fputs(", \"bf16_instr\": ", f);
+            json_string(f, t->roof.bf16_instr);
             fputs(t->batched ? ", \"macs_per_token\": " : ", \"bytes_per_token\": ", f);
             json_number(f, t->work_per_token);
             if (!t->batched) {

@@ -15,6 +15,8 @@ typedef struct bench_roof {
     double dram_read_gbs; /* GB/s, 0 if not measured */
     double int8_gmacs;    /* GMAC/s, 0 at a level without an int8 dot product */
     const char *int8_instr;
+    double bf16_gmacs; /* GMAC/s of the level's BF16 dot product, 0 where it has none */
+    const char *bf16_instr;
 } bench_roof;
 
 /* A speculative generation test's facts (--draft / --lookup): greedy tgN after an n_prompt-token prompt,
@@ -61,6 +63,7 @@ typedef struct bench_run {
     double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
                                      type: what each position of the context adds to a token's reads */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */
+    bool bf16_layers;       /* most of them BF16 weights: a prompt is judged against the BF16 rate */
     double macs_output;     /* of the output matrix (a prompt's last token only) */
 } bench_run;
 

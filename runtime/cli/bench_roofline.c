@@ -64,9 +64,12 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     r->kv_bytes_per_position = (double)woolly_kv_cache_bytes(woolly_kv_wtype(cli_kv_type(r->kv_type)), 1,
                                                              tm.n_layer, tm.n_head_kv, tm.head_dim);
     r->macs_layers = r->macs_output = 0.0;
+    double macs_bf16 = 0.0;
     for (int i = 0; i < tm.n_shapes; i++) {
         const woolly_tune_shape *s = &tm.shapes[i];
         const double macs = (double)s->rows * (double)s->cols * s->n_tensors;
+        if (s->classes[WOOLLY_TOKENS_LARGE] && s->type == WOOLLY_TYPE_BF16)
+            macs_bf16 += macs;
         /* A shape that never runs a large batch is the output matrix's (a prompt's logits are its last
          * token's; one that shares a layer matrix's shape is counted with the layers: an overcount of at
          * most one matrix per prompt). */
@@ -76,6 +79,7 @@ int bench_work_per_token(const char *cmd, bench_run *r)
             r->macs_output += macs;
     }
     woolly_tune_model_free(&tm);
+    r->bf16_layers = macs_bf16 > 0.5 * r->macs_layers;
     return count_active_experts(cmd, r);
 }
 
@@ -89,8 +93,11 @@ int bench_measure_roof(const char *cmd, int threads, bench_roof *out)
                 cmd, threads);
         return -1;
     }
-    *out = (bench_roof){
-        .dram_read_gbs = l.dram_read_gbs, .int8_gmacs = l.int8_gmacs, .int8_instr = l.int8_instr};
+    *out = (bench_roof){.dram_read_gbs = l.dram_read_gbs,
+                        .int8_gmacs = l.int8_gmacs,
+                        .int8_instr = l.int8_instr,
+                        .bf16_gmacs = l.bf16_gmacs,
+                        .bf16_instr = l.bf16_instr};
     return 0;
 }
 
@@ -101,7 +108,9 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
     if (t->batched) {
         t->work_per_token = r->macs_layers + r->macs_output / t->n;
         t->work_rate = t->work_per_token * t->mean_ts / 1e9;
-        t->limit = roof->int8_gmacs;
+        /* BF16 weights' prompts multiply BF16 (or F32) values: their ceiling is the BF16 rate, where the
+         * level has one (a CPU without it: no limit, as a level without an int8 dot product) */
+        t->limit = r->bf16_layers ? roof->bf16_gmacs : roof->int8_gmacs;
     } else {
         /* the token at depth + i reads depth + i + 1 positions: depth + (n + 1) / 2 on average */
         const double positions = t->depth + (t->n + 1) / 2.0;
