@@ -171,11 +171,16 @@ def expand(spec):
                     name += f"_{variant}" if variant else ""
                     pv = "f16" if dot == "f16" else "f32"  # how the one-query path sums P V
                     decode = None
+                    # a level may take the one-query path of the level it nests in (amx: its tiles pay
+                    # for many queries only)
+                    decode_isa = entry.get("decode_isa", entry["isa"])
+                    assert decode_isa in (entry["isa"], spec["isa"][entry["isa"]].get("nests_in")), \
+                        f"[[attn]] {entry['isa']}: decode_isa is its level or the one it nests in"
                     if entry["template"] in DECODE_TEMPLATES:
-                        decode = f"attn_{cache}_decode_{entry['isa']}_d{hd}_k{decode_bk}" + ("_fp16" if pv == "f16" else "")
+                        decode = f"attn_{cache}_decode_{decode_isa}_d{hd}_k{decode_bk}" + ("_fp16" if pv == "f16" else "")
                     kernels.append(dict(
                         kind="attn", name=name, template=entry["template"], isa=entry["isa"], op="attn",
-                        decode=decode, decode_nr=decode_bk, pv=pv,
+                        decode=decode, decode_isa=decode_isa, decode_nr=decode_bk, pv=pv,
                         cache=cache, wtype=spec["format"][cache]["type"], act=dot, act_enum=ACT_ENUM[dot],
                         mr=bq, nr=bk, head_dim=hd,
                         layout=ROWS, layout_name=ROWS, requires=req, features=feature_mask(spec, req),
@@ -295,14 +300,14 @@ def expand_decodes(spec, kernels):
         u = units.get(k["decode"])
         if u is None:
             u = units[k["decode"]] = dict(
-                kind="attn_decode", name=k["decode"], template=DECODE_TEMPLATES[k["template"]], isa=k["isa"],
+                kind="attn_decode", name=k["decode"], template=DECODE_TEMPLATES[k["template"]], isa=k["decode_isa"],
                 op="attn", cache=k["cache"], wtype=k["wtype"], head_dim=k["head_dim"], nr=k["decode_nr"], pv=k["pv"],
                 requires=list(k["requires"]), max_nmse=k["max_nmse"], callers=[],
-                spec_entry=f"[[attn]] {k['isa']} cache={k['cache']} head_dim={k['head_dim']} "
+                spec_entry=f"[[attn]] {k['decode_isa']} cache={k['cache']} head_dim={k['head_dim']} "
                            f"[attn_decode] kv_block={k['decode_nr']}"
                            + (" dot=f16" if k["pv"] == "f16" else ""))
         assert (u["isa"], u["cache"], u["head_dim"], u["nr"], u["pv"]) == \
-            (k["isa"], k["cache"], k["head_dim"], k["decode_nr"], k["pv"]), f"{k['name']}: decode {u['name']} is not its own"
+            (k["decode_isa"], k["cache"], k["head_dim"], k["decode_nr"], k["pv"]), f"{k['name']}: decode {u['name']} is not its own"
         u["requires"] = [r for r in u["requires"] if r in k["requires"]]
         u["max_nmse"] = min(u["max_nmse"], k["max_nmse"])
         u["callers"].append(k["name"])

@@ -112,6 +112,7 @@ class DecodeUnits(unittest.TestCase):
         self.kernels, _ = kernels_gen.expand(spec)
         self.units = {u["name"]: u for u in kernels_gen.expand_decodes(spec, self.kernels)}
         self.kv_block = spec["attn_decode"]["kv_block"]
+        self.nests_in = {name: v.get("nests_in") for name, v in spec["isa"].items()}
 
     def test_every_tiled_kernel_calls_a_unit_of_its_own_parameters(self):
         tiled = [k for k in self.kernels
@@ -119,8 +120,11 @@ class DecodeUnits(unittest.TestCase):
         self.assertTrue(tiled)
         for k in tiled:
             u = self.units[k["decode"]]
+            # its own level's path, or (amx) the one of the level it names in decode_isa, which it nests in
             self.assertEqual((u["isa"], u["cache"], u["head_dim"], u["nr"]),
-                             (k["isa"], k["cache"], k["head_dim"], self.kv_block))
+                             (k["decode_isa"], k["cache"], k["head_dim"], self.kv_block))
+            if k["decode_isa"] != k["isa"]:
+                self.assertEqual(self.nests_in[k["isa"]], k["decode_isa"], k["name"])
             self.assertEqual(u["pv"] == "f16", k["params"].get("dot") == "f16", k["name"])
             self.assertIn(k["name"], u["callers"])
             self.assertTrue(set(u["requires"]) <= set(k["requires"]),

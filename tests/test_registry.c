@@ -222,8 +222,8 @@ static bool rounded_tiles_run(enum woolly_act act, const woolly_kernel *f32, int
     return false;
 }
 
-/* Rounded tiles where they run and pay, at the level the F32 ones would: the first format of this CPU's
- * order (the spec's FP16 P V then int16, or its class's, e.g. BF16 first on AMD's AVX-512 cores) whose
+/* Rounded tiles where they run and pay: at the amx level its BF16 tile products; else at the level the F32
+ * ones would, the first format of this CPU's order (the spec's FP16 P V then int16, or its class's, e.g. BF16 first on AMD's AVX-512 cores) whose
  * tiles run; the F32 kernel everywhere else, and whenever F32 is asked. Checked for each class's order
  * too, faking a CPU of the class. */
 static void check_rounded_attention(const char *what)
@@ -237,6 +237,15 @@ static void check_rounded_attention(const char *what)
         const woolly_kernel *r = woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_BF16);
         cr_assert(f32 && r);
         cr_assert_eq(f32->act, WOOLLY_ACT_F32, "%s asked for F32 tiles", f32->name);
+        /* the amx level's BF16 tile products (head dimensions 64 and 128) come before the level below's */
+        const unsigned have = woolly_cpu_get()->features;
+        if (woolly_isa_active() == WOOLLY_ISA_AMX && (have & WOOLLY_CPU_AMXBF16) && (have & WOOLLY_CPU_AVX512BF16) &&
+            (dims[d] == 64 || dims[d] == 128)) {
+            cr_assert(r->isa == WOOLLY_ISA_AMX && r->act == WOOLLY_ACT_BF16 && woolly_kernel_is_default(r),
+                      "%s, head_dim %d: %s, not the amx level's default BF16 tiles", what, dims[d], r->name);
+            cr_assert_eq(woolly_kernel_choose_attn(WOOLLY_TYPE_F16, dims[d], WOOLLY_ACT_F16), r);
+            continue;
+        }
         cr_assert_eq(r->isa, f32->isa, "%s and %s: rounded tiles at another level", r->name, f32->name);
         int expect = WOOLLY_ACT_F32;
         for (int i = 0; i < n_order && expect == WOOLLY_ACT_F32; i++)

@@ -204,7 +204,9 @@ static inline void block_row(const void *cache, const woolly_attn_args *a, int64
  *             positions and a broadcast query word meets them: S gets two dimensions per instruction
  *   vb[w][d] = (v[2w][d], v[2w + 1][d]): two positions per word, so that a broadcast pair of
  *             probabilities (p[2w], p[2w + 1]) meets them: O gets two positions per instruction
- * Decode takes the F32 path (attn/flash.c.j2's decode_one): it is bound by reading the cache. */
+ * Decode takes the F32 path (attn/flash.c.j2's decode_one): it is bound by reading the cache.
+ * At the amx level these layouts are the tiles' own (a word row of kt or vb is a B tile row, q and the
+ * probabilities' words an A tile row), and both products run on TDPBF16PS: attn/amx/tiles_bf16.c.j2. */
 #if !defined(__AVX512BF16__) && !defined(WOOLLY_EMULATED_AVX512)
 #error "the BF16 tiles need -mavx512bf16"
 #endif
@@ -335,7 +337,8 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 /* attn_flash's online softmax over a block of scores, which the tiles (attn/flash.c.j2) and the one-query
  * path (attn/decode.c.j2) share. Included after the ISA's vector operations and the block size BK. */
 enum { DEC_MAX_GROUP = 8 }; /* the one-query path's largest group, and softmax_rows' rows at most */
-_Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
+_Static_assert((int)MR <= (int)DEC_MAX_GROUP || (int)MR % (int)DEC_MAX_GROUP == 0,
+               "softmax_rows holds a tile's rows, or a whole part of them");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
  * heads, a constant after inlining) over nkv positions: each row's new maximum, s turned into

@@ -11,6 +11,7 @@
  *   attn_q80_flash_avx512_d128_b8x32
  *   attn_q80_flash_avx512_d128_b8x128
  *   attn_q80_flash_avx512_d128_b32x64_bf16
+ *   attn_q80_flash_amx_d128_b16x64_bf16
  * It takes one query of a group of 1, 2, 4 or 8 heads (another group: it returns 0, and the tiles take
  * the call), since a tile of one query row would spend most of its work on decoding, storing and
  * transposing K: the K and V rows are converted in registers; each head's q.k of VL positions are VL
@@ -173,7 +174,8 @@ int woolly_attn_q80_decode_avx512_d128_k64(const woolly_attn_args *a);
 /* attn_flash's online softmax over a block of scores, which the tiles (attn/flash.c.j2) and the one-query
  * path (attn/decode.c.j2) share. Included after the ISA's vector operations and the block size BK. */
 enum { DEC_MAX_GROUP = 8 }; /* the one-query path's largest group, and softmax_rows' rows at most */
-_Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
+_Static_assert((int)MR <= (int)DEC_MAX_GROUP || (int)MR % (int)DEC_MAX_GROUP == 0,
+               "softmax_rows holds a tile's rows, or a whole part of them");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
  * heads, a constant after inlining) over nkv positions: each row's new maximum, s turned into

@@ -285,7 +285,8 @@ static inline void accumulate(const float (*p)[BK], const kv_block *b, const flo
 /* attn_flash's online softmax over a block of scores, which the tiles (attn/flash.c.j2) and the one-query
  * path (attn/decode.c.j2) share. Included after the ISA's vector operations and the block size BK. */
 enum { DEC_MAX_GROUP = 8 }; /* the one-query path's largest group, and softmax_rows' rows at most */
-_Static_assert((int)MR <= (int)DEC_MAX_GROUP, "softmax_rows holds a tile's rows");
+_Static_assert((int)MR <= (int)DEC_MAX_GROUP || (int)MR % (int)DEC_MAX_GROUP == 0,
+               "softmax_rows holds a tile's rows, or a whole part of them");
 
 /* The online softmax of n rows of scores (n <= DEC_MAX_GROUP: a tile's MR rows or a decode group's G
  * heads, a constant after inlining) over nkv positions: each row's new maximum, s turned into

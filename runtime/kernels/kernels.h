@@ -576,6 +576,7 @@ enum woolly_op {
     WOOLLY_OP_RMSNORM = 5,
     WOOLLY_OP_GEGLU = 6,
 };
+enum { WOOLLY_OP_KINDS = WOOLLY_OP_GEGLU + 1 }; /* the last one's, + 1: a table per kind */
 
 typedef struct woolly_matmul_args {
     const void *w; /* the weights, in the kernel's layout (see the top of this file) */

@@ -407,25 +407,27 @@ bool woolly_kernel_runs(const woolly_kernel *k)
 static const woolly_kernel *best_of(bool (*match)(const woolly_kernel *, const void *), const void *ctx)
 {
     woolly_isa_init(NULL); /* before `match` reads a default: this CPU's are resolved there */
-    /* A level none of whose kernels the spec makes a default (the amx level's tile GEMMs are candidates:
-     * codegen/kernels.toml) is a level of candidates: its kernels come after any other level's, so that
+    /* A level none of whose kernels of a kind (GEMV, GEMM, attention, ...) the spec makes a default (the
+     * amx level's tile GEMMs are candidates: codegen/kernels.toml) is a level of candidates for that kind:
+     * its kernels come after any other level's, so that
      * they do not displace the defaults of the level they nest in until a tuning profile chooses them,
      * or a CPU class's shipped profile makes one the default of its slot (tune/defaults/), which puts
      * the level first for that slot alone. */
-    bool has_default[WOOLLY_ISA_COUNT] = {false};
+    bool has_default[WOOLLY_ISA_COUNT][WOOLLY_OP_KINDS] = {{false}}; /* a level's kind of kernel */
     for (int i = 0; i < N_KERNELS; i++)
         if (KERNELS[i].is_default || KERNELS[i].is_small_default)
-            has_default[KERNELS[i].isa] = true;
+            has_default[KERNELS[i].isa][KERNELS[i].op] = true;
     for (int i = 0; i < N_KERNELS; i++)
         if ((is_default(&KERNELS[i]) || is_small_default(&KERNELS[i])) && match(&KERNELS[i], ctx))
-            has_default[KERNELS[i].isa] = true;
+            has_default[KERNELS[i].isa][KERNELS[i].op] = true;
     const woolly_kernel *best = NULL;
     for (int i = 0; i < N_KERNELS; i++) {
         const woolly_kernel *k = &KERNELS[i];
         if (!match(k, ctx) || !woolly_kernel_runs(k))
             continue;
-        if (!best || (has_default[k->isa] && !has_default[best->isa]) ||
-            (has_default[k->isa] == has_default[best->isa] &&
+        const bool kd = has_default[k->isa][k->op], bd = best && has_default[best->isa][best->op];
+        if (!best || (kd && !bd) ||
+            (kd == bd &&
              (k->isa > best->isa || (k->isa == best->isa && is_default(k) && !is_default(best)))))
             best = k;
     }
@@ -510,8 +512,18 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
     const woolly_kernel *f32 = best_of(slot_match, &s);
     if (act == WOOLLY_ACT_F32 || !f32)
         return f32;
-    /* Rounded operands: only at the level F32 tiles would run at (a lower level's never win over them);
-     * the first format of this CPU's order whose tiles run there, else F32. */
+    /* Rounded operands. A level above the F32 tiles' one, whose tiles are rounded only (amx: BF16 tile
+     * products), comes first with its default, as a level's kernels come before those of the level it
+     * nests in. */
+    for (enum woolly_isa l = woolly_isa_active(); l != f32->isa && l != woolly_isa_nests_in(l);
+         l = woolly_isa_nests_in(l)) {
+        const slot s = {WOOLLY_OP_ATTN, cache, -1, NULL, false, head_dim, (int)l};
+        const woolly_kernel *k = best_of(slot_match, &s);
+        if (k && is_default(k))
+            return k;
+    }
+    /* Then only the level F32 tiles would run at (a lower level's never win over them): the first format
+     * of this CPU's order whose tiles run there, else F32. */
     const woolly_kernel *k = NULL;
     for (int i = 0; !k && i < g_defaults.n_rounded_attn; i++) {
         const int fmt = (int)g_defaults.rounded_attn[i];

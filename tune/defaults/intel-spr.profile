@@ -54,7 +54,8 @@ default Q6_K avx512 tokens=2-16 kernel=q6k_q8_gemm_avx512_r16_8x16_sbwpf4k
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_6x32_panel
 #
 # Attention keeps the spec's order of rounded tiles (FP16 P V tiles where AVX512-FP16 runs): BF16 tiles
-# lose here. `bench_attn --variants` (one thread, head dimension 64, group 4, n_kv 4096, prefill
+# lose here (at the avx512 level; where the amx level runs, its BF16 tile products come first:
+# codegen/kernels.toml has their figures). `bench_attn --variants` (one thread, head dimension 64, group 4, n_kv 4096, prefill
 # GFLOP/s, F16 cache): BF16 16x64 77.0, 32x64 79.5 against F32 16x64 89.3, 32x64 130.3.
 # The other int8 formats, one token: 1x64_pf4k as for Q4_K, where it measured ahead. llama-1b in each type
 # (woolly bench -p 0 -n 64 -r 2 -t 2, tg64 t/s, three rounds in turns with the spec's 1x16 defaults; the
