@@ -123,17 +123,18 @@ static inline const char *model_path(const char *name)
 
 /* ---- the reference kernels, through the command ------------------------------------------------ */
 
-/* `woolly logits` on the model's reference sequence under WOOLLY_ISA=isa with a KV cache of kv_type
- * (heap, [n_tokens][n_vocab]); NULL when the command fails, its message in *err_out if asked for. */
-static inline float *cli_logits(const model_case *mc, const ref *r, const char *isa, const char *kv_type,
-                                int batch, int threads, char **err_out)
+/* `woolly logits` on the reference sequence of r for the model file at path, under WOOLLY_ISA=isa, with
+ * more flags `extra` (heap, [n_tokens][n_vocab]); NULL when the command fails, its message in *err_out if
+ * asked for. */
+static inline float *cli_logits_of(const char *path, const ref *r, const char *isa, const char *extra, int batch,
+                                   int threads, char **err_out)
 {
     char ids[4096] = "", args[16384], out[4096];
     for (int i = 0; i < r->n_tokens; i++)
         snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r->ids[i]);
     snprintf(out, sizeof out, "%s", tu_tmp_path("logits.f32"));
-    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -b %d -t %d --kv-type %s",
-             model_path(mc->name), ids, out, batch, threads, kv_type);
+    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -b %d -t %d %s", path, ids, out, batch, threads,
+             extra);
     /* The environment reaches the command through the shell tu_run_cli starts. */
     setenv("WOOLLY_ISA", isa, 1);
     char *err;
@@ -148,9 +149,18 @@ static inline float *cli_logits(const model_case *mc, const ref *r, const char *
     size_t size;
     float *x = (float *)tu_read_file(out, &size);
     remove(out);
-    cr_assert_eq(size, (size_t)r->n_tokens * r->n_vocab * sizeof(float),
-                 "%s: %zu bytes of logits, expected %d x %d", mc->name, size, r->n_tokens, r->n_vocab);
+    cr_assert_eq(size, (size_t)r->n_tokens * r->n_vocab * sizeof(float), "%s: %zu bytes of logits, expected %d x %d",
+                 path, size, r->n_tokens, r->n_vocab);
     return x;
+}
+
+/* The same for a model of the test data, with a KV cache of kv_type. */
+static inline float *cli_logits(const model_case *mc, const ref *r, const char *isa, const char *kv_type,
+                                int batch, int threads, char **err_out)
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "--kv-type %s", kv_type);
+    return cli_logits_of(model_path(mc->name), r, isa, extra, batch, threads, err_out);
 }
 
 static inline float *cli_scalar_logits(const model_case *mc, const ref *r, int batch, int threads)

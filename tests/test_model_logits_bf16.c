@@ -12,27 +12,6 @@
 
 #define BF16_MAX_NMSE 4e-5
 
-static float *bf16_logits(const char *model, const ref *r, const char *isa, int batch)
-{
-    char ids[4096] = "", args[16384], out[4096];
-    for (int i = 0; i < r->n_tokens; i++)
-        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", r->ids[i]);
-    snprintf(out, sizeof out, "%s", tu_tmp_path("bf16-logits.f32"));
-    snprintf(args, sizeof args, "logits -m %s --tokens %s -o %s -b %d -t 2 --tune-profile none", model, ids, out,
-             batch);
-    setenv("WOOLLY_ISA", isa, 1);
-    char *err;
-    const int st = tu_run_cli(args, NULL, &err);
-    unsetenv("WOOLLY_ISA");
-    cr_assert_eq(st, 0, "woolly %s failed: %s", args, err);
-    free(err);
-    size_t size;
-    float *x = (float *)tu_read_file(out, &size);
-    remove(out);
-    cr_assert_eq(size, (size_t)r->n_tokens * r->n_vocab * sizeof(float), "%zu bytes of logits", size);
-    return x;
-}
-
 Test(logits_bf16, tiny_llama_in_bf16_at_every_level)
 {
     char model[4096], args[8192];
@@ -54,7 +33,7 @@ Test(logits_bf16, tiny_llama_in_bf16_at_every_level)
             continue;
         }
         for (size_t b = 0; b < sizeof BATCHES / sizeof BATCHES[0]; b++) {
-            float *x = bf16_logits(model, &r, LEVELS[i], BATCHES[b]);
+            float *x = cli_logits_of(model, &r, LEVELS[i], "--tune-profile none", BATCHES[b], 2, NULL);
             const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
             fprintf(stderr, "NMSE tiny-llama-bf16 WOOLLY_ISA=%-6s batch %3d (woolly logits): %.3g (bar %.2g)\n",
                     LEVELS[i], BATCHES[b], e, BF16_MAX_NMSE);

@@ -127,19 +127,18 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static long long peak_vpd
 #endif
 
 #if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AMX)
-/* AMX's int8 tile product: four accumulator tiles, each 16 x 16 int32 gaining a 16 x 64 by 64 x 16 byte
- * product per TDPBSSD (16384 multiply-adds), two A and two B tiles, as the amx kernels' 2 x 2 steps hold
- * them. The tiles only read registers, so this is the tile unit's rate alone. The CPU check asked Linux
- * for the tile state before any caller could reach here (the level is active only then). */
-__attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
+/* The peak loops' tiles, as the kernels' 2 x 2 steps hold them: every tile 16 rows of 64 bytes, the four
+ * accumulators 0-3 zeroed, the A tiles 4-5 and B tiles 6-7 loaded from `operand` (whose values do not
+ * change the rate). The products only read registers, so a loop of them is the tile unit's rate alone.
+ * The CPU check asked Linux for the tile state before any caller could reach here (the level is active
+ * only then). */
+__attribute__((target("amx-tile"))) static void peak_tiles_load(const void *operand)
 {
     woolly_tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int i = 0; i < 8; i++)
         c.rows[i] = 16, c.colsb[i] = 64;
-    static const int8_t operand[16][64] = {{1}}; /* the values do not change the rate */
-    int32_t out[16][16];
     _tile_loadconfig(&c);
     _tile_zero(0);
     _tile_zero(1);
@@ -149,6 +148,24 @@ __attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
     _tile_loadd(5, operand, 64);
     _tile_loadd(6, operand, 64);
     _tile_loadd(7, operand, 64);
+}
+
+/* Accumulator 0 back to memory (so that the products are not dead), and the tiles released. */
+__attribute__((target("amx-tile"))) static void peak_tiles_store(void)
+{
+    _Alignas(64) int32_t out[16][16];
+    _tile_stored(0, out, 64);
+    _tile_release();
+    volatile int32_t sink = out[0][0];
+    (void)sink;
+}
+
+/* AMX's int8 tile product: per TDPBSSD each 16 x 16 int32 accumulator gains a 16 x 64 by 64 x 16 byte
+ * product (16384 multiply-adds). */
+__attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
+{
+    static const int8_t operand[16][64] = {{1}};
+    peak_tiles_load(operand);
     enum { ITERS = PEAK_ITERS / 16 }; /* a tile product is 256 vpdpbusd's work */
     for (int it = 0; it < ITERS; it++) {
         _tile_dpbssd(0, 4, 6);
@@ -156,35 +173,16 @@ __attribute__((target("amx-tile,amx-int8"))) static long long peak_tdpbssd(void)
         _tile_dpbssd(2, 5, 6);
         _tile_dpbssd(3, 5, 7);
     }
-    _tile_stored(0, out, 64);
-    _tile_release();
-    volatile int32_t sink = out[0][0];
-    (void)sink;
+    peak_tiles_store();
     return 4LL * 16 * 16 * 64 * ITERS;
 }
-#endif
 
-#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AMX)
-/* AMX's BF16 tile product, as peak_tdpbssd's: per TDPBF16PS a 16 x 32 by 32 x 16 BF16 product (8192
+/* AMX's BF16 tile product, the same way: per TDPBF16PS a 16 x 32 by 32 x 16 BF16 product (8192
  * multiply-adds) into 16 x 16 F32. */
 __attribute__((target("amx-tile,amx-bf16"))) static long long peak_tdpbf16ps(void)
 {
-    woolly_tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++)
-        c.rows[i] = 16, c.colsb[i] = 64;
-    static const uint16_t operand[16][32] = {{0x3F80}}; /* 1.0; the values do not change the rate */
-    float out[16][16];
-    _tile_loadconfig(&c);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(4, operand, 64);
-    _tile_loadd(5, operand, 64);
-    _tile_loadd(6, operand, 64);
-    _tile_loadd(7, operand, 64);
+    static const uint16_t operand[16][32] = {{0x3F80}}; /* 1.0 */
+    peak_tiles_load(operand);
     enum { ITERS = PEAK_ITERS / 16 };
     for (int it = 0; it < ITERS; it++) {
         _tile_dpbf16ps(0, 4, 6);
@@ -192,10 +190,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static long long peak_tdpbf16ps(voi
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, out, 64);
-    _tile_release();
-    volatile float sink = out[0][0];
-    (void)sink;
+    peak_tiles_store();
     return 4LL * 16 * 16 * 32 * ITERS;
 }
 #endif
