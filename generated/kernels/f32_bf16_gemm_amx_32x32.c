@@ -190,9 +190,11 @@ static void step(const woolly_matmul_args *a, const panel *pan, int g0, const ac
 
 void woolly_f32_bf16_gemm_amx_32x32(const woolly_matmul_args *a)
 {
-    /* NC rows x KC values of weights, KC values of MR tokens: too large for a worker's stack to take lightly */
-    static _Thread_local panel pan;
-    static _Thread_local acts xa[2]; /* in turns: a pack does not overwrite what the tiles may still be loading */
+    /* On the stack (about 200 KiB at NC 128, KC 512; a thread's stack is megabytes): as thread-local
+     * buffers they would be part of every thread's static TLS, which the C library zeroes (so touches) in
+     * every thread it starts, a server's connections included. */
+    panel pan;
+    acts xa[2]; /* in turns: a pack does not overwrite what the tiles may still be loading */
     woolly_tile_config full;
     configure(&full, MR);
     woolly_tile_loadconfig(&full); /* on this thread, whichever runs the call */
