@@ -267,6 +267,7 @@ Test(registry, attention_takes_rounded_tiles_only_where_asked_and_run)
     check_rounded_attention("this CPU");
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_Q8 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_BF16);
     cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_F16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_F32);
+    cr_assert_eq(woolly_attn_act(1u << WOOLLY_ACT_BF16 | 1u << WOOLLY_ACT_F32), WOOLLY_ACT_BF16);
     for (int c = 0; c < CC_N_CPUS; c++) {
         woolly_error err = {{0}};
         cr_assert_eq(woolly_kernel_defaults_for(CC_CPUS[c].signature, &err), 0, "%s", err.msg);

@@ -146,9 +146,10 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
 
 /* The operand format of attention beside matrices whose activation formats are the mask `matmul_acts`
  * (1 << WOOLLY_ACT_*): rounded (WOOLLY_ACT_BF16, which woolly_kernel_choose_attn takes for BF16 or FP16
- * tiles) where some matrix reads int8 activations, F32 otherwise. Int8 activations cost a
- * model's logits some 1e-4 of NMSE and rounded tiles move it by at most about 5e-6; beside F16 or F32
- * activations (an F16 model, strict accuracy) the attention keeps F32 operands. */
+ * tiles) where some matrix reads int8 or BF16 activations, F32 otherwise. Int8 activations cost a
+ * model's logits some 1e-4 of NMSE, BF16 ones about 1e-5 (BF16 weights on a class that gives them BF16
+ * activations), and rounded tiles move it by at most about 5e-6; beside F16 or F32 activations (an F16
+ * model, strict accuracy) the attention keeps F32 operands. */
 enum woolly_act woolly_attn_act(unsigned matmul_acts);
 
 /* The activation packer for a format at the active level (NULL for F32, which needs none). */

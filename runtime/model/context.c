@@ -176,7 +176,7 @@ static int init_plan(woolly_context *c, int32_t i, woolly_error *err)
 
 /* The attention kernels, for decode and for prefill: the tuning profile's for this cache type, head
  * dimension and thread count, else the default (one kernel for both, its query tile per call, the split
- * automatic), with rounded (BF16, FP16 P V) tiles beside int8 matmuls (woolly_attn_act) where they
+ * automatic), with rounded (BF16, FP16 P V) tiles beside int8 or BF16 matmuls (woolly_attn_act) where they
  * pay (woolly_kernel_choose_attn). Runs before the run state is allocated: a tuned split may need more
  * partial results. */
 static int init_attn(woolly_context *c, woolly_error *err)
