@@ -71,35 +71,41 @@ static inline vf v_exp(vf x)
     return _mm512_maskz_scalef_ps((__mmask16)~tiny, p, n);
 }
 
-/* A 16 x 16 tile: dst row i = src column i. Unpacks pair rows, then 128-bit lanes are transposed. */
+/* The 16 x 16 transpose of 32-bit elements in registers: v[i] holds row i; v[c] becomes column c.
+ * Pairs within 128-bit lanes, then quarters, then lanes across vectors. */
+static inline void transpose16(__m512i v[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* v[i + j]: lane L holds column 4L + j of rows i .. i + 3 */
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8) /* of rows h .. h + 7, t[h + j]: columns j, 8 + j; t[h + 4 + j]: 4 + j, 12 + j */
+        for (int j = 0; j < 4; j++) {
+            t[h + j] = _mm512_shuffle_i32x4(v[h + j], v[h + 4 + j], 0x88);
+            t[h + 4 + j] = _mm512_shuffle_i32x4(v[h + j], v[h + 4 + j], 0xDD);
+        }
+    for (int j = 0; j < 8; j++) {
+        v[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);
+    }
+}
+
+/* A 16 x 16 tile: dst row i = src column i. */
 static inline void v_transpose(const float *src, size_t src_stride, float *dst, size_t dst_stride)
 {
-    __m512 r[16], t[16], u[16];
+    __m512i v[16];
     for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_ps(src + (size_t)i * src_stride);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4k + c], 128-bit lane L: rows 4k .. 4k + 3 of column 4L + c */
-    for (int i = 0; i < 16; i += 4) {
-        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-        const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
-        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int c = 0; c < 4; c++) {
-        const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        const __m512 x2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
-        const __m512 x3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
-        _mm512_storeu_ps(dst + (size_t)c * dst_stride, _mm512_shuffle_f32x4(x0, x2, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm512_storeu_ps(dst + (size_t)(4 + c) * dst_stride, _mm512_shuffle_f32x4(x0, x2, _MM_SHUFFLE(3, 1, 3, 1)));
-        _mm512_storeu_ps(dst + (size_t)(8 + c) * dst_stride, _mm512_shuffle_f32x4(x1, x3, _MM_SHUFFLE(2, 0, 2, 0)));
-        _mm512_storeu_ps(dst + (size_t)(12 + c) * dst_stride, _mm512_shuffle_f32x4(x1, x3, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
+        v[i] = _mm512_loadu_si512(src + (size_t)i * src_stride);
+    transpose16(v);
+    for (int i = 0; i < 16; i++)
+        _mm512_storeu_si512(dst + (size_t)i * dst_stride, v[i]);
 }
 
 /* n values of a cache row as floats (n a multiple of 16; of 32 for Q8_0). */

@@ -35,7 +35,7 @@ static inline __m512i load_w(const uint8_t *p, int n)
     return _mm512_maskz_loadu_epi16(m, p);
 }
 
-/* The 16 x 16 transpose of 32-bit elements: v[i] holds row i's 16 pairs; v[p] becomes pair p of rows 0..15.
+/* The 16 x 16 transpose of 32-bit elements in registers: v[i] holds row i; v[c] becomes column c.
  * Pairs within 128-bit lanes, then quarters, then lanes across vectors. */
 static inline void transpose16(__m512i v[16])
 {
@@ -44,13 +44,13 @@ static inline void transpose16(__m512i v[16])
         t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
         t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
     }
-    for (int i = 0; i < 16; i += 4) { /* v[i + j]: lane L holds pair 4L + j of rows i .. i + 3 */
+    for (int i = 0; i < 16; i += 4) { /* v[i + j]: lane L holds column 4L + j of rows i .. i + 3 */
         v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
         v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
         v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
         v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
-    for (int h = 0; h < 16; h += 8) /* of rows h .. h + 7, t[h + j]: pairs j, 8 + j; t[h + 4 + j]: 4 + j, 12 + j */
+    for (int h = 0; h < 16; h += 8) /* of rows h .. h + 7, t[h + j]: columns j, 8 + j; t[h + 4 + j]: 4 + j, 12 + j */
         for (int j = 0; j < 4; j++) {
             t[h + j] = _mm512_shuffle_i32x4(v[h + j], v[h + 4 + j], 0x88);
             t[h + 4 + j] = _mm512_shuffle_i32x4(v[h + j], v[h + 4 + j], 0xDD);
@@ -75,7 +75,7 @@ static void fill(const woolly_matmul_args *a, int64_t r, int nrow, int64_t k0, i
             __m512i v[16];
             for (int i = 0; i < 16; i++)
                 v[i] = 16 * g + i < nrow ? load_w(w[i] + (size_t)s * 32 * WB, kn - 32 * s) : _mm512_setzero_si512();
-            transpose16(v);
+            transpose16(v); /* v[p]: pair p of the 16 rows */
             for (int p = 0; p < 16; p++)
                 _mm512_store_si512(pan->b[g][s][p], v[p]);
         }
