@@ -223,6 +223,19 @@ static inline simde__m512bh emu_mm512_cvtne2ps_pbh(simde__m512 a, simde__m512 b)
     return simde__m512bh_from_private(r);
 }
 
+/* vcvtneps2bf16: 16 values, rounded as above, into a 256-bit vector (an integer one here, which the
+ * kernels cast it to). */
+static inline __m256i emu_mm512_cvtneps_pbh(simde__m512 a)
+{
+    const emu_ps x = emu_ps_of(a);
+    uint16_t h[16];
+    for (int i = 0; i < 16; i++)
+        h[i] = emu_bf16(x.f32[i]);
+    __m256i r;
+    memcpy(&r, h, sizeof h);
+    return r;
+}
+
 #undef _mm512_cvtepi32_ps
 #undef _mm512_cvtps_epi32
 #undef _mm512_cvtph_ps
@@ -242,8 +255,10 @@ static inline simde__m512bh emu_mm512_cvtne2ps_pbh(simde__m512 a, simde__m512 b)
 #undef _mm512_reduce_max_ps
 #undef _mm512_reduce_add_epi32
 #undef _mm512_cvtne2ps_pbh
+#undef _mm512_cvtneps_pbh
 #undef _mm512_shuffle_f32x4
 #undef _mm512_extractf32x8_ps
+#undef _mm512_madd_epi16
 #define _mm512_cvtepi32_ps emu_mm512_cvtepi32_ps
 #define _mm512_cvtps_epi32 emu_mm512_cvtps_epi32
 #define _mm512_cvtph_ps emu_mm512_cvtph_ps
@@ -263,7 +278,10 @@ static inline simde__m512bh emu_mm512_cvtne2ps_pbh(simde__m512 a, simde__m512 b)
 #define _mm512_reduce_max_ps emu_mm512_reduce_max_ps
 #define _mm512_reduce_add_epi32 emu_mm512_reduce_add_epi32
 #define _mm512_cvtne2ps_pbh emu_mm512_cvtne2ps_pbh
+#define _mm512_cvtneps_pbh emu_mm512_cvtneps_pbh
 #define _mm512_shuffle_f32x4 emu_mm512_shuffle_f32x4
 #define _mm512_extractf32x8_ps emu_mm512_extractf32x8_ps
+/* SIMDe 0.7.4 (Debian 12) aliases the masked form's four arguments to this name: the two-argument one */
+#define _mm512_madd_epi16 simde_mm512_madd_epi16
 
 #endif
