@@ -1502,6 +1502,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_bf16_gemm_amx_16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_amx_32x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_bf16_gemm_amx_16x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_amx_32x32_x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_amx_16x64_x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_amx_32x32_x3.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_amx_16x64_x3.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_amx_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_amx_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_amx_d64_b16x64_bf16.c
@@ -1529,6 +1533,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_amx_16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_amx_32x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_bf16_gemm_amx_16x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_amx_32x32_x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_amx_16x64_x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_amx_32x32_x3.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_amx_16x64_x3.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_amx_d64_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_amx_d128_b16x64_bf16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_amx_d64_b16x64_bf16.c

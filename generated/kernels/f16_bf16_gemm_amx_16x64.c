@@ -25,7 +25,7 @@ void woolly_f16_bf16_gemm_amx_16x64(const woolly_matmul_args *a);
 
 /* The weights of a panel: per group of 16 rows and step of 32 values, one B tile (16 pairs x 16 rows). */
 typedef struct {
-    _Alignas(64) uint32_t b[NC / 16][KS][16][16];
+    _Alignas(64) uint32_t b[1][NC / 16][KS][16][16];
 } panel;
 
 /* n (at most 32) weights at p as 32 BF16 values, those past n zero. */
@@ -79,7 +79,7 @@ static void fill(const woolly_matmul_args *a, int64_t r, int nrow, int64_t k0, i
                 v[i] = 16 * g + i < nrow ? load_w(w[i] + (size_t)s * 32 * WB, kn - 32 * s) : _mm512_setzero_si512();
             transpose16(v); /* v[p]: pair p of the 16 rows */
             for (int p = 0; p < 16; p++)
-                _mm512_store_si512(pan->b[g][s][p], v[p]);
+                _mm512_store_si512(pan->b[0][g][s][p], v[p]);
         }
     }
 }
@@ -107,7 +107,7 @@ static void configure(woolly_tile_config *c, int mt)
  * Read in place, a tile's 16 rows lie a row of activations apart, a multiple of 4 KiB for the usual
  * widths: one set of the L1 cache, which held a step's 32 rows for no time (half the speed, measured). */
 typedef struct {
-    _Alignas(64) uint16_t x[KS][MR][32];
+    _Alignas(64) uint16_t x[1][KS][MR][32];
 } acts;
 
 /* Tokens [t0, t0 + mt) over values [k0, k0 + kn) into xa, the tail step's part past kn zero. */
@@ -117,9 +117,9 @@ static void pack(const woolly_matmul_args *a, int64_t t0, int mt, int64_t k0, in
     for (int t = 0; t < mt; t++) {
         const uint8_t *x = (const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes + (size_t)k0 * 2;
         for (int s = 0; s < steps; s++)
-            _mm512_store_si512(xa->x[s][t], _mm512_loadu_si512(x + (size_t)s * 64));
+            _mm512_store_si512(xa->x[0][s][t], _mm512_loadu_si512(x + (size_t)s * 64));
         if (tail)
-            _mm512_store_si512(xa->x[steps][t], _mm512_maskz_loadu_epi16((__mmask32)((1u << tail) - 1), x + (size_t)steps * 64));
+            _mm512_store_si512(xa->x[0][steps][t], _mm512_maskz_loadu_epi16((__mmask32)((1u << tail) - 1), x + (size_t)steps * 64));
     }
 }
 
@@ -160,17 +160,17 @@ static void step(const woolly_matmul_args *a, const panel *pan, int g0, const ac
     }
     for (int s = 0; s < steps; s++) {
         if (mt > 0)
-            woolly_tile_loadd(4, xa->x[s][0], 64);
-        woolly_tile_loadd(5, pan->b[gp + 0][s], 64);
+            woolly_tile_loadd(4, xa->x[0][s][0], 64);
+        woolly_tile_loadd(5, pan->b[0][gp + 0][s], 64);
         if (mt > 0)
             woolly_tile_dpbf16ps(0, 4, 5);
-        woolly_tile_loadd(6, pan->b[gp + 1][s], 64);
+        woolly_tile_loadd(6, pan->b[0][gp + 1][s], 64);
         if (mt > 0)
             woolly_tile_dpbf16ps(1, 4, 6);
-        woolly_tile_loadd(7, pan->b[gp + 2][s], 64);
+        woolly_tile_loadd(7, pan->b[0][gp + 2][s], 64);
         if (mt > 0)
             woolly_tile_dpbf16ps(2, 4, 7);
-        woolly_tile_loadd(5, pan->b[gp + 3][s], 64);
+        woolly_tile_loadd(5, pan->b[0][gp + 3][s], 64);
         if (mt > 0)
             woolly_tile_dpbf16ps(3, 4, 5);
     }
@@ -187,9 +187,9 @@ static void step(const woolly_matmul_args *a, const panel *pan, int g0, const ac
 
 void woolly_f16_bf16_gemm_amx_16x64(const woolly_matmul_args *a)
 {
-    /* On the stack (about 200 KiB at NC 128, KC 512; a thread's stack is megabytes): as thread-local
-     * buffers they would be part of every thread's static TLS, which the C library zeroes (so touches) in
-     * every thread it starts, a server's connections included. */
+    /* On the stack (about 200 KiB at NC 128, KC 512, twice that split; a thread's stack is megabytes): as
+     * thread-local buffers they would be part of every thread's static TLS, which the C library zeroes (so
+     * touches) in every thread it starts, a server's connections included. */
     panel pan;
     acts xa[2]; /* in turns: a pack does not overwrite what the tiles may still be loading */
     woolly_tile_config full;

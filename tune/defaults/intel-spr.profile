@@ -86,4 +86,10 @@ default Q2_K avx512 tokens=1 kernel=q2k_q8_gemv_avx512_r16_1x64_pf4k
 default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_1x8
 default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_4x6
 default BF16 amx tokens=17+ kernel=bf16_bf16_gemm_amx_32x32
-end 16
+# F16 weights, 17 tokens and more, on AMX: three BF16 tile products a step (each operand split into a BF16
+# part and what it leaves, matmul/amx/float_bf16_tiles.c.j2), as near F32 as the F32 kernels (NMSE about
+# 1e-11 in the generated tests), so the activations stay F32. bench_matmul --preset llama-1b --weights
+# F16 --tokens 512 --threads 2: 114-175 GMAC/s on the four shapes against 61-82 for the avx512 level's
+# f16_f32_gemm_avx512_4x6 (the arrangement 16x64 behind at 81-117).
+default F16 amx tokens=17+ kernel=f16_f32_gemm_amx_32x32_x3
+end 17
