@@ -62,7 +62,7 @@ MODEL_FAMILIES = (("llama-1b", "Llama"), ("granite-8b", "Granite"), ("qwen2.5-1.
                   ("llama-1b-Q5_0", "Weight type Q5_0"), ("llama-1b-Q5_1", "Weight type Q5_1"),
                   ("llama-1b-IQ4_NL", "Weight type IQ4_NL"), ("llama-1b-IQ4_XS", "Weight type IQ4_XS"),
                   ("llama-1b-Q3_K_M", "Weight type Q3_K (Q3_K_M)"), ("llama-1b-Q2_K", "Weight type Q2_K"),
-                  ("llama-1b-BF16", "Weight type BF16"))
+                  ("llama-1b-BF16", "Weight type BF16"), ("llama-1b-F16", "Weight type F16"))
 MODEL_ORDER = tuple(m for m, _ in MODEL_FAMILIES)
 
 BEGIN = "<!-- results_tables.py render: begin (generated from bench/results/*.jsonl: edit those, then render) -->"
