@@ -28,11 +28,25 @@ typedef struct {
     _Alignas(64) uint32_t b[1][NC / 16][KS][16][16];
 } panel;
 
+/* The mask of a step's first n values (all 32 from n = 32 on). */
+static inline __mmask32 first(int n)
+{
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
+}
+
+/* n (at most 32) weights at p as floats, values 0-15 in *lo and 16-31 in *hi, those past n zero. */
+static inline void load_wf(const uint8_t *p, int n, __m512 *lo, __m512 *hi)
+{
+    const __mmask32 m = first(n);
+    *lo = _mm512_maskz_loadu_ps((__mmask16)m, p);
+    *hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 64);
+}
+
 /* n (at most 32) weights at p as 32 BF16 values, those past n zero. */
 static inline __m512i load_w(const uint8_t *p, int n)
 {
-    const __mmask32 m = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m, p), hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 64);
+    __m512 lo, hi;
+    load_wf(p, n, &lo, &hi);
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
@@ -63,8 +77,8 @@ static inline void transpose16(__m512i v[16])
 }
 
 /* Rows [r, r + nrow) (nrow <= NC) over values [k0, k0 + kn) into the panel: row i's pair p of step s is
- * b[i / 16][s][p][i % 16]. Rows past nrow, up to a whole NR, are zero, and so is the tail step's part past
- * kn. */
+ * b[0][i / 16][s][p][i % 16]. Rows past nrow, up to a whole NR, are zero,
+ * and so is the tail step's part past kn. */
 static void fill(const woolly_matmul_args *a, int64_t r, int nrow, int64_t k0, int kn, panel *pan)
 {
     const int steps = (kn + 31) / 32, groups = (nrow + NR - 1) / NR * NG; /* whole steps' tiles */
@@ -118,7 +132,7 @@ static void pack(const woolly_matmul_args *a, int64_t t0, int mt, int64_t k0, in
         for (int s = 0; s < steps; s++)
             _mm512_store_si512(xa->x[0][s][t], _mm512_loadu_si512(x + (size_t)s * 64));
         if (tail)
-            _mm512_store_si512(xa->x[0][steps][t], _mm512_maskz_loadu_epi16((__mmask32)((1u << tail) - 1), x + (size_t)steps * 64));
+            _mm512_store_si512(xa->x[0][steps][t], _mm512_maskz_loadu_epi16(first(tail), x + (size_t)steps * 64));
     }
 }
 

@@ -49,11 +49,25 @@ static inline void split32(__m512 f0, __m512 f1, __m512i *h, __m512i *l)
     *l = _mm512_inserti64x4(_mm512_castsi256_si512(l0), l1, 1);
 }
 
+/* The mask of a step's first n values (all 32 from n = 32 on). */
+static inline __mmask32 first(int n)
+{
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
+}
+
+/* n (at most 32) weights at p as floats, values 0-15 in *lo and 16-31 in *hi, those past n zero. */
+static inline void load_wf(const uint8_t *p, int n, __m512 *lo, __m512 *hi)
+{
+    const __mmask32 m = first(n);
+    *lo = _mm512_maskz_loadu_ps((__mmask16)m, p);
+    *hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 64);
+}
+
 /* n (at most 32) weights at p as 32 BF16 parts (*h) and what those leave (*l), those past n zero. */
 static inline void load_w(const uint8_t *p, int n, __m512i *h, __m512i *l)
 {
-    const __mmask32 m = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m, p), hi = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 64);
+    __m512 lo, hi;
+    load_wf(p, n, &lo, &hi);
     split32(lo, hi, h, l);
 }
 
@@ -84,8 +98,8 @@ static inline void transpose16(__m512i v[16])
 }
 
 /* Rows [r, r + nrow) (nrow <= NC) over values [k0, k0 + kn) into the panel: row i's pair p of step s is
- * b[i / 16][s][p][i % 16]. Rows past nrow, up to a whole NR, are zero, and so is the tail step's part past
- * kn. */
+ * b[0][i / 16][s][p][i % 16] (its BF16 part; b[1] what that leaves). Rows past nrow, up to a whole NR, are zero,
+ * and so is the tail step's part past kn. */
 static void fill(const woolly_matmul_args *a, int64_t r, int nrow, int64_t k0, int kn, panel *pan)
 {
     const int steps = (kn + 31) / 32, groups = (nrow + NR - 1) / NR * NG; /* whole steps' tiles */
@@ -143,8 +157,7 @@ static void pack(const woolly_matmul_args *a, int64_t t0, int mt, int64_t k0, in
     for (int t = 0; t < mt; t++) {
         const float *x = (const float *)((const uint8_t *)a->x + (size_t)(t0 + t) * a->x_row_bytes) + k0;
         for (int s = 0; s < steps; s++) {
-            const int n = kn - 32 * s;
-            const __mmask32 m = n >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << n) - 1);
+            const __mmask32 m = first(kn - 32 * s);
             __m512i h, l;
             split32(_mm512_maskz_loadu_ps((__mmask16)m, x + 32 * s), _mm512_maskz_loadu_ps((__mmask16)(m >> 16), x + 32 * s + 16), &h, &l);
             _mm512_store_si512(xa->x[0][s][t], h);
