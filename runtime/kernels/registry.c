@@ -535,7 +535,7 @@ const woolly_kernel *woolly_kernel_choose_attn(enum woolly_type cache, int head_
 
 enum woolly_act woolly_attn_act(unsigned matmul_acts)
 {
-    return (matmul_acts >> WOOLLY_ACT_Q8 & 1) || (matmul_acts >> WOOLLY_ACT_BF16 & 1) ? WOOLLY_ACT_BF16 : WOOLLY_ACT_F32;
+    return matmul_acts & (1u << WOOLLY_ACT_Q8 | 1u << WOOLLY_ACT_BF16) ? WOOLLY_ACT_BF16 : WOOLLY_ACT_F32;
 }
 
 const woolly_kernel *woolly_kernel_choose_pack(enum woolly_act act)
