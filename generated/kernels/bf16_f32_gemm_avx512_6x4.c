@@ -12,7 +12,10 @@
  * L1/L2 while the tiles sweep them), rows in blocks of NC (GEMM: a weight panel of NC rows x KC values
  * stays in L2 while every token tile passes over it); partial sums of later k blocks are added to y. The
  * GEMVs block k as the GEMMs do (the spec gives every kernel of this template the same KC), since a
- * token's sums round per block. */
+ * token's sums round per block, but walk a row tile through all its k blocks before the next tile: each
+ * row is then read from start to end, one stream per row of the tile, which the hardware prefetchers
+ * follow, where the GEMMs' k-block-outer order would read every row in pieces. Same additions in the same
+ * order, so the same bits. */
 #include <immintrin.h>
 
 #include "kernels.h"

@@ -12,7 +12,10 @@
  * L1/L2 while the tiles sweep them), rows in blocks of NC (GEMM: a weight panel of NC rows x KC values
  * stays in L2 while every token tile passes over it); partial sums of later k blocks are added to y. The
  * GEMVs block k as the GEMMs do (the spec gives every kernel of this template the same KC), since a
- * token's sums round per block. */
+ * token's sums round per block, but walk a row tile through all its k blocks before the next tile: each
+ * row is then read from start to end, one stream per row of the tile, which the hardware prefetchers
+ * follow, where the GEMMs' k-block-outer order would read every row in pieces. Same additions in the same
+ * order, so the same bits. */
 #include <immintrin.h>
 
 #include "kernels.h"
@@ -161,37 +164,26 @@ static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r, 
         store_sums(a->y + (size_t)(t0 + t) * a->y_stride + (size_t)r, acc[t], NT, add);
 }
 
-/* Rows [rb, re) for tokens [t0, t0 + mt) (mt is MR or 1). */
-static inline void rows(const woolly_matmul_args *a, int64_t t0, int mt, int64_t rb, int64_t re, int64_t k0, int64_t kn,
-                        int add)
+/* Rows [r, r + nt) (nt is NR or 1) of token t0 over all of k, block by block as the GEMMs add them. */
+static inline void row_sweep(const woolly_matmul_args *a, int64_t t0, int nt, int64_t r)
 {
-    int64_t r = rb;
-    if (mt == MR) {
-        for (; r + NR <= re; r += NR)
+    for (int64_t k0 = 0; k0 < a->k; k0 += KC) {
+        const int64_t kn = a->k - k0 < KC ? a->k - k0 : KC;
+        const int add = a->accumulate || k0 > 0;
+        if (nt == NR)
             tile_1x4(a, t0, r, k0, kn, add);
-        for (; r < re; r++)
-            tile_1x1(a, t0, r, k0, kn, add);
-    } else {
-        for (; r + NR <= re; r += NR)
-            tile_1x4(a, t0, r, k0, kn, add);
-        for (; r < re; r++)
+        else
             tile_1x1(a, t0, r, k0, kn, add);
     }
 }
 
 void woolly_f32_f16_gemv_avx512_1x4(const woolly_matmul_args *a)
 {
-    const int64_t kc = KC, nc = NC > 0 ? NC : a->r1 - a->r0;
-    for (int64_t k0 = 0; k0 < a->k; k0 += kc) {
-        const int64_t kn = a->k - k0 < kc ? a->k - k0 : kc;
-        const int add = a->accumulate || k0 > 0;
-        for (int64_t rb = a->r0; rb < a->r1; rb += nc) {
-            const int64_t re = a->r1 - rb < nc ? a->r1 : rb + nc;
-            int64_t t0 = 0;
-            for (; t0 + MR <= a->m; t0 += MR)
-                rows(a, t0, MR, rb, re, k0, kn, add);
-            for (; t0 < a->m; t0++)
-                rows(a, t0, 1, rb, re, k0, kn, add);
-        }
+    for (int64_t t0 = 0; t0 < a->m; t0++) {
+        int64_t r = a->r0;
+        for (; r + NR <= a->r1; r += NR)
+            row_sweep(a, t0, NR, r);
+        for (; r < a->r1; r++)
+            row_sweep(a, t0, 1, r);
     }
 }
