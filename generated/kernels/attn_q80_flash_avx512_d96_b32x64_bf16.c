@@ -259,31 +259,39 @@ static inline void q_tile_row(q_tile *t, int r, const float *q, float scale)
         _mm512_storeu_si512(&t->q[r][d / 2], bf16_of(x + d));
 }
 
+/* Values [d, d + 16) of cache row j0 + j as floats, straight from the cache into a register (zeros from
+ * nk on): the block conversions below round them to bfloat16 without a pass through memory. */
+static inline vf row16(const void *cache, const woolly_attn_args *a, int64_t j0, int j, int nk, int d)
+{
+    if (j >= nk)
+        return v_set1(0.0f);
+    const char *row = (const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes;
+    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d / WOOLLY_QK8_0;
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + d % WOOLLY_QK8_0)));
+    return _mm512_mul_ps(_mm512_set1_ps(woolly_f16_to_f32(b->d)), _mm512_cvtepi32_ps(q));
+}
+
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
 {
-    _Alignas(64) float x[2][D];
     /* K: rows as words into vb's space, then 16 x 16 word transposes into kt */
     uint32_t (*kw)[D / 2] = (uint32_t(*)[D / 2])b->vb;
     _Static_assert(sizeof b->vb >= sizeof(uint32_t[BK][D / 2]), "vb holds K's rows");
-    for (int j = 0; j < nkv; j++) {
-        block_row(a->k, a, j0, j, nk, x[0]);
+    for (int j = 0; j < nkv; j++)
         for (int d = 0; d < D; d += 32)
-            _mm512_storeu_si512(&kw[j][d / 2], bf16_of(x[0] + d));
-    }
+            _mm512_storeu_si512(&kw[j][d / 2], (__m512i)_mm512_cvtne2ps_pbh(row16(a->k, a, j0, j, nk, d + 16),
+                                                                            row16(a->k, a, j0, j, nk, d)));
     for (int j = 0; j < nkv; j += VL)
         for (int e = 0; e < D / 2; e += VL)
             v_transpose((const float *)&kw[j][e], D / 2, (float *)&b->kt[e][j], BK);
     /* V: rows 2w and 2w + 1 interleaved value by value */
     const __m512i pair = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                           22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int j = 0; j < nkv; j += 2) {
-        block_row(a->v, a, j0, j, nk, x[0]);
-        block_row(a->v, a, j0, j + 1, nk, x[1]);
+    for (int j = 0; j < nkv; j += 2)
         for (int d = 0; d < D; d += 16) {
-            const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x[1] + d), _mm512_loadu_ps(x[0] + d));
+            const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(row16(a->v, a, j0, j + 1, nk, d),
+                                                              row16(a->v, a, j0, j, nk, d));
             _mm512_storeu_si512(&b->vb[j / 2][d], _mm512_permutexvar_epi16(pair, both));
         }
-    }
 }
 
 static inline void scores(const q_tile *t, const kv_block *b, int r0, int nkv, float (*s)[BK])
