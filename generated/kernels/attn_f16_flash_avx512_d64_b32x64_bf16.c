@@ -265,8 +265,7 @@ static inline vf row16(const void *cache, const woolly_attn_args *a, int64_t j0,
 {
     if (j >= nk)
         return v_set1(0.0f);
-    const char *row = (const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes;
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)d)));
+    return decode_vec_f16((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, d);
 }
 
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)

@@ -265,10 +265,7 @@ static inline vf row16(const void *cache, const woolly_attn_args *a, int64_t j0,
 {
     if (j >= nk)
         return v_set1(0.0f);
-    const char *row = (const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes;
-    const woolly_block_q8_0 *b = (const woolly_block_q8_0 *)row + d / WOOLLY_QK8_0;
-    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + d % WOOLLY_QK8_0)));
-    return _mm512_mul_ps(_mm512_set1_ps(woolly_f16_to_f32(b->d)), _mm512_cvtepi32_ps(q));
+    return decode_vec_q80((const char *)cache + (size_t)(j0 + j) * a->kv_row_bytes, d);
 }
 
 static inline void kv_block_load(kv_block *b, const woolly_attn_args *a, int64_t j0, int nk, int nkv)
