@@ -50,6 +50,7 @@ done
 [ -x "$woolly" ] || { echo "compare.sh: $woolly is not an executable woolly (set WOOLLY)" >&2; exit 2; }
 [ -f "$model" ] || { echo "compare.sh: no model file $model" >&2; exit 2; }
 
+model_path=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -83,9 +84,10 @@ run_sweep() {
   : >"$tmp/llama.$1.sweep"
   "$sweep_bench" --version 2>&1 | sed -n 's/^version: [0-9]* (\(.*\))$/\1/p' >"$tmp/sweep.build" || true
   for t in ${threads//,/ }; do
+    # in $tmp, since it writes a llama.log into its working directory
     # shellcheck disable=SC2086 # --llama-args is a list of flags
-    "$sweep_bench" -m "$model" -c $((depth + n_prompt)) -b "$n_prompt" -ub "$n_prompt" -n "$n_gen" -t "$t" \
-      --sweep-stride $((depth / n_prompt)) $args --output-format jsonl >"$tmp/sweep.out" 2>&1 ||
+    (cd "$tmp" && "$sweep_bench" -m "$model_path" -c $((depth + n_prompt)) -b "$n_prompt" -ub "$n_prompt" -n "$n_gen" -t "$t" \
+      --sweep-stride $((depth / n_prompt)) $args --output-format jsonl >"$tmp/sweep.out" 2>&1) ||
       { cat "$tmp/sweep.out" >&2; echo "compare.sh: llama-sweep-bench failed (its messages above)" >&2; exit 1; }
     grep '^{"n_kv_max"' "$tmp/sweep.out" >>"$tmp/llama.$1.sweep" || true
   done

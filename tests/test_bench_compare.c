@@ -1,11 +1,14 @@
-/* bench/compare.sh end to end, with tests/fake_llama_bench.sh standing in for llama-bench (fixed figures:
- * pp at 1000 t/s per thread, tg at 100): one table with both engines per thread count and test, and the
- * ratio woolly/llama that their figures give; a failing llama-bench or bad arguments fail the script. */
+/* bench/compare.sh end to end, with tests/fake_llama_bench.sh standing in for llama-bench and
+ * tests/fake_llama_sweep_bench.sh for ik_llama.cpp's llama-sweep-bench (fixed figures: pp at 1000 t/s per
+ * thread, tg at 100): one table with both engines per thread count and test, and the ratio woolly/llama
+ * that their figures give; a failing llama-bench or bad arguments fail the script. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -125,6 +128,41 @@ Test(bench_compare, depth_with_and_without_llama_bench_d)
     cr_assert_eq(table_rows(out, rows, 8), 2, "%s", out);
     cr_expect_str_eq(rows[0], "1|pp16 @ d32|-");
     cr_expect_str_eq(rows[1], "1|tg4 @ d32|100.00 ± 0.00");
+    free(out), free(err);
+}
+
+/* At a depth, against a llama-bench without -d that has a llama-sweep-bench beside it (ik_llama.cpp's):
+ * both tests at depth come from the sweep, with llama-bench's "-rtr 1" passed as the sweep's "-rtr"; the
+ * sweep runs out of the caller's folder, where it would leave its llama.log. */
+Test(bench_compare, depth_from_a_sweep_bench_beside_it)
+{
+    char dir[4096], link[8192], target[8192], env[8192], args[16384], *out, *err, rows[8][96];
+    snprintf(dir, sizeof dir, "%s", tu_tmp_path("sweep"));
+    cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s", dir);
+    const char *names[][2] = {{"llama-bench", "fake_llama_bench.sh"},
+                              {"llama-sweep-bench", "fake_llama_sweep_bench.sh"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i][0]);
+        snprintf(target, sizeof target, "%s/tests/%s", WOOLLY_SOURCE_DIR, names[i][1]);
+        cr_assert_eq(symlink(target, link), 0, "symlink %s", link);
+    }
+    snprintf(env, sizeof env, "cd %s && FAKE_LLAMA_NO_DEPTH=1", dir);
+    snprintf(args, sizeof args, "%s/llama-bench %s -p 16 -n 4 -t 1 -r 1 -d 32 --llama-args '-fa 1 -rtr 1'",
+             dir, tu_data("models/tiny-llama-q4_k_m.gguf"));
+    const int st = compare(env, args, &out, &err);
+    cr_assert_eq(st, 0, "compare.sh failed (%d):\n%s\n%s", st, out, err);
+    cr_expect(strstr(err, "/llama-sweep-bench") != NULL, "%s", err);
+    cr_assert_eq(table_rows(out, rows, 8), 2, "%s", out);
+    cr_expect_str_eq(rows[0], "1|pp16 @ d32|1000.00 ± 0.00");
+    cr_expect_str_eq(rows[1], "1|tg4 @ d32|100.00 ± 0.00");
+    snprintf(link, sizeof link, "%s/llama.log", dir);
+    cr_expect_neq(access(link, F_OK), 0, "the sweep left %s", link);
+    remove(link);
+    for (int i = 0; i < 2; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i][0]);
+        remove(link);
+    }
+    rmdir(dir);
     free(out), free(err);
 }
 
