@@ -133,22 +133,25 @@ Test(bench_compare, depth_with_and_without_llama_bench_d)
 
 /* At a depth, against a llama-bench without -d that has a llama-sweep-bench beside it (ik_llama.cpp's):
  * both tests at depth come from the sweep, with llama-bench's "-rtr 1" passed as the sweep's "-rtr"; the
- * sweep runs out of the caller's folder, where it would leave its llama.log. */
+ * sweep runs out of the caller's folder, where it would leave its llama.log, and still finds a model
+ * named relative to that folder. */
 Test(bench_compare, depth_from_a_sweep_bench_beside_it)
 {
-    char dir[4096], link[8192], target[8192], env[8192], args[16384], *out, *err, rows[8][96];
+    char dir[4096], link[8192], env[8192], args[16384], *out, *err, rows[8][96];
     snprintf(dir, sizeof dir, "%s", tu_tmp_path("sweep"));
     cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s", dir);
-    const char *names[][2] = {{"llama-bench", "fake_llama_bench.sh"},
-                              {"llama-sweep-bench", "fake_llama_sweep_bench.sh"}};
-    for (int i = 0; i < 2; i++) {
-        snprintf(link, sizeof link, "%s/%s", dir, names[i][0]);
-        snprintf(target, sizeof target, "%s/tests/%s", WOOLLY_SOURCE_DIR, names[i][1]);
-        cr_assert_eq(symlink(target, link), 0, "symlink %s", link);
+    char tools[2][8192];
+    snprintf(tools[0], sizeof tools[0], "%s/tests/fake_llama_bench.sh", WOOLLY_SOURCE_DIR);
+    snprintf(tools[1], sizeof tools[1], "%s/tests/fake_llama_sweep_bench.sh", WOOLLY_SOURCE_DIR);
+    const char *names[3] = {"llama-bench", "llama-sweep-bench", "model.gguf"};
+    const char *targets[3] = {tools[0], tools[1], tu_data("models/tiny-llama-q4_k_m.gguf")};
+    for (int i = 0; i < 3; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        cr_assert_eq(symlink(targets[i], link), 0, "symlink %s", link);
     }
     snprintf(env, sizeof env, "cd %s && FAKE_LLAMA_NO_DEPTH=1", dir);
-    snprintf(args, sizeof args, "%s/llama-bench %s -p 16 -n 4 -t 1 -r 1 -d 32 --llama-args '-fa 1 -rtr 1'",
-             dir, tu_data("models/tiny-llama-q4_k_m.gguf"));
+    snprintf(args, sizeof args,
+             "%s/llama-bench model.gguf -p 16 -n 4 -t 1 -r 1 -d 32 --llama-args '-fa 1 -rtr 1'", dir);
     const int st = compare(env, args, &out, &err);
     cr_assert_eq(st, 0, "compare.sh failed (%d):\n%s\n%s", st, out, err);
     cr_expect(strstr(err, "/llama-sweep-bench") != NULL, "%s", err);
@@ -158,8 +161,8 @@ Test(bench_compare, depth_from_a_sweep_bench_beside_it)
     snprintf(link, sizeof link, "%s/llama.log", dir);
     cr_expect_neq(access(link, F_OK), 0, "the sweep left %s", link);
     remove(link);
-    for (int i = 0; i < 2; i++) {
-        snprintf(link, sizeof link, "%s/%s", dir, names[i][0]);
+    for (int i = 0; i < 3; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
         remove(link);
     }
     rmdir(dir);
