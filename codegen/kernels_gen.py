@@ -7,7 +7,7 @@ import tomllib
 import jinja2
 
 ACT_ENUM = {"f32": "WOOLLY_ACT_F32", "f16": "WOOLLY_ACT_F16", "q8": "WOOLLY_ACT_Q8", "bf16": "WOOLLY_ACT_BF16",
-           "i16": "WOOLLY_ACT_I16"}
+           "q8k": "WOOLLY_ACT_Q8K", "i16": "WOOLLY_ACT_I16"}
 OP_ENUM = {"gemv": "WOOLLY_OP_GEMV", "gemm": "WOOLLY_OP_GEMM", "attn": "WOOLLY_OP_ATTN", "pack": "WOOLLY_OP_PACK"}
 PROCESSORS = {"any": None, "x86_64": "x86_64|AMD64|amd64", "aarch64": "aarch64|arm64|ARM64"}
 LAYOUT_KIND = {"row_groups": "WOOLLY_LAYOUT_ROW_GROUPS", "tiles": "WOOLLY_LAYOUT_TILES"}
@@ -264,12 +264,16 @@ def check_defaults(kernels, nests):
                     f"{w} at {isa}: small_default {a['name']} and default GEMV {v['name']} differ in layout"
                 assert any(g["op"] == "gemv" and (g["act"], g["layout"]) == (act, a["layout"]) for g in ks), \
                     f"{w} at {isa}: small_default {a['name']} has no GEMV of its activations and layout"
-    # A layout's kernels at a level: a GEMV and a GEMM, at that level or (the GEMV) one it nests in.
+    # A layout's kernels at a level: a GEMV and a GEMM, at that level or (the GEMV) one it nests in. The
+    # GEMV chooses the layout, so a GEMM may take another activation format than the layout's GEMV (the
+    # runtime packs each step's activations in its kernel's format): q4k_q8k_gemm_amx_r16 on the
+    # avx512 level's q8 GEMV.
     for k in kernels:
         if k["kind"] == "matmul" and k["layout"] != ROWS:
             below = set(levels_from(k["isa"]))
             same = [o for o in kernels if o["kind"] == "matmul" and o["weights"] == k["weights"]
-                    and o["act"] == k["act"] and o["layout"] == k["layout"]
+                    and (o["act"] == k["act"] or (o["op"] == "gemv") != (k["op"] == "gemv"))
+                    and o["layout"] == k["layout"]
                     and (o["isa"] == k["isa"] or (o["op"] == "gemv" and o["isa"] in below))]
             ops = {o["op"] for o in same}
             assert ops == {"gemv", "gemm"}, f"{k['name']}: layout {k['layout']} needs both a GEMV and a GEMM"

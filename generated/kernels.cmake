@@ -147,6 +147,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8k_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8k_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_scalar_any.c
@@ -165,6 +167,7 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_scalar.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_q8k_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_rmsnorm_scalar.c
@@ -338,6 +341,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_f16_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_bf16_gemm_scalar_4x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8k_gemv_scalar_1x1.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8k_gemm_scalar_4x1.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_scalar_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_scalar_any.c
@@ -356,6 +361,7 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_scalar.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8k_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_scalar.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_rmsnorm_scalar.c
@@ -1490,6 +1496,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_amx_r16_16x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_amx_r16_16x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8k_gemm_amx_r16_32x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8k_gemm_amx_r16_16x16.c
   )
   list(APPEND WOOLLY_KERNEL_GROUPS AMX_AMX_BF16_AVX512BF16)
   set(WOOLLY_GROUP_AMX_AMX_BF16_AVX512BF16_LEVEL amx)
@@ -1527,6 +1535,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_amx_r16_16x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_amx_r16_16x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_amx_r16_16x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8k_gemm_amx_r16_32x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8k_gemm_amx_r16_16x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_amx_32x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_amx_16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_bf16_gemm_amx_32x32.c

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul.h"
 #include "quant.h"
 #include "registry.h"
 #include "testutil.h"
@@ -30,6 +31,7 @@ static woolly_pack_fn reference_packer(enum woolly_act act)
 {
     const char *name = act == WOOLLY_ACT_F16    ? "pack_f16_scalar"
                        : act == WOOLLY_ACT_BF16 ? "pack_bf16_scalar"
+                       : act == WOOLLY_ACT_Q8K  ? "pack_q8k_scalar"
                                                 : "pack_q8_scalar";
     const woolly_kernel *k = woolly_kernel_by_name(name);
     cr_assert(k && k->pack, "no %s in the registry", name);
@@ -44,6 +46,12 @@ static void unpack_act(enum woolly_act act, const void *row, int64_t k, double *
             const uint16_t h = ((const uint16_t *)row)[i];
             out[i] = act == WOOLLY_ACT_F16 ? woolly_f16_to_f32(h) : woolly_bf16_to_f32(h);
         }
+        return;
+    }
+    if (act == WOOLLY_ACT_Q8K) {
+        const woolly_block_q8x256 *b = row;
+        for (int64_t i = 0; i < k; i++)
+            out[i] = (double)b[i / 256].d * b[i / 256].q[i % 256];
         return;
     }
     const woolly_block_q8x32 *b = row;
@@ -134,8 +142,10 @@ static void mm_inputs_build(const kc_matmul_kernel *kern, int64_t k, int64_t m, 
     } else {
         const woolly_pack_fn pack = reference_packer(kern->act);
         const bool halves = kern->act == WOOLLY_ACT_F16 || kern->act == WOOLLY_ACT_BF16;
-        const size_t pb = halves ? (size_t)k * 2 : (size_t)k / 32 * sizeof(woolly_block_q8x32);
-        in->x_row_bytes = pb + (halves ? 2 * X_PAD_FLOATS : sizeof(woolly_block_q8x32));
+        const size_t pb = woolly_act_row_bytes(kern->act, k);
+        cr_assert(pb > 0, "%s: k=%lld is not a whole number of activation blocks", name, (long long)k);
+        /* padded by a prime number of bytes, or (the int8 formats) by one block */
+        in->x_row_bytes = pb + (halves ? 2 * X_PAD_FLOATS : woolly_act_row_bytes(kern->act, kern->act == WOOLLY_ACT_Q8K ? 256 : 32));
         in->packed = malloc(in->x_row_bytes * (size_t)m);
         cr_assert(in->packed);
         for (int64_t t = 0; t < m; t++) {
@@ -340,10 +350,33 @@ void kc_check_layout(const kc_layout *l, int64_t k, int64_t rows)
     free(w), free(back), free(lay), free(zero), free(src), free(deq);
 }
 
+/* What a row of woolly_block_q8x256 must hold (the reference packer's own check, as the vectorized
+ * packers only match its bytes): per 256 values d = max|x| / 127, every q within half a step of x / d
+ * (so the largest is +-127), and each 32 values' integer sum. */
+static void check_q8k_row(const float *x, int64_t k, const woolly_block_q8x256 *b)
+{
+    for (int64_t j = 0; j < k / 256; j++, b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 256; i++)
+            amax = fmaxf(amax, fabsf(x[256 * j + i]));
+        cr_assert_eq(b->d, amax / 127.0f, "q8k block %lld: d %g for max %g", (long long)j, b->d, amax);
+        int sum[8] = {0};
+        for (int i = 0; i < 256; i++) {
+            const double want = b->d > 0.0f ? x[256 * j + i] / (double)b->d : 0.0;
+            cr_assert_leq(fabs(want - b->q[i]), 0.5 + 1e-4, "q8k block %lld value %d: q %d for %g", (long long)j, i,
+                          b->q[i], want);
+            sum[i / 32] += b->q[i];
+        }
+        for (int s = 0; s < 8; s++)
+            cr_assert_eq(b->sum[s], sum[s], "q8k block %lld: sum %d is %d, the quants add to %d", (long long)j, s,
+                         b->sum[s], sum[s]);
+    }
+}
+
 void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int64_t k)
 {
     const woolly_pack_fn ref = reference_packer(act);
-    const size_t bytes = act == WOOLLY_ACT_Q8 ? (size_t)k / 32 * sizeof(woolly_block_q8x32) : (size_t)k * 2;
+    const size_t bytes = woolly_act_row_bytes(act, k);
     tu_rng rng = {(uint64_t)k * 7 + (uint64_t)act};
     float *x = malloc(sizeof(float) * (size_t)k);
     uint8_t *got = malloc(bytes + 1), *want = malloc(bytes + 1);
@@ -359,7 +392,7 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
         /* Half-precision formats: infinities, NaN, f32 subnormals, overflow, and ties of both formats. */
         static const float SPECIAL[] = {INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f,
                                         1.0f + 0x1p-11f, -(1.0f + 0x3p-11f)};
-        if (act != WOOLLY_ACT_Q8)
+        if (act != WOOLLY_ACT_Q8 && act != WOOLLY_ACT_Q8K)
             for (size_t i = 0; i < sizeof SPECIAL / sizeof SPECIAL[0] && 70 + (int64_t)i < k; i++)
                 x[70 + i] = SPECIAL[i];
         memset(got, 0x5A, bytes + 1);
@@ -367,6 +400,8 @@ void kc_check_pack(woolly_pack_fn fn, const char *name, enum woolly_act act, int
         fn(x, k, got);
         ref(x, k, want);
         cr_assert_eq(got[bytes], 0x5A, "%s: wrote past the packed row (k=%lld)", name, (long long)k);
+        if (act == WOOLLY_ACT_Q8K)
+            check_q8k_row(x, k, (const woolly_block_q8x256 *)want);
         for (size_t i = 0; i < bytes; i++)
             cr_assert_eq(got[i], want[i], "%s: k=%lld trial %d: byte %zu is %u, the reference gives %u", name,
                          (long long)k, trial, i, got[i], want[i]);

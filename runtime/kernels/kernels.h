@@ -547,6 +547,7 @@ enum woolly_act {
     WOOLLY_ACT_F16 = 1,  /* binary16 rows */
     WOOLLY_ACT_Q8 = 2,   /* int8 with one float scale per 32 values: woolly_block_q8x32 */
     WOOLLY_ACT_BF16 = 3, /* bfloat16 rows (woolly_f32_to_bf16), for the vdpbf16ps kernels */
+    WOOLLY_ACT_Q8K = 4,  /* int8 with one float scale per 256 values: woolly_block_q8x256 */
     WOOLLY_ACT_COUNT,    /* the formats above are the ones matmuls take */
     /* int16 with a float scale per row, the vpmaddwd attention tiles' operands: no matmul takes them,
      * so they stay out of the loops over WOOLLY_ACT_COUNT */
@@ -564,6 +565,19 @@ typedef struct {
     int8_t q[32];
 } woolly_block_q8x32;
 _Static_assert(sizeof(woolly_block_q8x32) == 48, "Q8 activation block is 48 bytes");
+
+/* One block of 256 int8 activations, x[i] ~ d * q[i] with d = max|x| / 127 over the 256 (rounded as in
+ * woolly_block_q8x32). One scale per K-quant super-block lets a kernel apply the weights' sub-block scales
+ * to integers: Q4_K's d * sc * q becomes the integer sc * q times d, summed over the whole super-block
+ * before one float step. sum[j] is the integer sum of q[32j .. 32j + 31], for the min term (dmin * mn *
+ * sum). The quants start at byte 64, so that 64 of them are one cache line. */
+typedef struct {
+    float d;
+    int16_t sum[8];
+    uint8_t pad[44];
+    int8_t q[256];
+} woolly_block_q8x256;
+_Static_assert(sizeof(woolly_block_q8x256) == 320, "Q8K activation block is 320 bytes");
 
 /* ---- kernel signatures ------------------------------------------------------------------------- */
 

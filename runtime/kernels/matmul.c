@@ -20,6 +20,8 @@ size_t woolly_act_row_bytes(enum woolly_act act, int64_t k)
         return (size_t)k * sizeof(uint16_t);
     case WOOLLY_ACT_Q8:
         return k % 32 ? 0 : (size_t)(k / 32) * sizeof(woolly_block_q8x32);
+    case WOOLLY_ACT_Q8K:
+        return k % 256 ? 0 : (size_t)(k / 256) * sizeof(woolly_block_q8x256);
     case WOOLLY_ACT_COUNT:
         break;
     }
@@ -313,10 +315,11 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith
     const int64_t tstep = st->tokens_per_call > 0 && j->m > 1 ? st->tokens_per_call : j->m;
     const int64_t kstep = st->k_per_call > 0 ? st->k_per_call : j->k;
     const woolly_type_info *ti = woolly_type_get(w->type);
-    /* Bytes of one weight block column (per row in GGUF rows, per group in a layout) and of one
-     * activation: a k offset is a pointer offset in both. */
+    /* Bytes of one weight block column (per row in GGUF rows, per group in a layout) and of 256
+     * activations (k_per_call is a multiple of 256, every format's block): a k offset is a pointer
+     * offset in both. */
     const size_t wblock = w->layout ? w->layout->block_bytes : ti->block_bytes;
-    const size_t x_per_32 = woolly_act_row_bytes(j->act, 32);
+    const size_t x_per_256 = woolly_act_row_bytes(j->act, 256);
     const woolly_matmul_observer observe = g_observer;
     for (int64_t ra = r0; ra < r1; ra += rstep)
         for (int64_t t = 0; t < j->m; t += tstep)
@@ -324,7 +327,7 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith
                 const woolly_matmul_args a = {
                     .w = (const char *)w->data + (size_t)(k0 / ti->block_elems) * wblock,
                     .w_row_bytes = w->row_bytes,
-                    .x = (const char *)j->xk + (size_t)t * j->x_row_bytes + (size_t)k0 / 32 * x_per_32,
+                    .x = (const char *)j->xk + (size_t)t * j->x_row_bytes + (size_t)k0 / 256 * x_per_256,
                     .x_row_bytes = j->x_row_bytes,
                     .y = o->y + (size_t)t * o->y_stride,
                     .y_stride = o->y_stride,

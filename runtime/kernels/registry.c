@@ -112,7 +112,7 @@ enum {
     N_LISTED = N_KERNELS - N_OPS
 };
 
-static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16"};
+static const char *const ACT_NAMES[WOOLLY_ACT_COUNT] = {"f32", "f16", "q8", "bf16", "q8k"};
 
 const char *woolly_act_name(enum woolly_act act)
 {
@@ -158,7 +158,7 @@ static int decide_act(woolly_error *err)
             g_isa.act = i;
             return 0;
         }
-    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16, q8 or bf16)", forced);
+    return woolly_fail(err, "WOOLLY_ACT=%s: unknown activation format (use f32, f16, q8, bf16 or q8k)", forced);
 }
 
 static int decide(woolly_error *err)
