@@ -928,6 +928,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/kernels/pack_q8k_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_swiglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/kernels/ops_geglu_avx512.c
@@ -1182,6 +1183,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx512_d256_b16x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_f16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8_avx512.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_pack_q8k_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_pack_bf16_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_swiglu_avx512.c
     ${WOOLLY_GENERATED_DIR}/tests/test_ops_geglu_avx512.c
