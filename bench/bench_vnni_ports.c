@@ -11,6 +11,7 @@
 
 #include "bench_cpu_time.h"
 #include "cpu.h"
+#include "peak_loop.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -19,15 +20,12 @@ enum { STEPS = 4096 };
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* Twelve accumulators with distinct start values and a compiler barrier on them every step, so that no
- * two chains are merged and every vpdpbusd stays in the loop. */
-#define ACCS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+/* The peak loop's twelve accumulators (peak_loop.h), started at distinct values so that no two chains are
+ * merged, passed through its empty asm every step and used after the loop (USE_ACC: the asm is not
+ * volatile, so without a use the compiler drops the chains), so that every vpdpbusd stays in the loop. */
 #define DECL_ACC(i) __m512i acc##i = _mm512_set1_epi32(i + 1);
 #define DOT(i) acc##i = _mm512_dpbusd_epi32(acc##i, w, x);
-#define KEEP12                                                                                             \
-    __asm__ volatile(""                                                                                    \
-                     : "+v"(acc0), "+v"(acc1), "+v"(acc2), "+v"(acc3), "+v"(acc4), "+v"(acc5),             \
-                       "+v"(acc6), "+v"(acc7), "+v"(acc8), "+v"(acc9), "+v"(acc10), "+v"(acc11))
+#define USE_ACC(i) __asm__ volatile("" : : "v"(acc##i));
 
 /* One case: four extra chains e0..e3 of `type`, started at init(1..4), each taking one `op` per step. */
 #define CASE(name, type, init, op)                                                                         \
@@ -37,17 +35,18 @@ enum { STEPS = 4096 };
         const __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);                                   \
         const __m512 f = _mm512_set1_ps(1.0000001f);                                                        \
         (void)w, (void)x, (void)f;                                                                         \
-        ACCS(DECL_ACC)                                                                                     \
+        PEAK_ACCS_12(DECL_ACC)                                                                                     \
         type e0 = init(1), e1 = init(2), e2 = init(3), e3 = init(4);                                       \
         for (int it = 0; it < STEPS; it++) {                                                               \
-            ACCS(DOT)                                                                                      \
+            PEAK_ACCS_12(DOT)                                                                                      \
             e0 = op(e0);                                                                                   \
             e1 = op(e1);                                                                                   \
             e2 = op(e2);                                                                                   \
             e3 = op(e3);                                                                                   \
-            KEEP12;                                                                                        \
+            PEAK_KEEP_12(acc);                                                                                        \
             __asm__ volatile("" : "+v"(e0), "+v"(e1), "+v"(e2), "+v"(e3));                                 \
         }                                                                                                  \
+        PEAK_ACCS_12(USE_ACC)                                                                              \
     }
 
 #define I32(k) _mm512_set1_epi32(k)
