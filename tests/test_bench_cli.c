@@ -240,6 +240,12 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
         const json_t *o = json_array_get(a, i), *r = json_object_get(o, "roofline");
         cr_assert(json_is_object(r), "test %zu has no roofline", i);
         cr_expect_gt(num(r, "dram_read_gbs"), 0.5, "DRAM read bandwidth");
+        /* sampled after the warm-up round and after the one measured round; the limit is the best */
+        cr_expect_eq(num(r, "limit_samples"), 2.0);
+        cr_expect(num(r, "dram_read_gbs_low") > 0.0 && num(r, "dram_read_gbs_low") <= num(r, "dram_read_gbs"),
+                  "lowest DRAM sample %g, best %g", num(r, "dram_read_gbs_low"), num(r, "dram_read_gbs"));
+        cr_expect(num(r, "int8_gmacs_low") <= num(r, "int8_gmacs"), "lowest int8 sample %g, best %g",
+                  num(r, "int8_gmacs_low"), num(r, "int8_gmacs"));
         const bool pp = i == 0;
         const double per_token = num(r, pp ? "macs_per_token" : "bytes_per_token");
         /* tiny: 2 layers of 256x256 (q, output), 128x256 (k, v) and 3 x 768x256; the 32000x256 output
@@ -276,6 +282,7 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
     out = bench("-p 16 -n 4 -r 1 -t 1 --roofline");
     cr_expect(strstr(out, "% of limit |") != NULL, "%s", out);
     cr_expect(strstr(out, "machine limits, 1 thread: DRAM read ") != NULL, "%s", out);
+    cr_expect(strstr(out, "; the best of 2 samples between the rounds (the lowest: DRAM read ") != NULL, "%s", out);
     cr_expect(strstr(out, "roofline: decode reads ") != NULL, "%s", out);
     char *rows[4];
     cr_assert_eq(md_rows(out, rows, 4), 2, "%s", out);

@@ -71,7 +71,9 @@ static void run_on_pool(void *p)
 
 /* The buffer asks for 2 MiB pages (huge_map.h) for its fill, not its reads: on a Zen 5 guest here one
  * thread read 2 GiB at 26-38 GB/s on either page size (the host's drift, not the pages'), but faulting
- * the 2 GiB in took 6.5-8.4 s in 4 KiB pages against 0.2-0.7 s in 2 MiB ones. */
+ * the 2 GiB in took 6.5-8.4 s in 4 KiB pages against 0.2-0.7 s in 2 MiB ones. One pass over the buffer
+ * (tens of milliseconds) is long enough to time, and the best of five is kept: a whole measurement
+ * takes about 0.6 s there, so that `woolly bench --roofline` can take one after every round. */
 static double dram_read_gbs(woolly_threadpool *pool)
 {
     const size_t bytes = woolly_dram_stream_bytes((size_t)256 << 20);
@@ -82,7 +84,7 @@ static double dram_read_gbs(woolly_threadpool *pool)
     memset(buf, 1, bytes); /* real pages, not the shared zero page */
     read_job j = {buf, bytes / sizeof(uint64_t), {0}};
     pool_run r = {pool, read_job_run, &j};
-    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.2, 5, 3.0);
+    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.02, 5, 1.0);
     woolly_huge_map_close(&map);
     return (double)bytes / t.min_s / 1e9;
 }
@@ -355,7 +357,7 @@ static double peak_gmacs(woolly_threadpool *pool, int threads, long long (*fn)(v
 {
     peak_job j = {fn, {0}};
     pool_run r = {pool, peak_job_run, &j};
-    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.05, 5, 2.0);
+    const woolly_timing t = woolly_time_fn(run_on_pool, &r, 0.01, 5, 0.5);
     long long macs = 0;
     for (int i = 0; i < threads && i < 64; i++)
         macs += j.macs[i];

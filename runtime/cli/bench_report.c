@@ -155,7 +155,11 @@ void bench_md_footer(FILE *f, const bench_run *r)
             fprintf(f, "%s", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
         if (t->roof.bf16_gmacs > 0)
             fprintf(f, ", bf16 %.1f GMAC/s (%s)", t->roof.bf16_gmacs, t->roof.bf16_instr);
-        fputc('\n', f);
+        fprintf(f, "; the best of %d samples between the rounds (the lowest: DRAM read %.2f GB/s", t->roof.samples,
+                t->roof.dram_read_low_gbs);
+        if (t->roof.int8_gmacs > 0)
+            fprintf(f, ", int8 %.1f GMAC/s", t->roof.int8_low_gmacs);
+        fputs(")\n", f);
     }
     for (int i = 0; i < r->n_tests; i++)
         if (r->tests[i].has_roof && r->tests[i].limit > 0 && r->tests[i].work_rate > r->tests[i].limit) {
@@ -255,6 +259,10 @@ void bench_write_json(FILE *f, const bench_run *r)
             json_number(f, t->roof.bf16_gmacs);
             fputs(", \"bf16_instr\": ", f);
             json_string(f, t->roof.bf16_instr);
+            fprintf(f, ", \"limit_samples\": %d, \"dram_read_gbs_low\": ", t->roof.samples);
+            json_number(f, t->roof.dram_read_low_gbs);
+            fputs(", \"int8_gmacs_low\": ", f);
+            json_number(f, t->roof.int8_low_gmacs);
             fputs(t->batched ? ", \"macs_per_token\": " : ", \"bytes_per_token\": ", f);
             json_number(f, t->work_per_token);
             if (!t->batched) {

@@ -10,13 +10,17 @@
 
 typedef enum bench_format { BENCH_MD, BENCH_JSON, BENCH_CSV } bench_format;
 
-/* This machine's limits for one thread count, and what a test achieved against them (--roofline). */
+/* This machine's limits for one thread count, and what a test achieved against them (--roofline): the
+ * best of `samples` measurements taken between the rounds of runs, and the lowest of them, which shows
+ * how far a shared host's limits moved meanwhile. */
 typedef struct bench_roof {
     double dram_read_gbs; /* GB/s, 0 if not measured */
     double int8_gmacs;    /* GMAC/s, 0 at a level without an int8 dot product */
     const char *int8_instr;
     double bf16_gmacs; /* GMAC/s of the level's BF16 dot product, 0 where it has none */
     const char *bf16_instr;
+    int samples;
+    double dram_read_low_gbs, int8_low_gmacs;
 } bench_roof;
 
 /* A speculative generation test's facts (--draft / --lookup): greedy tgN after an n_prompt-token prompt,

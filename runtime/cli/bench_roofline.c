@@ -1,6 +1,7 @@
 /* `woolly bench --roofline` (bench_roofline.h). */
 #include "bench_roofline.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "arch.h"
@@ -83,7 +84,7 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     return count_active_experts(cmd, r);
 }
 
-int bench_measure_roof(const char *cmd, int threads, bench_roof *out)
+int bench_sample_roof(const char *cmd, int threads, bench_roof *best)
 {
     woolly_limits l;
     if (woolly_measure_limits(threads, &l)) {
@@ -93,11 +94,17 @@ int bench_measure_roof(const char *cmd, int threads, bench_roof *out)
                 cmd, threads);
         return -1;
     }
-    *out = (bench_roof){.dram_read_gbs = l.dram_read_gbs,
-                        .int8_gmacs = l.int8_gmacs,
-                        .int8_instr = l.int8_instr,
-                        .bf16_gmacs = l.bf16_gmacs,
-                        .bf16_instr = l.bf16_instr};
+    if (best->samples++ == 0) {
+        best->int8_instr = l.int8_instr;
+        best->bf16_instr = l.bf16_instr;
+        best->dram_read_low_gbs = l.dram_read_gbs;
+        best->int8_low_gmacs = l.int8_gmacs;
+    }
+    best->dram_read_gbs = fmax(best->dram_read_gbs, l.dram_read_gbs);
+    best->int8_gmacs = fmax(best->int8_gmacs, l.int8_gmacs);
+    best->bf16_gmacs = fmax(best->bf16_gmacs, l.bf16_gmacs);
+    best->dram_read_low_gbs = fmin(best->dram_read_low_gbs, l.dram_read_gbs);
+    best->int8_low_gmacs = fmin(best->int8_low_gmacs, l.int8_gmacs);
     return 0;
 }
 

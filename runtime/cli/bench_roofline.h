@@ -23,8 +23,10 @@
  * at r->model_path. Returns 0, or -1 after a message. */
 int bench_work_per_token(const char *cmd, bench_run *r);
 
-/* Measures the limits with `threads` threads (a few seconds). Returns 0, or -1 after a message. */
-int bench_measure_roof(const char *cmd, int threads, bench_roof *out);
+/* Measures the limits with `threads` threads (a second or two) and folds them into *best: each limit
+ * the best of the samples so far, its lowest kept beside it. Zero *best before the first sample.
+ * Returns 0, or -1 after a message. */
+int bench_sample_roof(const char *cmd, int threads, bench_roof *best);
 
 /* Sets t->roof, t->work_per_token, t->work_rate and t->limit from its mean tokens/s. */
 void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t);

@@ -7,8 +7,8 @@
  * per round, so that a drift of a shared machine's speed during the run falls on all of them alike and
  * their ratios (pp512 @ d4096 against pp512, say) hold. The mean and standard deviation of tokens/s
  * over the repetitions go out as llama-bench's markdown table, JSON or CSV (bench_report.h).
- * --roofline measures the machine's limits and prints each figure as a share of its limit
- * (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test per thread count,
+ * --roofline measures the machine's limits after every round and prints each figure as a share of the
+ * best of them (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test per thread count,
  * "tgN spec": greedy generation of -n tokens after the -p prompt, a row of the table (or a JSON object,
  * a CSV line) with its tokens/s, and its acceptance and tokens per target pass in the markdown footer,
  * the JSON object's "speculative" field or the CSV's spec_ columns (and a line on stderr). */
@@ -255,6 +255,21 @@ static int fill_depths(woolly_context *c, woolly_batch *b, const bench_opts *o, 
     return 0;
 }
 
+/* One sample of the limits folded into *roof (bench_sample_roof). The model's memory peaks before the
+ * limits' read buffer is mapped, and the peak is reset after it, so the buffer never counts as the
+ * model's. 0, or -1 after a message. */
+static int sample_roof(const char *cmd, int threads, bench_run *r, bench_roof *roof, bool *rss_trackable)
+{
+    if (*rss_trackable) {
+        const uint64_t rss = peak_rss_bytes();
+        r->peak_rss = rss > r->peak_rss ? rss : r->peak_rss;
+    }
+    if (bench_sample_roof(cmd, threads, roof))
+        return -1;
+    *rss_trackable = *rss_trackable && clear_peak_rss();
+    return 0;
+}
+
 /* Runs every test at one thread count, appending to r->tests; prints markdown rows when they are done.
  * Returns 0, or -1 after a message. */
 static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, const woolly_token *ids,
@@ -301,8 +316,13 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
             }
             seq[r->n_tests++ - first] = d;
         }
-    /* One warm-up run of each test, then rounds of one run of each. */
-    for (int32_t round = -1; round < o->reps; round++)
+    /* One warm-up run of each test, then rounds of one run of each; with --roofline, the limits are
+     * sampled after every round, the warm-up's included, and the best sample is the limit. A shared
+     * host's limits move with its neighbours: on a Zen 5 guest here one DRAM read sampled after the runs
+     * gave 24-48 GB/s while the decode just before it had streamed 1.2-1.8 times that, and a read loop
+     * went from 41 to 74 GB/s between one second and the next. */
+    bench_roof roof = {0};
+    for (int32_t round = -1; round < o->reps; round++) {
         for (int i = first; i < r->n_tests; i++) {
             bench_test *t = &r->tests[i];
             const double s = run_once(c, &b, ids, t, seq[i - first]);
@@ -313,21 +333,15 @@ static int bench_threads(const char *cmd, const bench_opts *o, woolly_model *m, 
             if (round >= 0)
                 t->samples_ts[t->n_samples++] = s > 0 ? t->n / s : 0.0;
         }
+        if (o->roofline && sample_roof(cmd, threads, r, &roof, rss_trackable))
+            goto done;
+    }
     for (int i = first; i < r->n_tests; i++) {
         bench_test_stats(&r->tests[i]);
         if (o->format == BENCH_MD && !o->roofline)
             bench_md_row(o->out, r, &r->tests[i]);
     }
     if (o->roofline) {
-        /* The model's memory peaks before the limits' buffer is mapped; the peak is then reset. */
-        if (*rss_trackable) {
-            const uint64_t rss = peak_rss_bytes();
-            r->peak_rss = rss > r->peak_rss ? rss : r->peak_rss;
-        }
-        bench_roof roof;
-        if (bench_measure_roof(cmd, threads, &roof))
-            goto done;
-        *rss_trackable = *rss_trackable && clear_peak_rss();
         for (int i = first; i < r->n_tests; i++) {
             bench_apply_roof(r, &roof, &r->tests[i]);
             if (o->format == BENCH_MD)
@@ -375,7 +389,8 @@ int woolly_cmd_bench(int argc, char **argv)
                            "write the results to FILE rather than stdout", NULL});
     cli_add(&t, (cli_flag){NULL, "--roofline", CLI_BOOL, &o.roofline, 0, 0, NULL,
                            "also measure this machine's DRAM read bandwidth and int8 multiply-add rate at "
-                           "each thread count and give every figure as a percentage of its limit",
+                           "each thread count, after every round of runs, and give every figure as a "
+                           "percentage of the best measurement",
                            NULL});
     cli_add_context_flags(&t, &o.ctx);
     cli_add_spec_flags(&t, &o.spec);
