@@ -20,7 +20,9 @@ beyond the command's tests; "" for none), engine_build (the other engine's commi
 tgN), depth, threads, tps (tokens/s: the mean over the runs, or the median where stat says "median"),
 and where known std, n (runs), min, max, profile (Woolly's tuning profile: "none" or "tuned") and
 roofline (work_rate, unit, limit, percent); or a limits record (kind "limits"): threads, dram_read_gbs,
-int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr. An optional note says anything a reader must know about the figure.
+int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr; where the run sampled its limits
+more than once (after every round), limit_samples and the lowest samples, dram_read_gbs_low and
+int8_gmacs_low, the others being the best. An optional note says anything a reader must know about the figure.
 
 What render shows, per machine class: for every (model, test, depth, threads, engine and its flags) the
 newest row (by date, then by place in the file), beside an other engine the Woolly figure of the same
@@ -305,11 +307,16 @@ def render_class(cls, records):
                 "date | run |",
                 "| ---: | ---: | ---: | --- | ---: | --- | --- | --- | --- |"]
         for lim in limits:
+            dram = f"{lim['dram_read_gbs']:.2f}"
             int8 = f"{lim['int8_gmacs']:.1f}" if lim.get("int8_gmacs") else "-"
+            if lim.get("limit_samples", 1) > 1:  # the best of the samples, the lowest beside it
+                dram += f" (lowest of {lim['limit_samples']}: {lim['dram_read_gbs_low']:.2f})"
+                if lim.get("int8_gmacs_low"):
+                    int8 += f" (lowest: {lim['int8_gmacs_low']:.1f})"
             instr = lim.get("int8_instr") or "-"
             bf16 = f"{lim['bf16_gmacs']:.1f}" if lim.get("bf16_gmacs") else "-"
             bf16_instr = lim.get("bf16_instr") if lim.get("bf16_gmacs") else "-"
-            out.append(f"| {lim['threads']} | {lim['dram_read_gbs']:.2f} | {int8} | {instr} | {bf16} | {bf16_instr} | "
+            out.append(f"| {lim['threads']} | {dram} | {int8} | {instr} | {bf16} | {bf16_instr} | "
                        f"`{lim['commit']}` | {lim['date']} | {run_ref(lim)} |")
         out.append("")
     out += ["Runs:", ""]
@@ -475,6 +482,11 @@ def from_woolly_json(objs, base, model):
                                               int8_instr=roof.get("int8_instr"),
                                               bf16_gmacs=round(bf16, 1) if bf16 else None,
                                               bf16_instr=roof.get("bf16_instr") if bf16 else None)
+                if roof.get("limit_samples"):
+                    low = roof.get("int8_gmacs_low")
+                    limits[o["n_threads"]].update(limit_samples=roof["limit_samples"],
+                                                  dram_read_gbs_low=round(roof["dram_read_gbs_low"], 2),
+                                                  int8_gmacs_low=round(low, 1) if int8 and low else None)
         records.append(r)
     return records + [limits[t] for t in sorted(limits)]
 
@@ -522,7 +534,8 @@ def from_compare(text, base, model, other, other_args):
 
 KEY_ORDER = ("kind", "class", "cpu", "date", "commit", "command", "run", "engine", "engine_args", "engine_build",
              "model", "test", "depth", "threads", "tps", "stat", "std", "n", "min", "max", "profile", "roofline",
-             "dram_read_gbs", "int8_gmacs", "int8_instr", "bf16_gmacs", "bf16_instr", "source", "journal", "section", "note")
+             "dram_read_gbs", "int8_gmacs", "int8_instr", "bf16_gmacs", "bf16_instr", "limit_samples",
+             "dram_read_gbs_low", "int8_gmacs_low", "source", "journal", "section", "note")
 
 
 def ordered(r):
