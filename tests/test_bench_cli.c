@@ -282,7 +282,8 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
     out = bench("-p 16 -n 4 -r 1 -t 1 --roofline");
     cr_expect(strstr(out, "% of limit |") != NULL, "%s", out);
     cr_expect(strstr(out, "machine limits, 1 thread: DRAM read ") != NULL, "%s", out);
-    cr_expect(strstr(out, "; the best of 2 samples between the rounds (the lowest: DRAM read ") != NULL, "%s", out);
+    cr_expect(strstr(out, "; the best of 2 samples between the rounds (the lowest: DRAM read ") != NULL, "%s",
+              out);
     cr_expect(strstr(out, "roofline: decode reads ") != NULL, "%s", out);
     char *rows[4];
     cr_assert_eq(md_rows(out, rows, 4), 2, "%s", out);

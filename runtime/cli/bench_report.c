@@ -155,8 +155,8 @@ void bench_md_footer(FILE *f, const bench_run *r)
             fprintf(f, "%s", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
         if (t->roof.bf16_gmacs > 0)
             fprintf(f, ", bf16 %.1f GMAC/s (%s)", t->roof.bf16_gmacs, t->roof.bf16_instr);
-        fprintf(f, "; the best of %d samples between the rounds (the lowest: DRAM read %.2f GB/s", t->roof.samples,
-                t->roof.dram_read_low_gbs);
+        fprintf(f, "; the best of %d samples between the rounds (the lowest: DRAM read %.2f GB/s",
+                t->roof.samples, t->roof.dram_read_low_gbs);
         if (t->roof.int8_gmacs > 0)
             fprintf(f, ", int8 %.1f GMAC/s", t->roof.int8_low_gmacs);
         fputs(")\n", f);

@@ -8,10 +8,11 @@
  * their ratios (pp512 @ d4096 against pp512, say) hold. The mean and standard deviation of tokens/s
  * over the repetitions go out as llama-bench's markdown table, JSON or CSV (bench_report.h).
  * --roofline measures the machine's limits after every round and prints each figure as a share of the
- * best of them (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test per thread count,
- * "tgN spec": greedy generation of -n tokens after the -p prompt, a row of the table (or a JSON object,
- * a CSV line) with its tokens/s, and its acceptance and tokens per target pass in the markdown footer,
- * the JSON object's "speculative" field or the CSV's spec_ columns (and a line on stderr). */
+ * best of them (bench_roofline.h). --draft MODEL / --lookup N add a speculative generation test per
+ * thread count, "tgN spec": greedy generation of -n tokens after the -p prompt, a row of the table (or a
+ * JSON object, a CSV line) with its tokens/s, and its acceptance and tokens per target pass in the
+ * markdown footer, the JSON object's "speculative" field or the CSV's spec_ columns (and a line on
+ * stderr). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
