@@ -15,8 +15,8 @@ attn-rounded bf16,f16,i16
 # streamed 4 KiB ahead, not the spec's 2 KiB. `woolly bench -m llama-1b.gguf -p N -n 0 -r 10 -t 2`
 # (Q4_K_M), two runs of four rounds in turns, t/s, spec's 8x16_sbpf2k against 8x16_sbpf4k, medians:
 # pp2 144.1 / 166.3 and 162.2 / 171.3, pp4 227.4 / 245.0 and 246.4 / 273.8, pp8 330.9 / 353.7 and
-# 353.4 / 388.3, pp16 371.5 / 384.6 and 405.3 / 435.1. Intel's wide 8x16_sbwpf4k lost at 2 tokens
-# (129.6 against 144.1) and, with Q6_K on its sbwpf4k too, at 2 and 16 tokens (163.6 and 419.9 against
-# 171.3 and 435.1); Q6_K keeps the spec's 8x16_sbpf4k.
+# 353.4 / 388.3, pp16 371.5 / 384.6 and 405.3 / 435.1. Intel's pair (Q4_K and Q6_K on the wide
+# 8x16_sbwpf4k) lost at 2 tokens (129.6 against 144.1); Q6_K on 8x16_sbwpf4k beside this Q4_K tile lost
+# at 2 and 16 tokens (163.6 and 419.9 against 171.3 and 435.1), so Q6_K keeps the spec's 8x16_sbpf4k.
 default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
 end 2
