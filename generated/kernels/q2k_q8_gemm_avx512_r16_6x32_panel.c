@@ -8,7 +8,7 @@
  * for each tile of tokens, on the same two vector ports as the vpdpbusd (on Intel cores, which run
  * 512-bit operations on ports 0 and 5 only). Here a panel of KC = 1024 values of the tile's rows is decoded
  * once, with the fragment's decode, into 64-byte vectors in the order the tile reads them, beside the
- * chunks' row scales (its chunk_scales), and up to TS = 128 tokens then run on it: per 4 values a load of
+ * chunks' row scales (its chunk_scales), and up to TS = 512 tokens then run on it: per 4 values a load of
  * each operand and a broadcast of each token's 4 activation bytes (load ports), and per 32 values and token
  * the fragment's float steps with the scales as memory operands. The tokens' float sums stay in memory
  * between panels. The integer dots are exact in any order and the float steps are the same instructions
@@ -32,7 +32,7 @@
 typedef woolly_block_q2k_r16 wblock;
 /* CHUNKS activation blocks (32 values) per weight block; a panel of KB weight blocks (KC values, or one
  * block where a block is longer); blocks of TS tokens share a panel; NS row-scale vectors per chunk. */
-enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 128, NS = 3 };
+enum { CHUNKS = 8, LOADS = 4, OPERANDS = 2, NG = 2, TS = 512, NS = 3 };
 enum { KB = 1024 / WOOLLY_QK_K > 0 ? 1024 / WOOLLY_QK_K : 1 };
 
 void woolly_q2k_q8_gemm_avx512_r16_6x32_panel(const woolly_matmul_args *a);
