@@ -14,14 +14,16 @@
 #include "threadpool.h"
 #include "woolly.h"
 
-/* Tokens per pass of the feed-forward: its hidden buffers hold this many rows, not a whole batch. At
- * n_batch 512 they would hold 3.2x as much (50 MiB for granite-8b, 1% of its weights) for no speed that
- * pp512 runs could tell apart: a GEMM of 160 tokens reuses each decoded weight block as often as one of
- * 512 (the register tile sets the reuse), and the extra passes over the FFN's weights read them from
- * DRAM at a few GB/s. 160 is a multiple of the GEMM tiles' token counts (1, 2, 4, 5, 8, 32, 40; not of
- * the rarer 3, 6 and 24): with 128 the AVX2 Q4_K tile of 40 tokens ended each pass with a tile of 8,
- * which decodes each weight once for 8 tokens instead of 40. */
-enum { WOOLLY_FFN_TOKENS = 160 };
+/* Tokens per pass of the feed-forward: its hidden buffers hold this many rows, not a whole batch. 512,
+ * the default n_batch, so that a prompt's batch reads the FFN's weights from DRAM once: every pass
+ * reads them all, and the GEMMs on decoded panels (matmul/avx512/any_q8_r16_panel.c.j2) fill each panel
+ * once per pass, a DRAM read with no work beside it. Against 160 tokens a pass (three passes and a tail
+ * for pp512), llama-1b's pp512 on a Zen 5 gained 1-12% (12 pairs in turns over Q4_K_M, Q4_1, Q5_1 and
+ * gemma3-1b), the mixtures of experts and the AVX2 level within the noise, for 26 MiB more peak RSS
+ * (bench/journal/2026-12-03-zen5-2.md); granite-8b's buffers take 50 MiB, 1% of its weights. 512 is a
+ * multiple of 8 (the AVX2 GEMMs' registers of tokens): a pass of 128 ended the AVX2 Q4_K tile of 40
+ * tokens with a tile of 8, which decodes each weight once for 8 tokens instead of 40. */
+enum { WOOLLY_FFN_TOKENS = 512 };
 
 /* Activations of one batch of up to n_batch tokens ("[n]" below: one row per token of the batch). */
 typedef struct woolly_run_state {
