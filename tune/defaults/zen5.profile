@@ -3,8 +3,9 @@ class zen5
 match x86_64 AuthenticAMD family 26
 # AMD Zen 5. The spec's defaults at the AVX-512 level were measured on this class (the project's
 # machine, family 26, 2 cores: codegen/kernels.toml gives the figures), so its matrix kernels are the
-# spec's but one: Q4_K's small-batch tile (below). Q6_K on decoded panels for 17 tokens and more was
-# measured here and did not pay (bench/journal/2026-12-02-zen5.md).
+# spec's but Q4_K's small-batch tile and the prompt tile of Q4_0, Q4_1, Q8_0, IQ4_NL and IQ4_XS
+# (below). Q6_K on decoded panels for 17 tokens and more was measured here and did not pay
+# (bench/journal/2026-12-02-zen5.md).
 #
 # Attention: BF16 tiles first, ahead of F32 ones by far. `bench_attn --variants` (one thread, head
 # dimension 64, group 4, n_kv 4096, prefill GFLOP/s, one run), 32x64 tiles: F16 cache 266.8 BF16 against
@@ -19,4 +20,19 @@ attn-rounded bf16,f16,i16
 # 8x16_sbwpf4k) lost at 2 tokens (129.6 against 144.1); Q6_K on 8x16_sbwpf4k beside this Q4_K tile lost
 # at 2 and 16 tokens (163.6 and 419.9 against 171.3 and 435.1), so Q6_K keeps the spec's 8x16_sbpf4k.
 default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
-end 2
+#
+# The 4-bit and 8-bit 32-value formats and IQ4_XS for 17 tokens and more: the 4x32 tile on the weights
+# as stored, not the spec's 6x32 on decoded panels. Their decode (a mask and a shift, IQ4's vpshufb) runs
+# beside vpdpbusd on this core (bench/bench_vnni_ports.c), so decoding it once per panel saves little
+# and the panel's stores and fill cost more. `woolly bench -m llama-1b-T.gguf -p 512 -n 0 -r 3 -t 2`
+# (files: `woolly quantize` of `woolly synth --preset llama-1b --type F16`), four rounds with the
+# spec's choice in turns, medians: Q4_0 508.6 -> 549.7 t/s (4 of 4 rounds faster), Q4_1 500.9 -> 528.1
+# (4 of 4), Q8_0 512.9 -> 523.4 (4 of 4), IQ4_NL 529.9 -> 542.9 (3 of 4), IQ4_XS 534.4 -> 547.7 (4 of
+# 4). Kept on the panel: Q5_0 (530.6 -> 513.9, 0 of 4), Q5_1 (493.4 -> 486.0, 2 of 4) and Q3_K (Q3_K_M
+# 492.6 -> 421.0, 0 of 4), whose decode is longer.
+default Q4_0 avx512 tokens=17+ kernel=q40_q8_gemm_avx512_r16_4x32
+default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
+default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
+default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32
+default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
+end 7
