@@ -21,15 +21,15 @@ attn-rounded bf16,f16,i16
 # at 2 and 16 tokens (163.6 and 419.9 against 171.3 and 435.1), so Q6_K keeps the spec's 8x16_sbpf4k.
 default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
 #
-# The 4-bit and 8-bit 32-value formats and IQ4_XS for 17 tokens and more: the 4x32 tile on the weights
-# as stored, not the spec's 6x32 on decoded panels. Their decode (a mask and a shift, IQ4's vpshufb) runs
-# beside vpdpbusd on this core (bench/bench_vnni_ports.c), so decoding it once per panel saves little
-# and the panel's stores and fill cost more. `woolly bench -m llama-1b-T.gguf -p 512 -n 0 -r 3 -t 2`
-# (files: `woolly quantize` of `woolly synth --preset llama-1b --type F16`), four rounds with the
-# spec's choice in turns, medians: Q4_0 508.6 -> 549.7 t/s (4 of 4 rounds faster), Q4_1 500.9 -> 528.1
-# (4 of 4), Q8_0 512.9 -> 523.4 (4 of 4), IQ4_NL 529.9 -> 542.9 (3 of 4), IQ4_XS 534.4 -> 547.7 (4 of
-# 4). Kept on the panel: Q5_0 (530.6 -> 513.9, 0 of 4), Q5_1 (493.4 -> 486.0, 2 of 4) and Q3_K (Q3_K_M
-# 492.6 -> 421.0, 0 of 4), whose decode is longer.
+# The 4-bit and 8-bit 32-value formats and IQ4_XS for 17 tokens and more: the 4x32 tile on the weights as
+# stored, not the spec's 6x32 on decoded panels. Their decode (a mask and a shift, IQ4's vpshufb, none for
+# Q8_0) runs beside vpdpbusd on this core (bench/bench_vnni_ports.c), so decoding it once per panel saves
+# little and the panel's stores and fill cost more.
+# `woolly bench -m llama-1b-T.gguf -p 512 -n 0 -r 3 -t 2` (files: `woolly quantize` of `woolly synth
+# --preset llama-1b --type F16`), four rounds with the spec's choice in turns, medians: Q4_0 508.6 ->
+# 549.7 t/s (4 of 4 rounds faster), Q4_1 500.9 -> 528.1 (4 of 4), Q8_0 512.9 -> 523.4 (4 of 4), IQ4_NL
+# 529.9 -> 542.9 (3 of 4), IQ4_XS 534.4 -> 547.7 (4 of 4). Kept on the panel: Q5_0 (530.6 -> 513.9, 0 of
+# 4), Q5_1 (493.4 -> 486.0, 2 of 4) and Q3_K (Q3_K_M 492.6 -> 421.0, 0 of 4), whose decode is longer.
 default Q4_0 avx512 tokens=17+ kernel=q40_q8_gemm_avx512_r16_4x32
 default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
 default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
