@@ -30,6 +30,8 @@ default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
 # 549.7 t/s (4 of 4 rounds faster), Q4_1 500.9 -> 528.1 (4 of 4), Q8_0 512.9 -> 523.4 (4 of 4), IQ4_NL
 # 529.9 -> 542.9 (3 of 4), IQ4_XS 534.4 -> 547.7 (4 of 4). Kept on the panel: Q5_0 (530.6 -> 513.9, 0 of
 # 4), Q5_1 (493.4 -> 486.0, 2 of 4) and Q3_K (Q3_K_M 492.6 -> 421.0, 0 of 4), whose decode is longer.
+# Below 512 tokens (Q4_0 only, pp32 to pp256, three rounds in turns): 4x32 ahead in all 12 pairs, by
+# 4-22% (bench/journal/2026-12-04-zen5-2.md).
 default Q4_0 avx512 tokens=17+ kernel=q40_q8_gemm_avx512_r16_4x32
 default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
 default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
