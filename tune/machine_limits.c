@@ -47,10 +47,10 @@ static void read_job_run(void *arg, int ith, int nth)
     read_job *j = arg;
     long long lo, hi;
     woolly_split_range((long long)j->n, STEP, ith, nth, &lo, &hi);
-    /* A pointer run to its end: the same loop on an index (`i + STEP <= hi`, which gcc compiled to a
-     * compare of the index's copy from before its increment) read 43-65 GB/s on a Zen 5 guest here where
-     * this form read 75-81 in the same minutes, on the same pool and buffer; the vector loads and the
-     * kernels' GEMVs read 70-80 there (bench/journal/2026-12-04-zen5-2.md). */
+    /* A pointer run to its end: the same loop on an index (`i + STEP <= hi`, whose end test gcc
+     * compiled as a compare of the pointer's copy from before its increment) read 43-65 GB/s on a Zen 5
+     * guest here where this form read 75-81 in the same minutes, on the same pool and buffer, and one
+     * vector load per line 70-80 (bench/journal/2026-12-04-zen5-2.md). */
     const uint64_t *p = j->buf + lo, *const end = p + (hi - lo) / STEP * STEP;
     uint64_t a = 0, b = 0, c = 0, d = 0;
     for (; p < end; p += STEP) {
