@@ -43,8 +43,8 @@ default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
 # stream bounds first. `woolly bench -m llama-1b-Q8_0.gguf -p 0 -n 128 -r 3 -t 2` with the one-token
 # rows of a `woolly tune` profile set to each kernel, ten rounds in turns (four with 1x64_pf4k first),
 # tg128 t/s: 1x32 median 42.6 (40.2-52.1), 1x64_pf4k 47.4 (41.3-49.8), 1x64_pf4k ahead in 9 of 10
-# rounds. Measured and not kept: Q4_0 (1x16_s2pf2k 92.6 / 88.8 / 86.9 against 90.2 / 92.8 / 91.3) and
-# Q4_1 (81.1 / 80.8 / 75.9 / 67.1 against 77.8 / 75.2 / 74.4 / 73.9), whose decode leaves the stream
-# fewer bytes a cycle (bench/journal/2026-12-04-zen5-2.md).
+# rounds. Measured and not kept: Q4_0 (1x16_s2pf2k 92.6 / 88.8 / 86.9 against 90.2 / 92.8 / 91.3: ahead
+# in 2 of 3 by less than a round's spread), Q4_1 (81.1 / 80.8 / 75.9 / 67.1 against 77.8 / 75.2 / 74.4 /
+# 73.9) and gemma3-1b's Q5_0 (behind in 3 of 4) (bench/journal/2026-12-04-zen5-2.md).
 default Q8_0 avx512 tokens=1 kernel=q80_q8_gemv_avx512_r16_1x64_pf4k
 end 8
