@@ -78,6 +78,7 @@ VARIANT_TOKENS = (
     ("every_m", lambda v: "sb"),                      # small batches: a tile for every token count
     ("wide", lambda v: "w"),                          # a few tokens walk several row groups at once
     ("split", lambda v: f"s{v}" if v > 1 else ""),    # accumulator chains per (token, group)
+    ("unroll", lambda v: f"u{v}" if v > 1 else ""),   # weight blocks per pass of the block loop
     ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes (AVX-512)
     ("pf", lambda v: "pf"),                           # software prefetch (AVX2, distance not named)
     ("dot", lambda v: {"maddubs": "", "f32": "", "vnni": "vnni", "bf16": "bf16", "f16": "fp16",

@@ -29,6 +29,8 @@ class VariantNames(unittest.TestCase):
         self.assertEqual(v({"params": {"wide": 1}}, "x"), "w")
         self.assertEqual(v({"params": {"split": 2}}, "x"), "s2")
         self.assertEqual(v({"params": {"split": 1}}, "x"), "")
+        self.assertEqual(v({"params": {"unroll": 8}}, "x"), "u8")
+        self.assertEqual(v({"params": {"split": 2, "unroll": 8, "prefetch": 2048}}, "x"), "s2u8pf2k")
         self.assertEqual(v({"params": {"prefetch": 3 * 1024}}, "x"), "pf3k")
         self.assertEqual(v({"params": {"pf": 512}}, "x"), "pf")
         self.assertEqual(v({"params": {"dot": "maddubs"}}, "x"), "")

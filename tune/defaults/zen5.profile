@@ -3,8 +3,8 @@ class zen5
 match x86_64 AuthenticAMD family 26
 # AMD Zen 5. The spec's defaults at the AVX-512 level were measured on this class (the project's
 # machine, family 26, 2 cores: codegen/kernels.toml gives the figures), so its matrix kernels are the
-# spec's but Q4_K's small-batch tile, the prompt tile of Q4_0, Q4_1, Q8_0, IQ4_NL and IQ4_XS and Q8_0's
-# one-token GEMV (below). Q6_K on decoded panels for 17 tokens and more was measured here and did not pay
+# spec's but Q4_K's small-batch tile and the prompt tile of Q4_0, Q4_1, Q8_0, IQ4_NL and IQ4_XS (below).
+# Q6_K on decoded panels for 17 tokens and more was measured here and did not pay
 # (bench/journal/2026-12-02-zen5.md).
 #
 # Attention: BF16 tiles first, ahead of F32 ones by far. `bench_attn --variants` (one thread, head
@@ -37,14 +37,4 @@ default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
 default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
 default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32
 default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
-#
-# Q8_0 for one token: 1x64 streaming 4 KiB ahead, as on Intel cores, not the spec's 1x32 without prefetch.
-# Q8_0 has the least work per byte of the int8 formats (no decode), so its GEMV is the one the DRAM
-# stream bounds first. `woolly bench -m llama-1b-Q8_0.gguf -p 0 -n 128 -r 3 -t 2` with the one-token
-# rows of a `woolly tune` profile set to each kernel, ten rounds in turns (four with 1x64_pf4k first),
-# tg128 t/s: 1x32 median 42.6 (40.2-52.1), 1x64_pf4k 47.4 (41.3-49.8), 1x64_pf4k ahead in 9 of 10
-# rounds. Measured and not kept: Q4_0 (1x16_s2pf2k 92.6 / 88.8 / 86.9 against 90.2 / 92.8 / 91.3: ahead
-# in 2 of 3 by less than a round's spread), Q4_1 (81.1 / 80.8 / 75.9 / 67.1 against 77.8 / 75.2 / 74.4 /
-# 73.9) and gemma3-1b's Q5_0 (behind in 3 of 4) (bench/journal/2026-12-04-zen5-2.md).
-default Q8_0 avx512 tokens=1 kernel=q80_q8_gemv_avx512_r16_1x64_pf4k
-end 8
+end 7
