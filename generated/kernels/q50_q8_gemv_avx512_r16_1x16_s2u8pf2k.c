@@ -17,9 +17,9 @@
  * With a split of 2 the low and high nibbles' products go to chains of their own.
  * Prefetch: 2048 bytes ahead in each group's weight stream unless the call asks for another distance.
  * Unroll: the block loop is unrolled 8 times (by the compiler, remainder included). On a
- * Zen 5, a loop of one 544-byte Q8_0 block a pass read the weights at 22-26 GB/s on one core and the
- * same loop in passes of 8 blocks at 38-44 (a scratch loop of the loads, vpdpbusd and prefetch; not its
- * code alignment). Why was not found (no counters there), so the pass is a parameter the spec's entries
+ * Zen 5, this loop reduced to Q8_0's loads, vpdpbusd and prefetch (bench/bench_block_loop.c) read the
+ * weights at 24 GB/s on one core one 544-byte block a pass, and at 37-38 unrolled 8 times (4 or 16
+ * times: 24-26). Why was not found (no counters there), so the pass is a parameter the spec's entries
  * choose by measurement (codegen/kernels.toml). Formats of one activation block a weight block only: the
  * K-quants' chunk loop unrolled 8 times lost there (Q4_K 8192x2048, 2 threads: 52.0 against 71.1 GB/s).
  */
