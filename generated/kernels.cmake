@@ -829,6 +829,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x12.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x12.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemv_avx512_1x4.c
@@ -1084,6 +1086,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x8.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x12.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x12.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemv_avx512_1x4.c
