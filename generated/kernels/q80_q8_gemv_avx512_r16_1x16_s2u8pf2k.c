@@ -20,8 +20,8 @@
  * Prefetch: 2048 bytes ahead in each group's weight stream unless the call asks for another distance.
  * Unroll: the block loop is unrolled 8 times (by the compiler, remainder included). On a
  * Zen 5, this loop reduced to Q8_0's loads, vpdpbusd and prefetch (bench/bench_block_loop.c) read the
- * weights at 24 GB/s on one core one 544-byte block a pass, and at 37-38 unrolled 8 times (4 or 16
- * times: 24-26). Why was not found (no counters there), so the pass is a parameter the spec's entries
+ * weights at 24-27 GB/s on one core one 544-byte block a pass, and at 37-38 unrolled 8 times (4 or 16
+ * times: 24-28). Why was not found (no counters there), so the pass is a parameter the spec's entries
  * choose by measurement (codegen/kernels.toml). Formats of one activation block a weight block only: the
  * K-quants' chunk loop unrolled 8 times lost there (Q4_K 8192x2048, 2 threads: 52.0 against 71.1 GB/s).
  */
