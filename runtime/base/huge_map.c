@@ -37,6 +37,42 @@ int woolly_huge_map_populate(void *start, size_t bytes)
     return 0;
 }
 
+const void *woolly_huge_map_file(woolly_huge_map *m, int fd, size_t offset, size_t bytes, int populate)
+{
+    m->base = NULL;
+    m->bytes = 0;
+    if (bytes == 0 || bytes > SIZE_MAX - HUGE_PAGE || offset % HUGE_PAGE) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* An address range a huge page longer than the file's part, inaccessible, then the file over its
+     * aligned start: the mapping is closed as one piece. A file's 2 MiB folio is mapped whole only where
+     * its address and its offset agree modulo 2 MiB; mmap places a file's mapping on 4 KiB only. */
+    const size_t len = bytes + HUGE_PAGE;
+    void *span = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (span == MAP_FAILED)
+        return NULL;
+    char *start = (char *)(((uintptr_t)span + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (mmap(start, bytes, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, (off_t)offset) == MAP_FAILED) {
+        const int e = errno;
+        munmap(span, len);
+        errno = e;
+        return NULL;
+    }
+    m->base = span;
+    m->bytes = len;
+    /* Advice first, so that the faults below map whole folios (and readahead reads in them). */
+    madvise(start, bytes, MADV_HUGEPAGE);
+    if (populate && madvise(start, bytes, MADV_POPULATE_READ) != 0 && errno == EINVAL) {
+        /* A kernel before 5.14: a read of each small page maps it. (Other errors, as MAP_POPULATE's,
+         * are left to the first use.) */
+        const volatile char *p = start;
+        for (size_t i = 0; i < bytes; i += 4096)
+            (void)p[i];
+    }
+    return start;
+}
+
 void woolly_huge_map_close(woolly_huge_map *m)
 {
     if (m->base)

@@ -475,22 +475,27 @@ gguf_file *gguf_open(const char *path, woolly_error *err)
         return NULL;
     }
     size_t size = (size_t)st.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
+    /* Mapped for huge pages: the matrices used as they are in the file (F16, F32) are streamed from
+     * this mapping on every token. With the advice, a file read on first use (a cold page cache) comes
+     * in 2 MiB folios mapped by single entries: llama-1b-F16's first load after the cache was dropped
+     * mapped 1.8 of its 2.0 GB so, against 0.5 GB without, and decoded 16-24% faster (journal,
+     * 2026-12-04-zen5-4). Not populated: the matrices a load repacks are read with gguf_read. */
+    woolly_huge_map map;
+    const void *data = woolly_huge_map_file(&map, fd, 0, size, 0);
+    if (!data) {
         woolly_fail(err, "gguf: cannot map '%s' (%zu bytes): %s", path, size, strerror(errno));
         close(fd);
         return NULL;
     }
     woolly_error raw = {{0}};
-    gguf_file *g = parse_raw(map, size, &raw);
+    gguf_file *g = parse_raw(data, size, &raw);
     if (!g) {
-        munmap(map, size);
+        woolly_huge_map_close(&map);
         close(fd);
         woolly_fail(err, "gguf: %s: %s", path, raw.msg);
         return NULL;
     }
-    g->map_base = map;
-    g->map_size = size;
+    g->map = map;
     g->fd = fd;
     return g;
 }
@@ -499,8 +504,7 @@ void gguf_close(gguf_file *g)
 {
     if (!g)
         return;
-    if (g->map_base)
-        munmap(g->map_base, g->map_size);
+    woolly_huge_map_close(&g->map);
     if (g->fd >= 0)
         close(g->fd);
     gguf_arena_free(g->arena);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "huge_map.h"
 #include "wtype.h"
 
 enum gguf_vtype {
@@ -71,8 +72,7 @@ typedef struct gguf_file {
     const uint8_t *buf;
     size_t size;
     /* private */
-    void *map_base;       /* non-NULL when gguf_open mapped the file */
-    size_t map_size;
+    woolly_huge_map map;  /* base non-NULL when gguf_open mapped the file */
     int fd;               /* the open file when gguf_open mapped it (for gguf_read), else -1 */
     void *arena;          /* parser-owned allocations */
 } gguf_file;

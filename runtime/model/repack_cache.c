@@ -258,12 +258,10 @@ const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_ma
              memcmp(found, c->key, klen))
         why = "was made for another build, model or layout";
     if (!why) {
-        void *p = mmap(NULL, total, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)payload_offset(klen));
-        if (p == MAP_FAILED) {
+        const void *p = woolly_huge_map_file(map, fd, payload_offset(klen), total, 1);
+        if (!p) {
             why = "cannot be mapped";
         } else {
-            map->base = p;
-            map->bytes = total;
             if (samples_match(c->m, p, c->offsets)) {
                 data = p;
             } else {
