@@ -3,9 +3,8 @@ class zen5
 match x86_64 AuthenticAMD family 26
 # AMD Zen 5. The spec's defaults at the AVX-512 level were measured on this class (the project's
 # machine, family 26, 2 cores: codegen/kernels.toml gives the figures), so its matrix kernels are the
-# spec's but Q4_K's small-batch tile and the prompt tile of Q4_0, Q4_1, Q8_0, IQ4_NL and IQ4_XS (below).
-# Q6_K on decoded panels for 17 tokens and more was measured here and did not pay
-# (bench/journal/2026-12-02-zen5.md).
+# spec's but Q4_K's small-batch tile and the prompt tiles of Q4_0, Q4_1, Q8_0, IQ4_NL, IQ4_XS and Q6_K
+# (below).
 #
 # Attention: BF16 tiles first, ahead of F32 ones by far. `bench_attn --variants` (one thread, head
 # dimension 64, group 4, n_kv 4096, prefill GFLOP/s, one run), 32x64 tiles: F16 cache 266.8 BF16 against
@@ -37,4 +36,13 @@ default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
 default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
 default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32
 default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
-end 7
+#
+# Q6_K for 17 tokens and more: 4 tokens x 48 rows on decoded panels, not the spec's 4x32 that decodes
+# per tile. `bench_matmul --shape S --weights Q6_K --tokens 512 --threads 2 --filter q8_gemm` (one run
+# each, calm host, int8 limit 903-929 GMAC/s): 8192x2048 529.2 against 462.6 GMAC/s, 2048x8192 537.5
+# against 476.8. In llama-1b (Q4_K_M: Q6_K is half the layers' ffn_down and attn_v, 13% of a prompt's
+# time) `woolly bench -m llama-1b.gguf -p 512 -n 0 -r 2 -t 2`, five rounds in turns with the profile
+# before: ahead in 5 of 5, medians 494.4 against 488.8 t/s; pp32 and pp128 (3 rounds) level. On
+# 2026-12-02, with a quantization running beside, the same pair had not moved (journal 2026-12-02-zen5).
+default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
+end 8
