@@ -20,7 +20,7 @@ beyond the command's tests; "" for none), engine_build (the other engine's commi
 tgN), depth, threads, tps (tokens/s: the mean over the runs, or the median where stat says "median"),
 and where known std, n (runs), min, max, profile (Woolly's tuning profile: "none" or "tuned") and
 roofline (work_rate, unit, limit, percent); or a limits record (kind "limits"): threads, dram_read_gbs,
-int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr; where the run sampled its limits
+int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr, f32_gmacs, f32_instr; where the run sampled its limits
 more than once (after every round), limit_samples and the lowest samples, dram_read_gbs_low and
 int8_gmacs_low, the others being the best. An optional note says anything a reader must know about the figure.
 
@@ -303,9 +303,9 @@ def render_class(cls, records):
     out.append("")
     if limits:
         out += ["The machine's limits, as those runs measured them (`woolly bench --roofline`):", "",
-                "| threads | DRAM read GB/s | int8 GMAC/s | instruction | BF16 GMAC/s | instruction | Woolly at | "
-                "date | run |",
-                "| ---: | ---: | ---: | --- | ---: | --- | --- | --- | --- |"]
+                "| threads | DRAM read GB/s | int8 GMAC/s | instruction | BF16 GMAC/s | instruction | F32 GMAC/s | "
+                "instruction | Woolly at | date | run |",
+                "| ---: | ---: | ---: | --- | ---: | --- | ---: | --- | --- | --- | --- |"]
         for lim in limits:
             dram = f"{lim['dram_read_gbs']:.2f}"
             int8 = f"{lim['int8_gmacs']:.1f}" if lim.get("int8_gmacs") else "-"
@@ -316,8 +316,10 @@ def render_class(cls, records):
             instr = lim.get("int8_instr") or "-"
             bf16 = f"{lim['bf16_gmacs']:.1f}" if lim.get("bf16_gmacs") else "-"
             bf16_instr = lim.get("bf16_instr") if lim.get("bf16_gmacs") else "-"
-            out.append(f"| {lim['threads']} | {dram} | {int8} | {instr} | {bf16} | {bf16_instr} | "
-                       f"`{lim['commit']}` | {lim['date']} | {run_ref(lim)} |")
+            f32 = f"{lim['f32_gmacs']:.1f}" if lim.get("f32_gmacs") else "-"
+            f32_instr = lim.get("f32_instr") if lim.get("f32_gmacs") else "-"
+            out.append(f"| {lim['threads']} | {dram} | {int8} | {instr} | {bf16} | {bf16_instr} | {f32} | "
+                       f"{f32_instr} | `{lim['commit']}` | {lim['date']} | {run_ref(lim)} |")
         out.append("")
     out += ["Runs:", ""]
     engines_of = {}
@@ -475,13 +477,15 @@ def from_woolly_json(objs, base, model):
             r["roofline"] = {"work_rate": round(roof["work_rate"], 2), "unit": roof["work_unit"],
                              "limit": round(roof["limit"], 2), "percent": round(roof["percent_of_limit"], 1)}
             if o["n_threads"] not in limits:
-                int8, bf16 = roof.get("int8_gmacs"), roof.get("bf16_gmacs")
+                int8, bf16, f32 = roof.get("int8_gmacs"), roof.get("bf16_gmacs"), roof.get("f32_gmacs")
                 limits[o["n_threads"]] = dict(base, kind="limits", threads=o["n_threads"],
                                               dram_read_gbs=round(roof["dram_read_gbs"], 2),
                                               int8_gmacs=round(int8, 1) if int8 else None,
                                               int8_instr=roof.get("int8_instr"),
                                               bf16_gmacs=round(bf16, 1) if bf16 else None,
-                                              bf16_instr=roof.get("bf16_instr") if bf16 else None)
+                                              bf16_instr=roof.get("bf16_instr") if bf16 else None,
+                                              f32_gmacs=round(f32, 1) if f32 else None,
+                                              f32_instr=roof.get("f32_instr") if f32 else None)
                 if roof.get("limit_samples"):
                     low = roof.get("int8_gmacs_low")
                     limits[o["n_threads"]].update(limit_samples=roof["limit_samples"],
@@ -534,8 +538,8 @@ def from_compare(text, base, model, other, other_args):
 
 KEY_ORDER = ("kind", "class", "cpu", "date", "commit", "command", "run", "engine", "engine_args", "engine_build",
              "model", "test", "depth", "threads", "tps", "stat", "std", "n", "min", "max", "profile", "roofline",
-             "dram_read_gbs", "int8_gmacs", "int8_instr", "bf16_gmacs", "bf16_instr", "limit_samples",
-             "dram_read_gbs_low", "int8_gmacs_low", "source", "journal", "section", "note")
+             "dram_read_gbs", "int8_gmacs", "int8_instr", "bf16_gmacs", "bf16_instr", "f32_gmacs", "f32_instr",
+             "limit_samples", "dram_read_gbs_low", "int8_gmacs_low", "source", "journal", "section", "note")
 
 
 def ordered(r):

@@ -266,6 +266,12 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
             cr_expect_gt(num(r, "bf16_gmacs"), 0.0, "%s measured nothing", json_string_value(bf16_instr));
         else
             cr_expect_eq(num(r, "bf16_gmacs"), 0.0);
+        const json_t *f32_instr = json_object_get(r, "f32_instr");
+        cr_assert(json_is_string(f32_instr), "no f32_instr");
+        if (strncmp(json_string_value(f32_instr), "none", 4))
+            cr_expect_gt(num(r, "f32_gmacs"), 0.0, "%s measured nothing", json_string_value(f32_instr));
+        else
+            cr_expect_eq(num(r, "f32_gmacs"), 0.0);
         const double limit = num(r, pp ? "int8_gmacs" : "dram_read_gbs");
         cr_expect_eq(num(r, "limit"), limit);
         if (limit > 0) {
@@ -290,6 +296,31 @@ Test(bench_cli, roofline_gives_percentages_of_measured_limits)
     cr_expect(strstr(rows[1], " GB/s |") != NULL && strstr(rows[1], "% |") != NULL, "tg row: %s", rows[1]);
     cr_expect(strstr(rows[0], " GMAC/s |") != NULL, "pp row: %s", rows[0]);
     free(out);
+}
+
+/* An F16 model's prompt multiplies-adds in F32: it is judged against the FMA rate, not the int8 one. */
+Test(bench_cli, roofline_judges_float_weights_by_the_fma_rate)
+{
+    char cmd[8192], *out, *err;
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 16 -n 0 -r 1 -t 1 --roofline --format json",
+             tu_data("models/tiny-llama-f16.gguf"));
+    int st = tu_run_cli(cmd, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s failed (%d):\n%s\n%s", cmd, st, out, err);
+    json_t *a = parse_tests(out, 1);
+    const json_t *r = json_object_get(json_array_get(a, 0), "roofline");
+    cr_assert(json_is_object(r), "%s", out);
+    cr_expect_eq(num(r, "limit"), num(r, "f32_gmacs"), "limit %g, f32 %g, int8 %g", num(r, "limit"),
+                 num(r, "f32_gmacs"), num(r, "int8_gmacs"));
+    if (num(r, "f32_gmacs") > 0)
+        cr_expect_gt(num(r, "percent_of_limit"), 0.0);
+    json_decref(a);
+    free(out), free(err);
+
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 16 -n 0 -r 1 -t 1 --roofline", tu_data("models/tiny-llama-f16.gguf"));
+    st = tu_run_cli(cmd, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s failed:\n%s", cmd, err);
+    cr_expect(strstr(out, "(GMAC/s against the f32 rate)") != NULL, "%s", out);
+    free(out), free(err);
 }
 
 /* Decode at a depth reads the cache too: tiny's K and V are 128 values per layer and position each (its

@@ -280,6 +280,78 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) static long long peak_sdot(voi
 }
 #endif
 
+/* F32 fused multiply-adds, what the F16 and F32 weights' GEMMs spend their time on: 12 independent sums
+ * (8 for ymm: 16 registers), each step acc += a x b. The sums grow by 0.5 a step and stay exact. */
+#if defined(__x86_64__) && !defined(WOOLLY_EMULATED_AVX512)
+__attribute__((target("avx512f"))) static long long peak_fma_zmm(void)
+{
+    const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0.5f);
+#define DECL(i) __m512 acc##i = _mm512_set1_ps((float)i);
+#define STEP(i) acc##i = _mm512_fmadd_ps(a, b, acc##i);
+#define SUM(i) s = _mm512_add_ps(s, acc##i);
+    PEAK_ACCS_12(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_12(STEP)
+        PEAK_KEEP_12(acc);
+    }
+    __m512 s = _mm512_setzero_ps();
+    PEAK_ACCS_12(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
+    volatile float sink = _mm_cvtss_f32(_mm512_castps512_ps128(s));
+    (void)sink;
+    return 12LL * 16 * PEAK_ITERS;
+}
+#endif
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static long long peak_fma_ymm(void)
+{
+    const __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(0.5f);
+#define DECL(i) __m256 acc##i = _mm256_set1_ps((float)i);
+#define STEP(i) acc##i = _mm256_fmadd_ps(a, b, acc##i);
+#define SUM(i) s = _mm256_add_ps(s, acc##i);
+    PEAK_ACCS_8(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_8(STEP)
+        __asm__("" : "+v"(acc0), "+v"(acc1), "+v"(acc2), "+v"(acc3), "+v"(acc4), "+v"(acc5), "+v"(acc6),
+                     "+v"(acc7));
+    }
+    __m256 s = _mm256_setzero_ps();
+    PEAK_ACCS_8(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
+    volatile float sink = _mm256_cvtss_f32(s);
+    (void)sink;
+    return 8LL * 8 * PEAK_ITERS;
+}
+#elif defined(__aarch64__)
+static long long peak_fmla(void)
+{
+    const float32x4_t a = vdupq_n_f32(1.0f), b = vdupq_n_f32(0.5f);
+#define DECL(i) float32x4_t acc##i = vdupq_n_f32((float)i);
+#define STEP(i) acc##i = vfmaq_f32(acc##i, a, b);
+#define SUM(i) s = vaddq_f32(s, acc##i);
+    PEAK_ACCS_12(DECL)
+    for (int it = 0; it < PEAK_ITERS; it++) {
+        PEAK_ACCS_12(STEP)
+        __asm__(""
+                : "+w"(acc0), "+w"(acc1), "+w"(acc2), "+w"(acc3), "+w"(acc4), "+w"(acc5), "+w"(acc6),
+                  "+w"(acc7), "+w"(acc8), "+w"(acc9), "+w"(acc10), "+w"(acc11));
+    }
+    float32x4_t s = vdupq_n_f32(0.0f);
+    PEAK_ACCS_12(SUM)
+#undef DECL
+#undef STEP
+#undef SUM
+    volatile float sink = vgetq_lane_f32(s, 0);
+    (void)sink;
+    return 12LL * 4 * PEAK_ITERS;
+}
+#endif
+
 static void peak_job_run(void *arg, int ith, int nth)
 {
     (void)nth;
@@ -357,6 +429,35 @@ static long long (*bf16_peak_fn(const char **name))(void)
     return NULL;
 }
 
+/* The F32 FMA of the widest vector level the active one runs at (the amx level's F16 and F32 GEMMs
+ * that run on tiles are not measured by it). */
+static long long (*f32_peak_fn(const char **name))(void)
+{
+    *name = "none (scalar level)";
+#if defined(__x86_64__)
+    const enum woolly_isa active = woolly_isa_active();
+    if (woolly_isa_runs_at(WOOLLY_ISA_AVX512, active)) {
+#if defined(WOOLLY_EMULATED_AVX512)
+        *name = "none (avx512 emulated)";
+        return NULL;
+#else
+        *name = "vfmadd231ps zmm";
+        return peak_fma_zmm;
+#endif
+    }
+    if (woolly_isa_runs_at(WOOLLY_ISA_AVX2, active)) {
+        *name = "vfmadd231ps ymm";
+        return peak_fma_ymm;
+    }
+#elif defined(__aarch64__)
+    if (woolly_isa_runs_at(WOOLLY_ISA_NEON, woolly_isa_active())) {
+        *name = "fmla 4s";
+        return peak_fmla;
+    }
+#endif
+    return NULL;
+}
+
 /* The rate of `fn` on every thread of the pool, in 1e9 multiply-adds per second. */
 static double peak_gmacs(woolly_threadpool *pool, int threads, long long (*fn)(void))
 {
@@ -382,6 +483,9 @@ int woolly_measure_limits(int threads, woolly_limits *out)
         out->int8_gmacs = peak_gmacs(pool, threads, int8);
     if (bf16)
         out->bf16_gmacs = peak_gmacs(pool, threads, bf16);
+    long long (*f32)(void) = f32_peak_fn(&out->f32_instr);
+    if (f32)
+        out->f32_gmacs = peak_gmacs(pool, threads, f32);
     woolly_threadpool_close(pool);
     return out->dram_read_gbs > 0 ? 0 : -1;
 }

@@ -9,8 +9,11 @@
  *   BF16 multiply-adds    the same for prompts whose matrices take BF16 activations: tdpbf16ps on tiles
  *                         where the amx level runs with amx_bf16, vdpbf16ps on zmm where avx512 runs with
  *                         avx512bf16; not measured elsewhere.
+ *   F32 multiply-adds     the same for prompts whose matrices are F16 or F32 (their GEMMs convert the
+ *                         weights to F32 and multiply-add with the vector FMA): vfmadd231ps on zmm or
+ *                         ymm, fmla on NEON.
  *
- * Both run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
+ * All run on `threads` threads of a fresh pool and take the best of a few repetitions (a limit is
  * approached from below: noise only lowers a sample). */
 #ifndef WOOLLY_TUNE_MACHINE_LIMITS_H
 #define WOOLLY_TUNE_MACHINE_LIMITS_H
@@ -24,6 +27,8 @@ typedef struct woolly_limits {
     const char *int8_instr; /* the instruction measured, e.g. "vpdpbusd zmm" */
     double bf16_gmacs;      /* 1e9 BF16 multiply-adds (F32 sums) per second, 0 where not measured */
     const char *bf16_instr; /* "tdpbf16ps", "vdpbf16ps zmm", or why none */
+    double f32_gmacs;       /* 1e9 F32 fused multiply-adds per second, 0 where not measured */
+    const char *f32_instr;  /* "vfmadd231ps zmm", "vfmadd231ps ymm", "fmla 4s", or why none */
 } woolly_limits;
 
 /* Measures the limits with `threads` threads (about a second in all). Returns 0, or -1 if the pool

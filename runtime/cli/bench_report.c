@@ -135,7 +135,7 @@ void bench_md_footer(FILE *f, const bench_run *r)
             "position (GB/s against DRAM read bandwidth); prefill does %s multiply-adds per token plus %s "
             "for the output matrix on the last token (GMAC/s against the %s rate)\n",
             r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs,
-            r->bf16_layers ? "bf16" : "int8");
+            r->prompt_rate);
     if (r->n_expert > 0)
         fprintf(f,
                 "roofline: a mixture of experts: a token reads %d of each layer's %d experts, so the weights "
@@ -155,6 +155,8 @@ void bench_md_footer(FILE *f, const bench_run *r)
             fprintf(f, "%s", t->roof.int8_instr ? t->roof.int8_instr : "not measured");
         if (t->roof.bf16_gmacs > 0)
             fprintf(f, ", bf16 %.1f GMAC/s (%s)", t->roof.bf16_gmacs, t->roof.bf16_instr);
+        if (t->roof.f32_gmacs > 0)
+            fprintf(f, ", f32 %.1f GMAC/s (%s)", t->roof.f32_gmacs, t->roof.f32_instr);
         fprintf(f, "; the best of %d samples between the rounds (the lowest: DRAM read %.2f GB/s",
                 t->roof.samples, t->roof.dram_read_low_gbs);
         if (t->roof.int8_gmacs > 0)
@@ -259,6 +261,10 @@ void bench_write_json(FILE *f, const bench_run *r)
             json_number(f, t->roof.bf16_gmacs);
             fputs(", \"bf16_instr\": ", f);
             json_string(f, t->roof.bf16_instr);
+            fputs(", \"f32_gmacs\": ", f);
+            json_number(f, t->roof.f32_gmacs);
+            fputs(", \"f32_instr\": ", f);
+            json_string(f, t->roof.f32_instr);
             fprintf(f, ", \"limit_samples\": %d, \"dram_read_gbs_low\": ", t->roof.samples);
             json_number(f, t->roof.dram_read_low_gbs);
             fputs(", \"int8_gmacs_low\": ", f);

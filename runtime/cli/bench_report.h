@@ -19,6 +19,8 @@ typedef struct bench_roof {
     const char *int8_instr;
     double bf16_gmacs; /* GMAC/s of the level's BF16 dot product, 0 where it has none */
     const char *bf16_instr;
+    double f32_gmacs; /* GMAC/s of the level's F32 FMA, 0 where not measured */
+    const char *f32_instr;
     int samples;
     double dram_read_low_gbs, int8_low_gmacs;
 } bench_roof;
@@ -67,7 +69,8 @@ typedef struct bench_run {
     double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
                                      type: what each position of the context adds to a token's reads */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */
-    bool bf16_layers;       /* most of them BF16 weights: a prompt is judged against the BF16 rate */
+    const char *prompt_rate; /* the rate a prompt is judged against: "int8", or "bf16" or "f32" where
+                                most of the layers' multiply-adds are of BF16, or F16 and F32, weights */
     double macs_output;     /* of the output matrix (a prompt's last token only) */
 } bench_run;
 

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "arch.h"
 #include "cli_common.h"
@@ -65,12 +66,14 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     r->kv_bytes_per_position = (double)woolly_kv_cache_bytes(woolly_kv_wtype(cli_kv_type(r->kv_type)), 1,
                                                              tm.n_layer, tm.n_head_kv, tm.head_dim);
     r->macs_layers = r->macs_output = 0.0;
-    double macs_bf16 = 0.0;
+    double macs_bf16 = 0.0, macs_f32 = 0.0;
     for (int i = 0; i < tm.n_shapes; i++) {
         const woolly_tune_shape *s = &tm.shapes[i];
         const double macs = (double)s->rows * (double)s->cols * s->n_tensors;
         if (s->classes[WOOLLY_TOKENS_LARGE] && s->type == WOOLLY_TYPE_BF16)
             macs_bf16 += macs;
+        if (s->classes[WOOLLY_TOKENS_LARGE] && (s->type == WOOLLY_TYPE_F16 || s->type == WOOLLY_TYPE_F32))
+            macs_f32 += macs;
         /* A shape that never runs a large batch is the output matrix's (a prompt's logits are its last
          * token's; one that shares a layer matrix's shape is counted with the layers: an overcount of at
          * most one matrix per prompt). */
@@ -80,7 +83,9 @@ int bench_work_per_token(const char *cmd, bench_run *r)
             r->macs_output += macs;
     }
     woolly_tune_model_free(&tm);
-    r->bf16_layers = macs_bf16 > 0.5 * r->macs_layers;
+    r->prompt_rate = macs_bf16 > 0.5 * r->macs_layers  ? "bf16"
+                     : macs_f32 > 0.5 * r->macs_layers ? "f32"
+                                                       : "int8";
     return count_active_experts(cmd, r);
 }
 
@@ -97,12 +102,14 @@ int bench_sample_roof(const char *cmd, int threads, bench_roof *best)
     if (best->samples++ == 0) {
         best->int8_instr = l.int8_instr;
         best->bf16_instr = l.bf16_instr;
+        best->f32_instr = l.f32_instr;
         best->dram_read_low_gbs = l.dram_read_gbs;
         best->int8_low_gmacs = l.int8_gmacs;
     }
     best->dram_read_gbs = fmax(best->dram_read_gbs, l.dram_read_gbs);
     best->int8_gmacs = fmax(best->int8_gmacs, l.int8_gmacs);
     best->bf16_gmacs = fmax(best->bf16_gmacs, l.bf16_gmacs);
+    best->f32_gmacs = fmax(best->f32_gmacs, l.f32_gmacs);
     best->dram_read_low_gbs = fmin(best->dram_read_low_gbs, l.dram_read_gbs);
     best->int8_low_gmacs = fmin(best->int8_low_gmacs, l.int8_gmacs);
     return 0;
@@ -116,8 +123,12 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
         t->work_per_token = r->macs_layers + r->macs_output / t->n;
         t->work_rate = t->work_per_token * t->mean_ts / 1e9;
         /* BF16 weights' prompts multiply BF16 (or F32) values: their ceiling is the BF16 rate, where the
-         * level has one (a CPU without it: no limit, as a level without an int8 dot product) */
-        t->limit = r->bf16_layers ? roof->bf16_gmacs : roof->int8_gmacs;
+         * level has one (a CPU without it: no limit, as a level without an int8 dot product). F16 and
+         * F32 weights' GEMMs multiply-add in F32: the FMA rate. */
+        const char *rate = r->prompt_rate;
+        t->limit = !strcmp(rate, "bf16")  ? roof->bf16_gmacs
+                   : !strcmp(rate, "f32") ? roof->f32_gmacs
+                                          : roof->int8_gmacs;
     } else {
         /* the token at depth + i reads depth + i + 1 positions: depth + (n + 1) / 2 on average */
         const double positions = t->depth + (t->n + 1) / 2.0;
