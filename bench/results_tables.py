@@ -20,9 +20,9 @@ beyond the command's tests; "" for none), engine_build (the other engine's commi
 tgN), depth, threads, tps (tokens/s: the mean over the runs, or the median where stat says "median"),
 and where known std, n (runs), min, max, profile (Woolly's tuning profile: "none" or "tuned") and
 roofline (work_rate, unit, limit, percent); or a limits record (kind "limits"): threads, dram_read_gbs,
-int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr, f32_gmacs, f32_instr; where the run sampled its limits
-more than once (after every round), limit_samples and the lowest samples, dram_read_gbs_low and
-int8_gmacs_low, the others being the best. An optional note says anything a reader must know about the figure.
+int8_gmacs, int8_instr, and where measured bf16_gmacs, bf16_instr, f32_gmacs, f32_instr; where the run
+sampled its limits more than once (after every round), limit_samples and the lowest samples,
+dram_read_gbs_low and int8_gmacs_low, the others being the best. An optional note says anything a reader must know about the figure.
 
 What render shows, per machine class: for every (model, test, depth, threads, engine and its flags) the
 newest row (by date, then by place in the file), beside an other engine the Woolly figure of the same
