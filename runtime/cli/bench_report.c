@@ -4,6 +4,13 @@
 #include <math.h>
 #include <string.h>
 
+const char *bench_rate_name(bench_rate rate)
+{
+    static const char *const names[] = {[BENCH_RATE_INT8] = "int8", [BENCH_RATE_BF16] = "bf16",
+                                        [BENCH_RATE_F32] = "f32"};
+    return names[rate];
+}
+
 void bench_test_stats(bench_test *t)
 {
     double sum = 0.0;
@@ -135,7 +142,7 @@ void bench_md_footer(FILE *f, const bench_run *r)
             "position (GB/s against DRAM read bandwidth); prefill does %s multiply-adds per token plus %s "
             "for the output matrix on the last token (GMAC/s against the %s rate)\n",
             r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs,
-            r->prompt_rate);
+            bench_rate_name(r->prompt_rate));
     if (r->n_expert > 0)
         fprintf(f,
                 "roofline: a mixture of experts: a token reads %d of each layer's %d experts, so the weights "

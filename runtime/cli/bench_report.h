@@ -10,6 +10,10 @@
 
 typedef enum bench_format { BENCH_MD, BENCH_JSON, BENCH_CSV } bench_format;
 
+/* The compute rate a prompt is judged against: the int8 dot product's, or the BF16 dot product's or the
+ * F32 FMA's where most of the layers' multiply-adds are of BF16, or of F16 and F32, weights. */
+typedef enum bench_rate { BENCH_RATE_INT8, BENCH_RATE_BF16, BENCH_RATE_F32 } bench_rate;
+
 /* This machine's limits for one thread count, and what a test achieved against them (--roofline): the
  * best of `samples` measurements taken between the rounds of runs, and the lowest of them, which shows
  * how far a shared host's limits moved meanwhile. */
@@ -69,10 +73,12 @@ typedef struct bench_run {
     double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
                                      type: what each position of the context adds to a token's reads */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */
-    const char *prompt_rate; /* the rate a prompt is judged against: "int8", or "bf16" or "f32" where
-                                most of the layers' multiply-adds are of BF16, or F16 and F32, weights */
+    bench_rate prompt_rate; /* the rate a prompt is judged against */
     double macs_output;     /* of the output matrix (a prompt's last token only) */
 } bench_run;
+
+/* The name of a rate, as the roofline line gives it: "int8", "bf16" or "f32". */
+const char *bench_rate_name(bench_rate rate);
 
 /* Mean and sample standard deviation of a test's samples. */
 void bench_test_stats(bench_test *t);

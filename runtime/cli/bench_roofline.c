@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "arch.h"
 #include "cli_common.h"
@@ -83,9 +82,9 @@ int bench_work_per_token(const char *cmd, bench_run *r)
             r->macs_output += macs;
     }
     woolly_tune_model_free(&tm);
-    r->prompt_rate = macs_bf16 > 0.5 * r->macs_layers  ? "bf16"
-                     : macs_f32 > 0.5 * r->macs_layers ? "f32"
-                                                       : "int8";
+    r->prompt_rate = macs_bf16 > 0.5 * r->macs_layers  ? BENCH_RATE_BF16
+                     : macs_f32 > 0.5 * r->macs_layers ? BENCH_RATE_F32
+                                                       : BENCH_RATE_INT8;
     return count_active_experts(cmd, r);
 }
 
@@ -125,10 +124,9 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
         /* BF16 weights' prompts multiply BF16 (or F32) values: their ceiling is the BF16 rate, where the
          * level has one (a CPU without it: no limit, as a level without an int8 dot product). F16 and
          * F32 weights' GEMMs multiply-add in F32: the FMA rate. */
-        const char *rate = r->prompt_rate;
-        t->limit = !strcmp(rate, "bf16")  ? roof->bf16_gmacs
-                   : !strcmp(rate, "f32") ? roof->f32_gmacs
-                                          : roof->int8_gmacs;
+        t->limit = r->prompt_rate == BENCH_RATE_BF16  ? roof->bf16_gmacs
+                   : r->prompt_rate == BENCH_RATE_F32 ? roof->f32_gmacs
+                                                      : roof->int8_gmacs;
     } else {
         /* the token at depth + i reads depth + i + 1 positions: depth + (n + 1) / 2 on average */
         const double positions = t->depth + (t->n + 1) / 2.0;
