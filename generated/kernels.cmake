@@ -808,11 +808,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_4x32.c
@@ -1065,11 +1065,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x16_s2u8pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_4x32.c
