@@ -802,9 +802,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x32.c
@@ -1059,9 +1059,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2u8pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_4x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemv_avx512_r16_1x16_pf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemv_avx512_r16_1x16_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x32.c
