@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gguf.h"
@@ -243,6 +244,69 @@ Test(repack_cache, a_rewritten_model_file_replaces_its_old_cache)
     cr_assert_eq(count_files(dir), 1);
     woolly_model_close(b);
     remove(copy);
+}
+
+/* `cache` with its last 16 hex digits (the key's hash) set to `n`: the name a cache of the same version
+ * of the model file under another layout (another build, another ISA level) has. */
+static void other_layout(const char *cache, int n, char *out, size_t size)
+{
+    const size_t len = strlen(cache), tail = 16 + strlen(".wrepack");
+    cr_assert_gt(len, tail);
+    cr_assert_lt(len, size);
+    snprintf(out, size, "%.*s%016x.wrepack", (int)(len - tail), cache, n);
+}
+
+static void make_file_used_at(const char *path, time_t when)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f && fputs("a cache of another layout", f) >= 0 && fclose(f) == 0, "%s", path);
+    const struct timespec times[2] = {{.tv_sec = when}, {.tv_sec = when}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, times, 0), 0);
+}
+
+static time_t used_at(const char *path)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+    return st.st_mtim.tv_sec;
+}
+
+Test(repack_cache, a_model_file_keeps_the_three_layouts_used_last)
+{
+    const char *dir = fresh_cache("rc-layouts");
+    const char *path = tu_data(MODEL);
+    woolly_model *a = load(path);
+    cr_assert_eq(a->weights, WOOLLY_WEIGHTS_REPACKED_SAVED, "%s", a->weights_text);
+    char own[sizeof a->repack_cache], older[4][sizeof a->repack_cache];
+    snprintf(own, sizeof own, "%s", a->repack_cache);
+    woolly_model_close(a);
+
+    /* Four other layouts of this file, used at 1e9 + 0, 10, 20 and 30 s (the third the latest). */
+    const int order[4] = {0, 1, 3, 2};
+    for (int i = 0; i < 4; i++) {
+        other_layout(own, i + 1, older[i], sizeof older[i]);
+        make_file_used_at(older[i], 1000000000 + 10 * order[i]);
+    }
+    /* A hit marks the file used: it was made before the others by this clock. */
+    const struct timespec long_ago[2] = {{.tv_sec = 999999999}, {.tv_sec = 999999999}};
+    cr_assert_eq(utimensat(AT_FDCWD, own, long_ago, 0), 0);
+    woolly_model *b = load(path);
+    cr_assert_eq(b->weights, WOOLLY_WEIGHTS_MAPPED, "%s", b->weights_text);
+    cr_assert_gt(used_at(own), 1000000030, "mapping the cache marks it used");
+    woolly_model_close(b);
+    cr_assert_eq(count_files(dir), 5, "a hit removes nothing");
+
+    /* Writing a cache (this one again, as if it were new) keeps it and the two other layouts used last. */
+    cr_assert_eq(unlink(own), 0);
+    woolly_model *c = load(path);
+    cr_assert_eq(c->weights, WOOLLY_WEIGHTS_REPACKED_SAVED, "%s", c->weights_text);
+    woolly_model_close(c);
+    cr_assert_eq(count_files(dir), 3);
+    cr_assert_eq(access(own, F_OK), 0);
+    cr_assert_eq(access(older[2], F_OK), 0, "used at +30 s: kept");
+    cr_assert_eq(access(older[3], F_OK), 0, "used at +20 s: kept");
+    cr_assert_neq(access(older[0], F_OK), 0, "used at +0 s: removed");
+    cr_assert_neq(access(older[1], F_OK), 0, "used at +10 s: removed");
 }
 
 Test(repack_cache, a_folder_that_cannot_be_made_still_loads)

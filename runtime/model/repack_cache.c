@@ -264,6 +264,9 @@ const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_ma
         } else {
             if (samples_match(c->m, p, c->offsets)) {
                 data = p;
+                /* used now: the layouts kept when another is written are those used last. A folder
+                 * we may only read keeps its old time; nothing is written there anyway. */
+                (void)futimens(fd, NULL);
             } else {
                 why = "holds bytes the repack does not make (stale or damaged)";
                 woolly_huge_map_close(map);
@@ -277,22 +280,63 @@ const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_ma
     return data;
 }
 
+/* The layouts of one version of a model file whose caches are kept: the one just written and the two
+ * used most recently before it (a hit marks its file used). Each build whose kernel registry differs,
+ * and each ISA level, lays the weights out under another key, so without a bound every upgrade of
+ * Woolly would leave another file as large as the model behind. */
+enum { KEEP_LAYOUTS = 3 };
+
+typedef struct cache_entry {
+    char name[256];
+    struct timespec used; /* the file's modification time: written, or last mapped */
+} cache_entry;
+
+static bool used_later(struct timespec a, struct timespec b)
+{
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
 /* Removes the cache files made from the model's path for another version of the file (rewritten,
- * replaced): they can never be used again. Those for other layouts of the same file stay. */
+ * replaced): they can never be used again. Of those for this version, keeps the KEEP_LAYOUTS used last
+ * (the one just written among them) and removes the rest. */
 static void remove_stale(const woolly_repack_cache *c)
 {
     DIR *d = opendir(c->dir);
     if (!d)
         return;
     const size_t pl = strlen(c->path_prefix), il = strlen(c->ident_hash);
+    const char *own = strrchr(c->path, '/') + 1;
+    cache_entry kept[KEEP_LAYOUTS - 1]; /* the other layouts kept so far, the latest used first */
+    int n_kept = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const size_t nl = strlen(e->d_name);
         if (strncmp(e->d_name, c->path_prefix, pl) || nl < 8 || strcmp(e->d_name + nl - 8, ".wrepack") ||
-            !strncmp(e->d_name + pl, c->ident_hash, il))
+            !strcmp(e->d_name, own))
             continue;
         char victim[sizeof c->dir + 300];
-        if ((size_t)snprintf(victim, sizeof victim, "%s/%s", c->dir, e->d_name) < sizeof victim)
+        if ((size_t)snprintf(victim, sizeof victim, "%s/%s", c->dir, e->d_name) >= sizeof victim)
+            continue;
+        if (strncmp(e->d_name + pl, c->ident_hash, il)) {
+            unlink(victim); /* made for another version of the file */
+            continue;
+        }
+        struct stat st;
+        if (nl >= sizeof kept[0].name || stat(victim, &st))
+            continue;
+        cache_entry x = {.used = st.st_mtim};
+        memcpy(x.name, e->d_name, nl + 1);
+        /* insert x into kept by recency; what falls off the end is removed */
+        for (int i = 0; i < n_kept; i++)
+            if (used_later(x.used, kept[i].used)) {
+                const cache_entry t = kept[i];
+                kept[i] = x;
+                x = t;
+            }
+        if (n_kept < KEEP_LAYOUTS - 1) {
+            kept[n_kept++] = x;
+        } else if ((size_t)snprintf(victim, sizeof victim, "%s/%s", c->dir, x.name) < sizeof victim) {
             unlink(victim);
+        }
     }
     closedir(d);
 }

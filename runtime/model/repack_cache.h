@@ -41,7 +41,9 @@ void woolly_repack_cache_close(woolly_repack_cache *c);
 const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_map *map);
 
 /* Writes the repacked region at `data` to the cache file (whole, synced, renamed into place) and
- * removes the caches made for earlier versions of the model file. 0, or -1 with a warning line. */
+ * removes the caches made for earlier versions of the model file and, of this version's caches under
+ * other layouts, all but the two used last (a hit in woolly_repack_cache_map marks a file used). 0, or -1
+ * with a warning line. */
 int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data);
 
 #endif
