@@ -309,6 +309,32 @@ Test(repack_cache, a_model_file_keeps_the_three_layouts_used_last)
     cr_assert_neq(access(older[1], F_OK), 0, "used at +10 s: removed");
 }
 
+/* The old layouts go before the free space is judged: a disk they filled takes the new cache. Here the
+ * reserve still turns the write away, and the two other layouts used last are what is left. */
+Test(repack_cache, old_layouts_go_even_when_the_write_is_not_made)
+{
+    const char *dir = fresh_cache("rc-layouts-full");
+    const char *path = tu_data(MODEL);
+    woolly_model *a = load(path);
+    cr_assert_eq(a->weights, WOOLLY_WEIGHTS_REPACKED_SAVED, "%s", a->weights_text);
+    char own[sizeof a->repack_cache], older[3][sizeof a->repack_cache];
+    snprintf(own, sizeof own, "%s", a->repack_cache);
+    woolly_model_close(a);
+    cr_assert_eq(unlink(own), 0);
+    for (int i = 0; i < 3; i++) {
+        other_layout(own, i + 1, older[i], sizeof older[i]);
+        make_file_used_at(older[i], 1000000000 + 10 * i);
+    }
+    setenv("WOOLLY_REPACK_KEEP_FREE_MIB", "1099511627776", 1); /* 2^40 MiB: no disk leaves it free */
+    woolly_model *b = load(path);
+    cr_assert_eq(b->weights, WOOLLY_WEIGHTS_REPACKED, "%s", b->weights_text);
+    woolly_model_close(b);
+    cr_assert_eq(count_files(dir), 2);
+    cr_assert_neq(access(older[0], F_OK), 0, "used first: removed");
+    cr_assert_eq(access(older[1], F_OK), 0);
+    cr_assert_eq(access(older[2], F_OK), 0);
+}
+
 Test(repack_cache, a_folder_that_cannot_be_made_still_loads)
 {
     /* A regular file where the folder should be: mkdir fails under it. */

@@ -280,7 +280,7 @@ const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_ma
     return data;
 }
 
-/* The layouts of one version of a model file whose caches are kept: the one just written and the two
+/* The layouts of one version of a model file whose caches are kept: the one being written and the two
  * used most recently before it (a hit marks its file used). Each build whose kernel registry differs,
  * and each ISA level, lays the weights out under another key, so without a bound every upgrade of
  * Woolly would leave another file as large as the model behind. */
@@ -297,8 +297,8 @@ static bool used_later(struct timespec a, struct timespec b)
 }
 
 /* Removes the cache files made from the model's path for another version of the file (rewritten,
- * replaced): they can never be used again. Of those for this version, keeps the KEEP_LAYOUTS used last
- * (the one just written among them) and removes the rest. */
+ * replaced): they can never be used again. Of those for this version under other layouts, keeps the
+ * KEEP_LAYOUTS - 1 used last (the one being written makes KEEP_LAYOUTS) and removes the rest. */
 static void remove_stale(const woolly_repack_cache *c)
 {
     DIR *d = opendir(c->dir);
@@ -383,6 +383,9 @@ int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data)
         warn(path, "not written: %s", err.msg);
         return -1;
     }
+    /* First, so that the space the caches it removes held counts toward this one: the files left are
+     * the same as after the write. */
+    remove_stale(c);
     const size_t at = payload_offset(klen);
     const unsigned long long keep_mib = woolly_repack_cache_keep_free_mib();
     struct statvfs vfs;
@@ -424,7 +427,6 @@ int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data)
             fsync(dfd);
             close(dfd);
         }
-        remove_stale(c);
     }
     return rc;
 }

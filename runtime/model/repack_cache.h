@@ -42,8 +42,9 @@ const void *woolly_repack_cache_map(const woolly_repack_cache *c, woolly_huge_ma
 
 /* Writes the repacked region at `data` to the cache file (whole, synced, renamed into place) and
  * removes the caches made for earlier versions of the model file and, of this version's caches under
- * other layouts, all but the two used last (a hit in woolly_repack_cache_map marks a file used). 0, or -1
- * with a warning line. */
+ * other layouts, all but the two used last (a hit in woolly_repack_cache_map marks a file used); they go
+ * first, even when this write is then not made, so that their space counts toward it. 0, or -1 with a
+ * warning line. */
 int woolly_repack_cache_store(const woolly_repack_cache *c, const void *data);
 
 #endif
