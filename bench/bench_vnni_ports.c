@@ -6,7 +6,12 @@
  * it prints the nanoseconds per step and what the 4 cost in vpdpbusd slots: (step - base) / base x 12 / 4,
  * about 1 for an instruction that takes a vpdpbusd port for a cycle as vpdpbusd does, about 0 for one
  * that issues elsewhere. Single thread, by CPU time (bench_cpu_time.h), median of 7 samples. Only on
- * x86-64 CPUs with AVX-512 VNNI. */
+ * x86-64 CPUs with AVX-512 VNNI.
+ * On the Zen 5 (2026-12-04, three runs): vpdpbusd, vpdpwssd, vpmulld, vfmadd231ps and vmulps about 1 slot
+ * each; vaddps 0.15-0.30, vcvtdq2ps, vpaddd, the nibble decode, broadcasts and loads from L1 and register
+ * copies about 0. Loads have a limit of their own (about two vector loads a cycle beside vpdpbusd at its
+ * peak in a scratch loop: 16 a step of 12 vpdpbusd took 1.35-1.56x the time of 12), which the tiles'
+ * 40-50 loads per 80 vpdpbusd stay under. */
 #include <stdio.h>
 
 #include "bench_cpu_time.h"
@@ -62,6 +67,30 @@ enum { STEPS = 4096 };
 #define DPWSSD(v) _mm512_dpwssd_epi32(v, w, x)
 #define DECODE(v) _mm512_and_si512(_mm512_srli_epi16(v, 4), w)
 
+/* Loads and copies, through asm so that the compiler neither hoists nor drops them: a 4-byte broadcast
+ * and a 64-byte load from an L1-resident line (the tiles' activation and weight operands), and a
+ * register copy (the compiler's start of a chain at zero, as vpdpbusd overwrites its accumulator). */
+static int32_t line[16] __attribute__((aligned(64))) = {1, 2, 3, 4};
+TARGET static inline __m512i bcast_mem(__m512i v)
+{
+    __asm__ volatile("vpbroadcastd %1, %0" : "+v"(v) : "m"(line[0]));
+    return v;
+}
+TARGET static inline __m512i load_mem(__m512i v)
+{
+    __asm__ volatile("vmovdqu64 %1, %0" : "+v"(v) : "m"(line));
+    return v;
+}
+TARGET static inline __m512i copy_reg(__m512i v)
+{
+    __m512i c;
+    __asm__ volatile("vmovdqa64 %1, %0" : "=v"(c) : "v"(v));
+    return c;
+}
+#define BCAST(v) bcast_mem(v)
+#define LOAD(v) load_mem(v)
+#define COPY(v) copy_reg(v)
+
 CASE(none, __m512i, I32, NONE)
 CASE(dot, __m512i, I32, MORE_DOT)
 CASE(fma, __m512, F32, FMA)
@@ -72,6 +101,9 @@ CASE(mullo, __m512i, I32, MULLO)
 CASE(padd, __m512i, I32, PADD)
 CASE(dpwssd, __m512i, I32, DPWSSD)
 CASE(decode, __m512i, I32, DECODE)
+CASE(bcast, __m512i, I32, BCAST)
+CASE(load, __m512i, I32, LOAD)
+CASE(copy, __m512i, I32, COPY)
 
 typedef struct {
     const char *what;
@@ -96,6 +128,9 @@ int main(void)
         {"vpaddd", run_padd},
         {"vpdpwssd", run_dpwssd},
         {"vpsrlw + vpandd, 4 pairs (a nibble decode)", run_decode},
+        {"vpbroadcastd zmm, m32", run_bcast},
+        {"vmovdqu64 zmm, m512", run_load},
+        {"vmovdqa64 zmm, zmm", run_copy},
     };
     printf("| 4 extra per step | ns per step | their cost in vpdpbusd slots |\n| --- | ---: | ---: |\n");
     double base = 0;
