@@ -350,6 +350,38 @@ Test(bench_cli, roofline_counts_the_kv_cache_a_decode_reads)
     }
 }
 
+/* A sliding-window layer's token reads at most its window of the cache: tiny-gemma3-f16's layers 0 and 2
+ * slide over 16 positions, 1 and 3 are global; K and V are 2 heads of 64 per layer, 512 bytes per layer
+ * and position in F16. At depth 32 a token of tg4 reads 32 + 2.5 positions of a global layer on average
+ * and 16 of a sliding one (all four tokens are past the window). */
+Test(bench_cli, roofline_counts_a_sliding_window_once)
+{
+    char cmd[8192], *out, *err;
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 0 -n 4 -d 32 -r 1 -t 1 --roofline --format json",
+             tu_data("models/tiny-gemma3-f16.gguf"));
+    int st = tu_run_cli(cmd, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s failed (%d):\n%s\n%s", cmd, st, out, err);
+    json_t *a = parse_tests(out, 1);
+    const json_t *r = json_object_get(json_array_get(a, 0), "roofline");
+    cr_assert(json_is_object(r), "%s", out);
+    cr_expect_eq(num(r, "kv_bytes_per_position"), 4 * 512.0);
+    cr_expect_eq(num(r, "kv_layers"), 4);
+    cr_expect_eq(num(r, "kv_sliding_layers"), 2);
+    cr_expect_eq(num(r, "kv_window"), 16);
+    const double want = num(r, "weight_bytes_per_token") + 512.0 * (2 * (32 + 2.5) + 2 * 16);
+    cr_expect(fabs(num(r, "bytes_per_token") - want) < 1e-6 * want, "%g bytes per token, expected %g",
+              num(r, "bytes_per_token"), want);
+    json_decref(a);
+    free(out), free(err);
+
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 0 -n 4 -d 32 -r 1 -t 1 --roofline",
+             tu_data("models/tiny-gemma3-f16.gguf"));
+    st = tu_run_cli(cmd, &out, &err);
+    cr_assert_eq(st, 0, "woolly %s failed:\n%s", cmd, err);
+    cr_expect(strstr(out, "2 of the 4 layers read at most the last 16 positions") != NULL, "%s", out);
+    free(out), free(err);
+}
+
 /* A mixture of experts' token reads the k experts its router chose, not all n: tiny-mixtral-f16 has 2
  * layers of F16 attention (q and output 128x128, k and v 64x128), an F32 router of 8 x 128 and 8 experts
  * of 3 F16 128x128 matrices, 2 of them a token, and an F16 output matrix of 4000 x 128. */

@@ -143,6 +143,11 @@ void bench_md_footer(FILE *f, const bench_run *r)
             "for the output matrix on the last token (GMAC/s against the %s rate)\n",
             r->bytes_per_token / (1024.0 * 1024.0), r->kv_bytes_per_position / 1024.0, macs, out_macs,
             bench_rate_name(r->prompt_rate));
+    if (r->kv_sliding_layers > 0)
+        fprintf(f,
+                "roofline: sliding-window attention: %d of the %d layers read at most the last %d positions "
+                "of their cache (the KV bytes per position above are all layers')\n",
+                r->kv_sliding_layers, r->kv_layers, (int)r->kv_window);
     if (r->n_expert > 0)
         fprintf(f,
                 "roofline: a mixture of experts: a token reads %d of each layer's %d experts, so the weights "
@@ -283,6 +288,9 @@ void bench_write_json(FILE *f, const bench_run *r)
                 json_number(f, r->bytes_per_token);
                 fputs(", \"kv_bytes_per_position\": ", f);
                 json_number(f, r->kv_bytes_per_position);
+                if (r->kv_sliding_layers > 0)
+                    fprintf(f, ", \"kv_layers\": %d, \"kv_sliding_layers\": %d, \"kv_window\": %d", r->kv_layers,
+                            r->kv_sliding_layers, (int)r->kv_window);
                 if (r->n_expert > 0) {
                     fprintf(f, ", \"experts\": %d, \"experts_used\": %d, \"expert_bytes\": ", r->n_expert,
                             r->n_expert_used);

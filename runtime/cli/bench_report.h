@@ -72,6 +72,9 @@ typedef struct bench_run {
     double expert_bytes;         /* all its experts' bytes (of which k/n are in bytes_per_token) */
     double kv_bytes_per_position; /* K and V of every layer for one cached position, in the run's cache
                                      type: what each position of the context adds to a token's reads */
+    int kv_layers, kv_sliding_layers; /* layers, and of them those whose attention slides over a window */
+    int32_t kv_window;                /* that window (positions; 0: no layer slides): such a layer's token
+                                         reads at most this many positions of its cache */
     double macs_layers;     /* multiply-adds per token of the layers' matrices */
     bench_rate prompt_rate; /* the rate a prompt is judged against */
     double macs_output;     /* of the output matrix (a prompt's last token only) */

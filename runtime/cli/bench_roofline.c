@@ -11,12 +11,15 @@
 #include "machine_limits.h"
 #include "tune.h"
 
-/* A mixture of experts' token reads k of each layer's n experts (the k its router chose): of each expert
- * tensor's bytes, which the tuner's table counts whole, k/n; of its multiply-adds, which the table
- * counts once (one matrix of the shape per tensor), k times. Sets r->n_expert, r->n_expert_used and
- * r->expert_bytes (all experts' bytes), and corrects r->bytes_per_token and r->macs_layers. A model
- * without experts, or of an architecture the runtime does not know, is left as it is. */
-static int count_active_experts(const char *cmd, bench_run *r)
+/* What the tuner's table of matrices does not say about a token's reads, from the model's hyperparameters:
+ * - A mixture of experts' token reads k of each layer's n experts (the k its router chose): of each
+ *   expert tensor's bytes, which the table counts whole, k/n; of its multiply-adds, which the table
+ *   counts once (one matrix of the shape per tensor), k times. Sets r->n_expert, r->n_expert_used and
+ *   r->expert_bytes (all experts' bytes), and corrects r->bytes_per_token and r->macs_layers.
+ * - A sliding-window layer's token reads at most its window of the cache, however deep the context:
+ *   sets r->kv_sliding_layers and r->kv_window.
+ * A model of an architecture the runtime does not know is left as it is. */
+static int count_what_a_token_reads(const char *cmd, bench_run *r)
 {
     woolly_error err = {{0}};
     gguf_file *g = gguf_open(r->model_path, &err);
@@ -49,6 +52,10 @@ static int count_active_experts(const char *cmd, bench_run *r)
         }
     r->n_expert = a ? c.n_expert : 0;
     r->n_expert_used = a ? c.n_expert_used : 0;
+    r->kv_sliding_layers = 0, r->kv_window = 0;
+    for (int32_t l = 0; a && l < c.n_layer; l++)
+        if (woolly_layer_window(&c, l) > 0)
+            r->kv_sliding_layers++, r->kv_window = woolly_layer_window(&c, l);
     gguf_close(g);
     return 0;
 }
@@ -64,6 +71,7 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     r->bytes_per_token = tm.matrix_bytes;
     r->kv_bytes_per_position = (double)woolly_kv_cache_bytes(woolly_kv_wtype(cli_kv_type(r->kv_type)), 1,
                                                              tm.n_layer, tm.n_head_kv, tm.head_dim);
+    r->kv_layers = tm.n_layer;
     r->macs_layers = r->macs_output = 0.0;
     double macs_bf16 = 0.0, macs_f32 = 0.0;
     for (int i = 0; i < tm.n_shapes; i++) {
@@ -85,7 +93,7 @@ int bench_work_per_token(const char *cmd, bench_run *r)
     r->prompt_rate = macs_bf16 > 0.5 * r->macs_layers  ? BENCH_RATE_BF16
                      : macs_f32 > 0.5 * r->macs_layers ? BENCH_RATE_F32
                                                        : BENCH_RATE_INT8;
-    return count_active_experts(cmd, r);
+    return count_what_a_token_reads(cmd, r);
 }
 
 int bench_sample_roof(const char *cmd, int threads, bench_roof *best)
@@ -114,6 +122,21 @@ int bench_sample_roof(const char *cmd, int threads, bench_roof *best)
     return 0;
 }
 
+/* The KV cache bytes an average token of n generated at a depth reads: the token at depth + i reads
+ * depth + i + 1 positions of a global layer's cache (depth + (n + 1) / 2 on average), and of a sliding
+ * layer's at most its window. */
+static double kv_bytes_per_token(const bench_run *r, int64_t depth, int64_t n)
+{
+    if (r->kv_layers <= 0 || n <= 0)
+        return 0.0;
+    const double per_layer = r->kv_bytes_per_position / r->kv_layers;
+    double sliding = 0.0;
+    for (int64_t i = 0; r->kv_sliding_layers > 0 && i < n; i++)
+        sliding += (double)(depth + i + 1 < r->kv_window ? depth + i + 1 : r->kv_window);
+    const double global = (double)depth + (double)(n + 1) / 2.0;
+    return per_layer * ((r->kv_layers - r->kv_sliding_layers) * global + r->kv_sliding_layers * sliding / n);
+}
+
 void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
 {
     t->has_roof = true;
@@ -128,9 +151,7 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
                    : r->prompt_rate == BENCH_RATE_F32 ? roof->f32_gmacs
                                                       : roof->int8_gmacs;
     } else {
-        /* the token at depth + i reads depth + i + 1 positions: depth + (n + 1) / 2 on average */
-        const double positions = t->depth + (t->n + 1) / 2.0;
-        t->work_per_token = r->bytes_per_token + r->kv_bytes_per_position * positions;
+        t->work_per_token = r->bytes_per_token + kv_bytes_per_token(r, t->depth, t->n);
         t->work_rate = t->work_per_token * t->mean_ts / 1e9;
         t->limit = roof->dram_read_gbs;
     }

@@ -18,9 +18,10 @@
 
 #include "bench_report.h"
 
-/* Fills r->bytes_per_token, r->kv_bytes_per_position (for r->kv_type), r->macs_layers, r->macs_output
- * and, for a mixture of experts, r->n_expert, r->n_expert_used and r->expert_bytes from the GGUF file
- * at r->model_path. Returns 0, or -1 after a message. */
+/* Fills r->bytes_per_token, r->kv_bytes_per_position (for r->kv_type), r->kv_layers, r->macs_layers,
+ * r->macs_output, for sliding-window attention r->kv_sliding_layers and r->kv_window, and, for a mixture
+ * of experts, r->n_expert, r->n_expert_used and r->expert_bytes from the GGUF file at r->model_path.
+ * Returns 0, or -1 after a message. */
 int bench_work_per_token(const char *cmd, bench_run *r);
 
 /* Measures the limits with `threads` threads (a second or two) and folds them into *best: each limit
