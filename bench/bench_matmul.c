@@ -3,7 +3,9 @@
  *
  *   GEMV (1 token):  GB/s of weights streamed, and its share of this machine's DRAM read bandwidth,
  *                    measured here with the same thread count. The weights rotate over enough copies
- *                    that every call reads them from DRAM, as decode does.
+ *                    that every call reads them from DRAM, as decode does; with --cached every call
+ *                    reads one copy, from the caches when it fits them: the kernel's own speed, which
+ *                    tells a kernel short of the DRAM bandwidth by its work from one short by its loads.
  *   GEMM (2 .. 512 tokens): 1e9 multiply-adds per second (and microseconds per call), and the share
  *                    of the int8 dot-product peak, measured here.
  *   The limits are measured before the table and again after it, to show how far they drifted.
@@ -12,7 +14,7 @@
  *
  *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
  *                [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]
- *                [--no-reference]
+ *                [--no-reference] [--cached]
  * Prints markdown tables (the form bench/journal/ keeps); "(default)" marks the kernel a run without
  * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
  * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets;
@@ -55,13 +57,13 @@ static const shape GRANITE_8B[] = {
     {"output (tied)", 49152, 4096, 1, {WOOLLY_TYPE_Q6_K}},
 };
 /* Gemma 3 1B's Q4_K_M: rows of 1152 values are no whole Q4_K or Q6_K super-blocks, so the matrices that
- * read the residual stream fall back to Q8_0. */
+ * read the residual stream fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K: attn_v, the output). */
 static const shape GEMMA3_1B[] = {
-    {"attn_q", 1024, 1152, 1, {WOOLLY_TYPE_Q8_0}},
-    {"attn_k, attn_v", 256, 1152, 1, {WOOLLY_TYPE_Q8_0}},
+    {"attn_q", 1024, 1152, 1, {WOOLLY_TYPE_Q5_0}},
+    {"attn_k, attn_v", 256, 1152, 2, {WOOLLY_TYPE_Q5_0, WOOLLY_TYPE_Q8_0}},
     {"attn_output", 1152, 1024, 1, {WOOLLY_TYPE_Q4_K}},
-    {"ffn_gate, ffn_up", 6912, 1152, 1, {WOOLLY_TYPE_Q8_0}},
-    {"ffn_down", 1152, 6912, 1, {WOOLLY_TYPE_Q6_K}},
+    {"ffn_gate, ffn_up", 6912, 1152, 1, {WOOLLY_TYPE_Q5_0}},
+    {"ffn_down", 1152, 6912, 2, {WOOLLY_TYPE_Q6_K, WOOLLY_TYPE_Q4_K}},
     {"output (tied)", 262144, 1152, 1, {WOOLLY_TYPE_Q8_0}},
 };
 
@@ -77,6 +79,7 @@ typedef struct opts {
     int n_weights;
     double min_time;
     bool no_reference; /* skip the scalar reference kernels */
+    bool cached;       /* --cached: the weights in one copy */
 } opts;
 
 static int parse_list(const char *s, int *out)
@@ -126,6 +129,7 @@ typedef struct weights {
         size_t bytes, stride; /* of one copy; between copies (bytes in whole 4 KiB pages) */
     } lay[8];
     int n_lay;
+    bool cached; /* one copy of each layout (--cached), not enough to stream from DRAM */
 } weights;
 
 static void *xmalloc(size_t n)
@@ -175,7 +179,7 @@ static int weights_layout(weights *w, const woolly_layout *layout, size_t *bytes
      * them from DRAM: an Intel Xeon here has 260 MiB of L3. */
     const size_t copies =
         (woolly_dram_stream_bytes((size_t)384 << 20) + w->lay[i].stride - 1) / w->lay[i].stride;
-    w->lay[i].copies = copies < 2 ? 2 : (int)copies;
+    w->lay[i].copies = w->cached ? 1 : copies < 2 ? 2 : (int)copies;
     w->lay[i].data = woolly_huge_map_open(&w->lay[i].map, w->lay[i].stride * (size_t)w->lay[i].copies);
     if (!w->lay[i].data) {
         fprintf(stderr, "bench_matmul: out of memory (%d copies of %zu bytes)\n", w->lay[i].copies,
@@ -300,6 +304,7 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
 {
     weights w;
     weights_make(&w, type, s->rows, s->cols);
+    w.cached = o->cached;
     const int64_t max_m = 512;
     float *x = xmalloc(sizeof(float) * (size_t)(s->cols * max_m));
     float *y = xmalloc(sizeof(float) * (size_t)(s->rows * max_m));
@@ -336,7 +341,7 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
             if (k->isa == WOOLLY_ISA_SCALAR && (m > 16 || o->no_reference))
                 continue;
             if (i < 0 && !wf.gguf)
-                weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols);
+                weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols), wf.cached = o->cached;
             char cells[MAX_LIST][64];
             double last = 0;
             for (int t = 0; t < o->n_threads; t++) {
@@ -405,12 +410,14 @@ int main(int argc, char **argv)
             i++;
         else if (!strcmp(a, "--no-reference"))
             o.no_reference = true;
+        else if (!strcmp(a, "--cached"))
+            o.cached = true;
         else {
             fprintf(stderr,
                     "usage: bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] "
                     "[--weights TYPE,...] "
                     "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
-                    "[--no-reference]\n");
+                    "[--no-reference] [--cached]\n");
             return 2;
         }
     }
