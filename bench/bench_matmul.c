@@ -4,8 +4,9 @@
  *   GEMV (1 token):  GB/s of weights streamed, and its share of this machine's DRAM read bandwidth,
  *                    measured here with the same thread count. The weights rotate over enough copies
  *                    that every call reads them from DRAM, as decode does; with --cached every call
- *                    reads one copy, from the caches when it fits them: the kernel's own speed, which
- *                    tells a kernel short of the DRAM bandwidth by its work from one short by its loads.
+ *                    (GEMM too) reads one copy, from the caches when it fits them: the kernel's own
+ *                    speed, which tells a kernel short of the DRAM bandwidth by its work from one short
+ *                    by its loads (its share of the DRAM limit then exceeds 100% and means only that).
  *   GEMM (2 .. 512 tokens): 1e9 multiply-adds per second (and microseconds per call), and the share
  *                    of the int8 dot-product peak, measured here.
  *   The limits are measured before the table and again after it, to show how far they drifted.
@@ -142,10 +143,10 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-static void weights_make(weights *w, enum woolly_type type, int64_t rows, int64_t cols)
+static void weights_make(weights *w, enum woolly_type type, int64_t rows, int64_t cols, bool cached)
 {
     memset(w, 0, sizeof *w);
-    w->type = type, w->rows = rows, w->cols = cols;
+    w->type = type, w->rows = rows, w->cols = cols, w->cached = cached;
     const size_t rb = woolly_row_bytes(type, cols);
     w->gguf = xmalloc(rb * (size_t)rows);
     float *row = xmalloc(sizeof(float) * (size_t)cols);
@@ -303,8 +304,7 @@ static const woolly_kernel *blis_kernel(enum woolly_op op)
 static void bench_shape(const shape *s, enum woolly_type type, const opts *o, const woolly_limits *lim)
 {
     weights w;
-    weights_make(&w, type, s->rows, s->cols);
-    w.cached = o->cached;
+    weights_make(&w, type, s->rows, s->cols, o->cached);
     const int64_t max_m = 512;
     float *x = xmalloc(sizeof(float) * (size_t)(s->cols * max_m));
     float *y = xmalloc(sizeof(float) * (size_t)(s->rows * max_m));
@@ -341,7 +341,7 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
             if (k->isa == WOOLLY_ISA_SCALAR && (m > 16 || o->no_reference))
                 continue;
             if (i < 0 && !wf.gguf)
-                weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols), wf.cached = o->cached;
+                weights_make(&wf, WOOLLY_TYPE_F32, s->rows, s->cols, o->cached);
             char cells[MAX_LIST][64];
             double last = 0;
             for (int t = 0; t < o->n_threads; t++) {
