@@ -13,9 +13,9 @@
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
- *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] [--weights TYPE,...]
- *                [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS]
- *                [--no-reference] [--cached]
+ *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|all] [--shape ROWSxCOLS]
+ *                [--weights TYPE,...] [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING]
+ *                [--min-time SECONDS] [--no-reference] [--cached]
  * Prints markdown tables (the form bench/journal/ keeps); "(default)" marks the kernel a run without
  * a tuning profile takes for that many tokens. --filter A,B keeps the kernels whose names contain A or
  * B (and the scalar references, unless --no-reference); --shape keeps one shape of the presets;
@@ -66,6 +66,14 @@ static const shape GEMMA3_1B[] = {
     {"ffn_gate, ffn_up", 6912, 1152, 1, {WOOLLY_TYPE_Q5_0}},
     {"ffn_down", 1152, 6912, 2, {WOOLLY_TYPE_Q6_K, WOOLLY_TYPE_Q4_K}},
     {"output (tied)", 262144, 1152, 1, {WOOLLY_TYPE_Q8_0}},
+};
+/* Granite 3.0 3B-A800M (granitemoe-3b): each expert is a matrix of its own, gate and up 512 x 1536, down
+ * 1536 x 512 (Q6_K in half the layers), as small as attn_k; a token reads 8 of each layer's 40. */
+static const shape GRANITEMOE_3B[] = {
+    {"attn_q, attn_output", 1536, 1536, 1, {WOOLLY_TYPE_Q4_K}},
+    {"attn_k, attn_v, one expert's ffn_gate, ffn_up", 512, 1536, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"one expert's ffn_down", 1536, 512, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"output (tied)", 49152, 1536, 1, {WOOLLY_TYPE_Q6_K}},
 };
 
 enum { MAX_LIST = 8 };
@@ -414,8 +422,8 @@ int main(int argc, char **argv)
             o.cached = true;
         else {
             fprintf(stderr,
-                    "usage: bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|all] [--shape ROWSxCOLS] "
-                    "[--weights TYPE,...] "
+                    "usage: bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|all] "
+                    "[--shape ROWSxCOLS] [--weights TYPE,...] "
                     "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
                     "[--no-reference] [--cached]\n");
             return 2;
@@ -448,7 +456,8 @@ int main(int argc, char **argv)
         size_t n;
     } presets[] = {{"llama-1b", LLAMA_1B, sizeof LLAMA_1B / sizeof LLAMA_1B[0]},
                    {"granite-8b", GRANITE_8B, sizeof GRANITE_8B / sizeof GRANITE_8B[0]},
-                   {"gemma3-1b", GEMMA3_1B, sizeof GEMMA3_1B / sizeof GEMMA3_1B[0]}};
+                   {"gemma3-1b", GEMMA3_1B, sizeof GEMMA3_1B / sizeof GEMMA3_1B[0]},
+                   {"granitemoe-3b", GRANITEMOE_3B, sizeof GRANITEMOE_3B / sizeof GRANITEMOE_3B[0]}};
     bool any = false;
     for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         if (strcmp(o.preset, "all") && strcmp(o.preset, presets[p].name))
