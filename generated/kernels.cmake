@@ -783,6 +783,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sbpf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16.c
@@ -1041,6 +1053,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_4x32_sbpf2k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sbpf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sbwpf4k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16.c

@@ -3,22 +3,17 @@ class zen5
 match x86_64 AuthenticAMD family 26
 # AMD Zen 5. The spec's defaults at the AVX-512 level were measured on this class (the project's
 # machine, family 26, 2 cores: codegen/kernels.toml gives the figures), so its matrix kernels are the
-# spec's but Q4_K's small-batch tile and the prompt tiles of Q4_0, Q4_1, Q8_0, IQ4_NL, IQ4_XS and Q6_K
-# (below).
+# spec's but the prompt tiles of Q4_0, Q4_1, Q8_0, IQ4_NL, IQ4_XS and Q6_K (below).
 #
 # Attention: BF16 tiles first, ahead of F32 ones by far. `bench_attn --variants` (one thread, head
 # dimension 64, group 4, n_kv 4096, prefill GFLOP/s, one run), 32x64 tiles: F16 cache 266.8 BF16 against
 # 157.2 F32, 16x64 260.1 against 152.2; Q8_0 cache 265.7 and 251.5.
 attn-rounded bf16,f16,i16
 #
-# Q4_K for 2-16 tokens (a server step, a speculative verification): Intel's 8x16 with the weights
-# streamed 4 KiB ahead, not the spec's 2 KiB. `woolly bench -m llama-1b.gguf -p N -n 0 -r 10 -t 2`
-# (Q4_K_M), two runs of four rounds in turns, t/s, spec's 8x16_sbpf2k against 8x16_sbpf4k, medians:
-# pp2 144.1 / 166.3 and 162.2 / 171.3, pp4 227.4 / 245.0 and 246.4 / 273.8, pp8 330.9 / 353.7 and
-# 353.4 / 388.3, pp16 371.5 / 384.6 and 405.3 / 435.1. Intel's pair (Q4_K and Q6_K on the wide
-# 8x16_sbwpf4k) lost at 2 tokens (129.6 against 144.1); Q6_K on 8x16_sbwpf4k beside this Q4_K tile lost
-# at 2 and 16 tokens (163.6 and 419.9 against 171.3 and 435.1), so Q6_K keeps the spec's 8x16_sbpf4k.
-default Q4_K avx512 tokens=2-16 kernel=q4k_q8_gemm_avx512_r16_8x16_sbpf4k
+# 2-16 tokens (a server step, a speculative verification): the spec's 8x16 streaming 8 KiB ahead, for
+# every format (codegen/kernels.toml gives the figures). The 4 KiB tile this row chose over the spec's
+# 2 KiB one on 2026-12-04 lost to it: spec_costs.sh on llama-1b, three runs, a 4-token pass 1.35-1.43
+# one-token passes against 1.08-1.11 (bench/journal/2026-12-05-zen5-2.md).
 #
 # The 4-bit and 8-bit 32-value formats and IQ4_XS for 17 tokens and more: the 4x32 tile on the weights as
 # stored, not the spec's 6x32 on decoded panels. Their decode (a mask and a shift, IQ4's vpshufb, none for
@@ -45,4 +40,4 @@ default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
 # before: ahead in 5 of 5, medians 494.4 against 488.8 t/s; pp32 and pp128 (3 rounds) level. On
 # 2026-12-02, with a quantization running beside, the same pair had not moved (journal 2026-12-02-zen5).
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
-end 8
+end 7
