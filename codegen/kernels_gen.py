@@ -80,6 +80,7 @@ VARIANT_TOKENS = (
     ("split", lambda v: f"s{v}" if v > 1 else ""),    # accumulator chains per (token, group)
     ("unroll", lambda v: f"u{v}" if v > 1 else ""),   # weight blocks per pass of the block loop
     ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes (AVX-512)
+    ("prefetch_tokens", lambda v: f"t{v}"),           # ... only for calls of at most this many tokens
     ("pf", lambda v: "pf"),                           # software prefetch (AVX2, distance not named)
     ("dot", lambda v: {"maddubs": "", "f32": "", "vnni": "vnni", "bf16": "bf16", "f16": "fp16",
                        "i16": "i16"}[v]),             # the dot product's instructions or operands

@@ -795,6 +795,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q2k_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q3k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemm_avx512_r16_5x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64.c
     ${WOOLLY_GENERATED_DIR}/kernels/q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q6k_q8_gemv_avx512_r16_1x16.c
@@ -1065,6 +1070,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q2k_q8_gemm_avx512_r16_8x16_sbpf8k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q3k_q8_gemm_avx512_r16_8x16_sbpf8k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemm_avx512_r16_5x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_4x32_pf8kt64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q4k_q8_gemv_avx512_1x4_pf1k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q6k_q8_gemv_avx512_r16_1x16.c

@@ -26,11 +26,13 @@ attn-rounded bf16,f16,i16
 # 4), Q5_1 (493.4 -> 486.0, 2 of 4) and Q3_K (Q3_K_M 492.6 -> 421.0, 0 of 4), whose decode is longer.
 # Below 512 tokens (Q4_0 only, pp32 to pp256, three rounds in turns): 4x32 ahead in all 12 pairs, by
 # 4-22% (bench/journal/2026-12-04-zen5-2.md).
-default Q4_0 avx512 tokens=17+ kernel=q40_q8_gemm_avx512_r16_4x32
-default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32
+# Since 2026-12-05 their variant that streams the weights 8 KiB ahead in calls of at most 64 tokens (a
+# short prompt; codegen/kernels.toml gives the figures), Q8_0 excepted (it lost with the prefetch).
+default Q4_0 avx512 tokens=17+ kernel=q40_q8_gemm_avx512_r16_4x32_pf8kt64
+default Q4_1 avx512 tokens=17+ kernel=q41_q8_gemm_avx512_r16_4x32_pf8kt64
 default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
-default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32
-default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32
+default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32_pf8kt64
+default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64
 #
 # Q6_K for 17 tokens and more: 4 tokens x 48 rows on decoded panels, not the spec's 4x32 that decodes
 # per tile. `bench_matmul --shape S --weights Q6_K --tokens 512 --threads 2 --filter q8_gemm` (one run
