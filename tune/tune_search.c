@@ -212,8 +212,9 @@ static int param_values(const tuner *t, const woolly_tune_shape *sh, const wooll
                     add_value(vals, &n, v, s->tokens_per_call);
             }
         break;
-    case 4: { /* prefetch distances */
-        static const int32_t D[] = {256, 1024, 4096};
+    case 4: { /* prefetch distances: up to 8 KiB, the small-batch tiles' default (a stream of several
+               * tokens' weights gains from reaching further ahead than one token's) */
+        static const int32_t D[] = {256, 1024, 4096, 8192};
         for (size_t i = 0; i < sizeof D / sizeof D[0]; i++)
             add_value(vals, &n, D[i], s->prefetch);
         break;
