@@ -189,10 +189,11 @@ static float *logits_of(const char *path, const ref *r, int n_batch)
     return x;
 }
 
-/* Decoding, a token's k experts run as one step (gate and up of all in one dispatch, down of all in
- * another with the weighted sum in it), and a batch of a few tokens runs all its experts the same way:
- * the same arithmetic as one matmul per expert, so the same logits bit for bit, on 2 threads, for an F16
- * file (F16 activations) and a Q4_K_M one (packed int8), one token at a time and in batches of 5 and 3. */
+/* Decoding, a token's k experts run as one step (whole experts to each thread in one dispatch, or gate
+ * and up of all in one dispatch and down of all in another with the weighted sum in it), and a batch of
+ * a few tokens runs all its experts in two dispatches: the same arithmetic as one matmul per expert, so
+ * the same logits bit for bit, on 2 threads, for an F16 file (F16 activations) and a Q4_K_M one (packed
+ * int8), one token at a time and in batches of 5 and 3. */
 Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
 {
     const char *models[] = {"tiny-mixtral-f16", "tiny-qwen3moe-q4_k_m", "tiny-granitemoe-f16"};
@@ -206,9 +207,17 @@ Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
             float *per_expert = logits_of(model_path(models[i]), &r, batches[b]);
             woolly_moe_set_one_step(true);
             float *one_step = logits_of(model_path(models[i]), &r, batches[b]);
-            cr_expect(memcmp(per_expert, one_step, sizeof(float) * (size_t)n * (size_t)r.n_vocab) == 0,
+            woolly_moe_set_whole_experts(false);
+            float *split_rows = logits_of(model_path(models[i]), &r, batches[b]);
+            woolly_moe_set_whole_experts(true);
+            const size_t bytes = sizeof(float) * (size_t)n * (size_t)r.n_vocab;
+            cr_expect(memcmp(per_expert, one_step, bytes) == 0,
                       "%s, batches of %d: the one-step logits differ from one matmul per expert's", models[i],
                       batches[b]);
+            cr_expect(memcmp(per_expert, split_rows, bytes) == 0,
+                      "%s, batches of %d: the split-rows one-step logits differ from one matmul per expert's",
+                      models[i], batches[b]);
+            free(split_rows);
             free(per_expert), free(one_step);
             free_ref(&r);
         }

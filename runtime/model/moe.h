@@ -60,4 +60,9 @@ void woolly_moe_ffn(struct woolly_context *c, const woolly_layer *L, int32_t n);
  * the default, the one step. Set it only while no forward pass runs. */
 void woolly_moe_set_one_step(bool on);
 
+/* For tests: false keeps a lone token's experts on the two dispatches that split their rows, even where
+ * the threads divide the experts evenly and would take them whole (true, the default), so that both can
+ * be compared with the general path. Set it only while no forward pass runs. */
+void woolly_moe_set_whole_experts(bool on);
+
 #endif
