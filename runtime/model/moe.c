@@ -170,6 +170,18 @@ void woolly_moe_set_whole_experts(bool on)
 /* Multiply-adds below which another thread does not pay for waking it (matmul.c's threshold). */
 #define MIN_WORK_PER_THREAD 65536.0
 
+/* The threads for one token's products outs[0 .. n) of `work` multiply-adds, as woolly_matmul_n counts
+ * them: the most a step asks for (a tuning profile's split), else as many as the work repays. */
+static int one_token_threads(const woolly_context *c, const woolly_matmul_out *outs, int n, double work)
+{
+    int threads = 0;
+    for (int i = 0; i < n; i++) {
+        const int t = outs[i].plan->step[WOOLLY_TOKENS_1].threads;
+        threads = t > threads ? t : threads;
+    }
+    return threads > 0 ? threads : woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD);
+}
+
 /* Rows [r0, r1) of the weighted sum of a token's k experts' down outputs, in expert order (that of
  * add_weighted, so that every path gives the same bits). */
 static void sum_experts(const woolly_matmul_out *down, const float *w, int k, int64_t r0, int64_t r1,
@@ -264,13 +276,17 @@ static bool ffn_experts_whole(woolly_context *c, const woolly_matmul_out *gu, co
     woolly_moe_state *s = &c->s.moe;
     const int32_t k = c->model->cfg.n_expert_used;
     const int64_t d = c->model->cfg.n_embd, ffe = c->model->cfg.n_ff_exp;
-    const int nth =
-        woolly_threads_for(c->pool, 3.0 * (double)k * (double)d * (double)ffe, MIN_WORK_PER_THREAD);
+    if (!g_whole_experts)
+        return false;
+    const double work = (double)k * (double)d * (double)ffe;
+    const int t_gu = one_token_threads(c, gu, 2 * k, 2.0 * work);
+    const int t_down = one_token_threads(c, down, k, work);
+    const int nth = t_gu > t_down ? t_gu : t_down;
     const enum woolly_act act = gu[0].plan->step[WOOLLY_TOKENS_1].kernel->act;
     for (int32_t i = 1; i < 2 * k; i++)
         if (gu[i].plan->step[WOOLLY_TOKENS_1].kernel->act != act)
             return false;
-    if (!g_whole_experts || k % nth != 0)
+    if (k % nth != 0)
         return false;
     const void *hk = h;
     if (act != WOOLLY_ACT_F32) {
@@ -344,15 +360,8 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
         j.xk = s->pack;
     }
     atomic_init(&j.next_chunk, 0);
-    int threads = 0; /* as woolly_matmul_n: the most a step asks for, else as many as the work repays */
-    for (int32_t e = 0; e < k; e++)
-        threads = down[e].plan->step[WOOLLY_TOKENS_1].threads > threads
-                      ? down[e].plan->step[WOOLLY_TOKENS_1].threads
-                      : threads;
-    const int nth =
-        threads > 0 ? threads
-                    : woolly_threads_for(c->pool, (double)k * (double)d * (double)ffe, MIN_WORK_PER_THREAD);
-    woolly_threadpool_run_n(c->pool, down_job_run, &j, nth);
+    woolly_threadpool_run_n(c->pool, down_job_run, &j,
+                            one_token_threads(c, down, k, (double)k * (double)d * (double)ffe));
     return true;
 }
 
