@@ -119,7 +119,8 @@ int woolly_cmd_serve(int argc, char **argv)
                            "X-Session-Id)",
                            NULL});
     cli_add(&t, (cli_flag){NULL, "--replica", CLI_STR, &sc.replica, 0, 0, "NAME",
-                           "this replica's name in /metrics (default: host name:port)", NULL});
+                           "this replica's name in /metrics (default: host name:port) and, given, in each "
+                           "response's X-Woolly-Replica header", NULL});
     cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &sc.context_shift, 0, 0, NULL,
                            "when a request's context is full, forget the oldest half of what follows its "
                            "system message (or the request's n_keep tokens) and go on, instead of ending it "

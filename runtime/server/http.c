@@ -22,7 +22,8 @@ enum { EARLY_REFUSAL_FACTOR = 64, STREAM_BLOCK = 4096 };
 struct srv_http {
     struct MHD_Daemon *daemon;
     srv_conn_guard *guard; /* NULL: no head deadline */
-    srv_http_config cfg;
+    srv_http_config cfg; /* cfg.replica: the copy below */
+    char *replica;
     srv_handler handler;
     void *ud;
     int port;
@@ -230,10 +231,16 @@ srv_http *srv_http_start(const srv_http_config *cfg, srv_handler handler, void *
         return NULL;
     }
     *h = (srv_http){.cfg = *cfg, .handler = handler, .ud = ud};
+    if (cfg->replica && !(h->cfg.replica = h->replica = strdup(cfg->replica))) {
+        woolly_fail(err, "out of memory");
+        free(h);
+        return NULL;
+    }
     atomic_init(&h->in_flight, 0);
     atomic_init(&h->draining, false);
     if (cfg->head_timeout_s > 0 &&
         !(h->guard = srv_conn_guard_start(cfg->head_timeout_s * 1000, cfg->timeout_s * 1000, err))) {
+        free(h->replica);
         free(h);
         return NULL;
     }
@@ -252,6 +259,7 @@ srv_http *srv_http_start(const srv_http_config *cfg, srv_handler handler, void *
         woolly_fail(err, "cannot listen on %s port %d (in use, or not an address of this machine?)",
                     cfg->host, cfg->port);
         srv_conn_guard_stop(h->guard);
+        free(h->replica);
         free(h);
         return NULL;
     }
@@ -301,6 +309,7 @@ void srv_http_stop(srv_http *h)
         return;
     MHD_stop_daemon(h->daemon); /* every connection closed, so every guard entry too */
     srv_conn_guard_stop(h->guard);
+    free(h->replica);
     free(h);
 }
 
@@ -348,6 +357,8 @@ static void queue(srv_req *r, int status, struct MHD_Response *resp, const char 
         MHD_add_response_header(resp, header, value);
     if (r->reply_name)
         MHD_add_response_header(resp, r->reply_name, r->reply_value);
+    if (r->http->replica) /* which replica answered, for a client or a log behind a balancer */
+        MHD_add_response_header(resp, "X-Woolly-Replica", r->http->replica);
     if (r->close || atomic_load(&r->http->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (MHD_queue_response(r->conn, (unsigned)status, resp) == MHD_YES)

@@ -30,6 +30,7 @@ typedef struct srv_http_config {
     int head_timeout_s; /* a request head must be complete within it (0: no deadline) */
     int max_connections;
     int max_per_address; /* connections from one client address; 0: no limit of its own */
+    const char *replica; /* named in every response's X-Woolly-Replica header (copied); NULL: none */
 } srv_http_config;
 
 typedef void (*srv_handler)(void *ud, srv_req *r);

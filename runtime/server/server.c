@@ -91,7 +91,8 @@ woolly_server *woolly_server_listen(const woolly_server_config *c, woolly_error 
                                 .timeout_s = c->timeout_s,
                                 .head_timeout_s = c->head_timeout_s,
                                 .max_connections = c->max_connections,
-                                .max_per_address = c->max_per_address};
+                                .max_per_address = c->max_per_address,
+                                .replica = c->replica && *c->replica ? c->replica : NULL};
     if (!(s->http = srv_http_start(&hc, srv_app_handle, &s->app, err))) {
         woolly_server_close(s);
         return NULL;

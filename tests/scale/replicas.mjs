@@ -97,15 +97,6 @@ async function healthy(port) {
   }
 }
 
-export async function health(port) {
-  try {
-    const r = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
-    return await r.json();
-  } catch {
-    return null;
-  }
-}
-
 // HAProxy's `show stat`, as rows of objects (pxname, svname, wretr, wredis, ...).
 export function haproxyStats(sock) {
   return new Promise((resolve, reject) => {

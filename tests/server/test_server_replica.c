@@ -141,6 +141,7 @@ Test(server_replica, the_session_header_is_echoed_counted_and_finds_its_cache)
     th_resp_free(&r);
     r = th_post(&s, "/v1/completions", "{\"prompt\": \"Lily\", \"max_tokens\": 2}"); /* no session */
     cr_expect(header_of(&r, "\r\nX-Session-Id") == NULL);
+    cr_expect(header_of(&r, "\r\nX-Woolly-Replica") == NULL, "a replica without --replica names itself");
     th_resp_free(&r);
     cr_expect_eq(th_metric(&s, "woolly_session_requests_total"), 2);
     cr_expect_eq(th_metric(&s, "woolly_session_cache_hits_total"), 1);
@@ -151,6 +152,9 @@ Test(server_replica, the_session_header_is_echoed_counted_and_finds_its_cache)
     echo = header_of(&r, "\r\nX-Conversation");
     cr_expect(echo && !strcmp(echo, "c1"), "echoed '%s'", echo ? echo : "(none)");
     free(echo);
+    char *named = header_of(&r, "\r\nX-Woolly-Replica"); /* the replica that answered, by its name */
+    cr_expect(named && !strcmp(named, "r2"), "X-Woolly-Replica: '%s'", named ? named : "(none)");
+    free(named);
     th_resp_free(&r);
     cr_expect_eq(th_metric(&s, "woolly_session_requests_total"), 1);
     cr_expect_eq(th_metric(&s, "woolly_server_info{model=\"stories260K\",replica=\"r2\"}"), 1);
