@@ -41,6 +41,7 @@ typedef struct woolly_moe_state {
     float *gate, *up;               /* [pairs][n_ff_exp], pairs = k times the tokens of the step */
     float *down;                    /* [pairs][n_embd] each pair's expert output */
     void *pack;                     /* [pairs] packed inputs (F32 is the widest format) */
+    void *pack_down;                /* [pairs] down's packed inputs, when packed beside gate's and up's */
 } woolly_moe_state;
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
@@ -60,9 +61,9 @@ void woolly_moe_ffn(struct woolly_context *c, const woolly_layer *L, int32_t n);
  * the default, the one step. Set it only while no forward pass runs. */
 void woolly_moe_set_one_step(bool on);
 
-/* For tests: false keeps a lone token's experts on the two dispatches that split their rows, even where
- * the threads divide the experts evenly and would take them whole (true, the default), so that both can
- * be compared with the general path. Set it only while no forward pass runs. */
+/* For tests: false keeps a lone token's experts, and a few tokens', on the two dispatches that split
+ * their rows, even where the threads would take the experts whole (true, the default), so that both
+ * can be compared with the general path. Set it only while no forward pass runs. */
 void woolly_moe_set_whole_experts(bool on);
 
 #endif
