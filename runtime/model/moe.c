@@ -28,10 +28,9 @@
  * whole over the tokens routed to it (their inputs packed, gate, up, the activation, down's input
  * packed, down), where the threads share the chosen experts evenly or there are many of them;
  * otherwise their groups' inputs packed, then gate and up of every chosen expert in one dispatch, the
- * activation, down of every one in another. Then the
- * weighted sum in the general path's order. The general path would take two dispatches per expert: with
- * 8 tokens choosing 8 of 128 experts each, some 100 dispatches of a GEMV or two per layer, each ending
- * at a barrier. */
+ * activation, down of every one in another. Then the weighted sum in the general path's order. The
+ * general path would take two dispatches per expert: with 8 tokens choosing 8 of 128 experts each, some
+ * 100 dispatches of a GEMV or two per layer, each ending at a barrier. */
 #include "moe.h"
 
 #include <math.h>
