@@ -438,15 +438,15 @@ static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, i
     return c->plans[w->id].step[woolly_tokens_class_of(m)].kernel->act;
 }
 
+/* Chosen experts per thread from which the last one's wait is small enough to take them whole. */
+enum { WHOLE_EXPERTS_PER_THREAD = 16 };
+
 /* A few tokens' chosen experts shared out whole among the threads, as expert_job shares one token's:
  * each thread takes the next expert free and runs, for the tokens routed to it, the packing of their
  * inputs, gate, up, the activation, the packing of down's input and down, with no barrier between them.
  * Expert e's pairs are rows start[e] .. start[e + 1] of s->gate, s->up and s->down (pair order, as the
  * two-dispatch form leaves them), and its packed inputs sit at the same rows of s->pack and
  * s->pack_down, F32-wide, so that no thread's overlaps another's. */
-/* Chosen experts per thread from which the last one's wait is small enough to take them whole. */
-enum { WHOLE_EXPERTS_PER_THREAD = 16 };
-
 typedef struct group_job {
     const woolly_context *c;
     const woolly_layer *L;

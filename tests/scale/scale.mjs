@@ -5,8 +5,8 @@
 // alone; the only failures allowed are requests that were running on the killed replica; nothing
 // hangs; the drained replica exits 0. A request counts as running on the killed replica when it was
 // outstanding at the kill and either its stream had begun there (its X-Woolly-Replica header) or no
-// replica had answered it yet (HAProxy retries those elsewhere, so they rarely fail). Prints the counts and the affinity hit rate (a conversation's
-// later turns that found their beginning cached).
+// replica had answered it yet (HAProxy retries those elsewhere, so they rarely fail). Prints the
+// counts and the affinity hit rate (a conversation's later turns that found their beginning cached).
 //
 // Usage: node scale.mjs --woolly BUILD/woolly --model MODEL --src SOURCE_DIR
 import { createRequire } from "node:module";
