@@ -102,6 +102,17 @@ def variant_of(entry, what):
     return derived
 
 
+def min_tokens_of(entry, w, what):
+    """A GEMM's min_tokens: one count for every weight type of the entry, or a table by weights (the
+    others 0). Fewer tokens than it, past the 2-16 class, run the plan's 2-16 step (runtime/kernels/
+    matmul.h, woolly_matmul_plan_class)."""
+    v = entry.get("min_tokens", 0)
+    n = v.get(w, 0) if isinstance(v, dict) else v
+    assert isinstance(n, int) and n >= 0, f"{what}: min_tokens is a token count"
+    assert n == 0 or (entry["op"] == "gemm" and n > 16), f"{what}: min_tokens is for a GEMM past 16 tokens"
+    return n
+
+
 def expand_layouts(spec):
     layouts = {}
     for name, v in spec.get("layout", {}).items():
@@ -150,6 +161,7 @@ def expand(spec):
                         params=entry.get("params", {}), requires=req, features=feature_mask(spec, req),
                         default=bool(entry.get("default", False)),
                         small_default=bool(entry.get("small_default", False)),
+                        min_tokens=min_tokens_of(entry, w, f"[[matmul]] {entry['op']} {entry['isa']}"),
                         max_nmse=entry["max_nmse"],
                         spec_entry=f"[[matmul]] {entry['op']} {entry['isa']} weights={w} act={act} "
                                    f"layout={layout} tile={tile}" + (f" variant={variant}" if variant else "")))

@@ -57,6 +57,20 @@ class VariantNames(unittest.TestCase):
             kernels_gen.variant_of({"params": {"prefetch": 1000}}, "x")
 
 
+class MinTokens(unittest.TestCase):
+    def test_one_count_or_a_table_by_weights(self):
+        self.assertEqual(kernels_gen.min_tokens_of(matmul_entry(min_tokens=64), "q4k", "x"), 64)
+        table = matmul_entry(weights=["q4k", "q6k"], min_tokens={"q6k": 96})
+        self.assertEqual(kernels_gen.min_tokens_of(table, "q6k", "x"), 96)
+        self.assertEqual(kernels_gen.min_tokens_of(table, "q4k", "x"), 0)
+
+    def test_only_a_gemm_past_sixteen_tokens(self):
+        for entry in (matmul_entry(op="gemv", min_tokens=64), matmul_entry(min_tokens=16),
+                      matmul_entry(min_tokens=-1)):
+            with self.assertRaises(AssertionError):
+                kernels_gen.min_tokens_of(entry, "q4k", "x")
+
+
 class SpecNames(unittest.TestCase):
     def setUp(self):
         self.spec = kernels_gen.load_spec(ROOT)

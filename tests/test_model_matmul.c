@@ -222,6 +222,74 @@ Test(matmul, a_slow_thread_leaves_the_shared_rows_to_the_others)
     free(deq);
 }
 
+/* The kernels the observer saw run, for the min_tokens test. */
+static const woolly_kernel *_Atomic g_seen_kernel;
+static atomic_int g_seen_other;
+
+static void observe_kernel(const woolly_matrix *w, const woolly_kernel *k, const woolly_matmul_args *a,
+                           int ith, int nth)
+{
+    (void)w, (void)a, (void)ith, (void)nth;
+    const woolly_kernel *none = NULL;
+    if (!atomic_compare_exchange_strong(&g_seen_kernel, &none, k) && atomic_load(&g_seen_kernel) != k)
+        atomic_fetch_add(&g_seen_other, 1);
+}
+
+/* A 17+ kernel with a min_tokens runs from that many tokens; fewer (past 16) take the 2-16 step, with the
+ * same result. */
+Test(matmul, a_large_kernel_runs_from_its_min_tokens)
+{
+    enum { ROWS = 64, K = 512, M = 40, MIN = 32 };
+    float *deq;
+    void *wdata = random_q4k(ROWS, K, &deq);
+    const woolly_matrix w = woolly_matrix_rows(wdata, WOOLLY_TYPE_Q4_K, ROWS, K, "w");
+    woolly_matmul_plan plan;
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_matmul_plan_init(&plan, &w, NULL, &err), 0, "%s", err.msg);
+    const woolly_matmul_plan as_chosen = plan;
+    /* copies, so that the two slots' kernels are told apart even where one kernel serves both */
+    woolly_kernel small = *plan.step[WOOLLY_TOKENS_SMALL].kernel,
+                  large = *plan.step[WOOLLY_TOKENS_LARGE].kernel;
+    large.min_tokens = MIN;
+    plan.step[WOOLLY_TOKENS_SMALL].kernel = &small;
+    plan.step[WOOLLY_TOKENS_LARGE].kernel = &large;
+    static float x[M * K], y[M * ROWS], want[M * ROWS];
+    tu_rng rng = {17};
+    for (int i = 0; i < M * K; i++)
+        x[i] = tu_rand_normal(&rng);
+    woolly_threadpool *two = woolly_threadpool_open(2, &err);
+    cr_assert(two, "%s", err.msg);
+    static const int MS[] = {2, 16, 17, MIN - 1, MIN, M};
+    for (size_t i = 0; i < sizeof MS / sizeof MS[0]; i++) {
+        const int m = MS[i];
+        const enum woolly_tokens_class want_cls =
+            m <= 16 || m < MIN ? WOOLLY_TOKENS_SMALL : WOOLLY_TOKENS_LARGE;
+        cr_expect_eq(woolly_matmul_plan_class(&plan, m), want_cls, "m %d: class %d", m,
+                     (int)woolly_matmul_plan_class(&plan, m));
+        woolly_matmul(two, &as_chosen, &w, x, m, want, ROWS, NULL);
+        atomic_store(&g_seen_kernel, NULL);
+        atomic_store(&g_seen_other, 0);
+        memset(y, 0xFF, sizeof y);
+        woolly_matmul_set_observer(observe_kernel);
+        woolly_matmul(two, &plan, &w, x, m, y, ROWS, NULL);
+        woolly_matmul_set_observer(NULL);
+        cr_expect_eq(atomic_load(&g_seen_kernel), want_cls == WOOLLY_TOKENS_SMALL ? &small : &large,
+                     "m %d: ran the other slot's kernel", m);
+        cr_expect_eq(atomic_load(&g_seen_other), 0, "m %d: ran both slots' kernels", m);
+        for (int t = 0; t < m * ROWS; t++) /* the same arithmetic where one kernel serves both slots */
+            if (small.matmul == large.matmul)
+                cr_assert(y[t] == want[t], "m %d: output %d differs", m, t);
+            else
+                cr_assert(fabsf(y[t] - want[t]) <= 1e-3f * (1.0f + fabsf(want[t])), "m %d: output %d", m, t);
+    }
+    large.min_tokens = 0; /* none: 17 tokens are the 17+ step's */
+    cr_expect_eq(woolly_matmul_plan_class(&plan, 17), WOOLLY_TOKENS_LARGE);
+    cr_expect_eq(woolly_matmul_plan_class(&plan, 1), WOOLLY_TOKENS_1);
+    woolly_threadpool_close(two);
+    free(wdata);
+    free(deq);
+}
+
 /* Several matrices reading one input in one call, and the plan's blocking (rows, tokens and columns per
  * kernel call), give what one call per matrix over all rows gives; with int8 activations, packed once. */
 Test(matmul, several_outputs_and_blocking_keep_the_result)

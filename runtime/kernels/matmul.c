@@ -187,6 +187,15 @@ int woolly_matmul_step_check(const woolly_matmul_step *s, enum woolly_type type,
     return 0;
 }
 
+enum woolly_tokens_class woolly_matmul_plan_class(const woolly_matmul_plan *p, int64_t m)
+{
+    const enum woolly_tokens_class c = woolly_tokens_class_of(m);
+    const woolly_kernel *large = p->step[WOOLLY_TOKENS_LARGE].kernel;
+    return c == WOOLLY_TOKENS_LARGE && large && m < large->min_tokens && p->step[WOOLLY_TOKENS_SMALL].kernel
+               ? WOOLLY_TOKENS_SMALL
+               : c;
+}
+
 const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, enum woolly_type type,
                                                   enum woolly_act act, const woolly_layout *layout)
 {
@@ -264,7 +273,6 @@ void woolly_matmul_set_observer(woolly_matmul_observer fn)
 typedef struct matmul_job {
     const woolly_matmul_out *outs;
     int n;
-    enum woolly_tokens_class cls;
     const float *x; /* unpacked input */
     const void *xk; /* what the kernels read: x or its packed form */
     size_t x_row_bytes;
@@ -285,7 +293,8 @@ static void pack_job(void *arg, int ith, int nth)
 
 static const woolly_matmul_step *step_of(const matmul_job *j, int i)
 {
-    return &j->outs[i].plan->step[j->cls];
+    const woolly_matmul_plan *p = j->outs[i].plan;
+    return &p->step[woolly_matmul_plan_class(p, j->m)];
 }
 
 /* Where the split point p (a row of all the outputs' rows, end to end) falls: output *i, at a row
@@ -347,11 +356,9 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith
 void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t r0, int64_t r1, int ith,
                         int nth)
 {
-    const enum woolly_tokens_class cls = woolly_tokens_class_of(m);
-    const enum woolly_act act = o->plan->step[cls].kernel->act;
+    const enum woolly_act act = o->plan->step[woolly_matmul_plan_class(o->plan, m)].kernel->act;
     const matmul_job j = {.outs = o,
                           .n = 1,
-                          .cls = cls,
                           .xk = xk,
                           .x_row_bytes = woolly_act_row_bytes(act, o->w->cols),
                           .m = m,
@@ -412,10 +419,11 @@ static void matmul_job_run(void *arg, int ith, int nth)
 void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int n, const float *x, int64_t m,
                      void *pack)
 {
-    const enum woolly_tokens_class cls = woolly_tokens_class_of(m);
+    const enum woolly_tokens_class cls = woolly_matmul_plan_class(outs[0].plan, m);
     const woolly_kernel *k0 = outs[0].plan->step[cls].kernel;
     for (int i = 1; i < n; i++)
-        if (outs[i].plan->step[cls].kernel->act != k0->act) { /* different inputs: one dispatch each */
+        if (outs[i].plan->step[woolly_matmul_plan_class(outs[i].plan, m)].kernel->act != k0->act) {
+            /* different inputs: one dispatch each */
             for (int o = 0; o < n; o++)
                 woolly_matmul_n(pool, &outs[o], 1, x, m, pack);
             return;
@@ -424,7 +432,6 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     matmul_job j = {
         .outs = outs,
         .n = n,
-        .cls = cls,
         .x = x,
         .xk = x,
         .x_row_bytes = woolly_act_row_bytes(k0->act, w0->cols),
@@ -436,7 +443,8 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     int threads = 0; /* the largest thread count the steps ask for, if any does */
     for (int i = 0; i < n; i++) {
         j.total_rows += outs[i].w->rows;
-        threads = outs[i].plan->step[cls].threads > threads ? outs[i].plan->step[cls].threads : threads;
+        const int t = outs[i].plan->step[woolly_matmul_plan_class(outs[i].plan, m)].threads;
+        threads = t > threads ? t : threads;
     }
     const int nth = threads > 0 ? threads
                                 : woolly_threads_for(pool, (double)m * (double)j.total_rows * (double)j.k,

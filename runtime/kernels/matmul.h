@@ -106,6 +106,11 @@ int woolly_matmul_layout_format(enum woolly_type type, int64_t cols, const wooll
 const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, enum woolly_type type,
                                                   enum woolly_act act, const woolly_layout *layout);
 
+/* The class whose step of plan p runs m tokens: woolly_tokens_class_of(m), except that a 17+ kernel that
+ * pays only from more tokens (its min_tokens: a decoded panel whose fill the tokens share) leaves fewer
+ * to the 2-16 step, whose kernels take any count. */
+enum woolly_tokens_class woolly_matmul_plan_class(const woolly_matmul_plan *p, int64_t m);
+
 /* Chooses the kernels for matrix w: for each class the tuned step if `tuned` gives one (tuned[c].kernel
  * non-NULL; checked with woolly_matmul_step_check), else the class's default kernel for the matrix's
  * type, layout and activation format (woolly_matmul_default_kernel), unblocked. `tuned` may be NULL.

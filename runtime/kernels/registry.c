@@ -12,7 +12,7 @@
 #define WOOLLY_LAYOUT(name, wtype, rows, block, kind)                                                        \
     void woolly_repack_##name(const woolly_repack_args *a);                                                  \
     void woolly_unpack_##name(const void *w, size_t w_row_bytes, int64_t k, int64_t r, void *row);
-#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default)                \
+#define WOOLLY_MATMUL_KERNEL(name, op, wtype, act, isa, tm, tn, layout, features, is_default, min_tokens)    \
     void woolly_##name(const woolly_matmul_args *a);
 #define WOOLLY_ATTN_KERNEL(name, ctype, act, isa, hd, bq, bk, features, is_default)                          \
     void woolly_##name(const woolly_attn_args *a);
@@ -48,7 +48,7 @@ static const woolly_layout LAYOUTS[LAYOUT_END] = {
 
 /* The spec's kernels with its portable defaults; this CPU's defaults are g_defaults'. */
 static const woolly_kernel KERNELS[] = {
-#define WOOLLY_MATMUL_KERNEL(kname, op_, wtype_, act_, isa_, tm, tn, layout_, features_, bits)               \
+#define WOOLLY_MATMUL_KERNEL(kname, op_, wtype_, act_, isa_, tm, tn, layout_, features_, bits, min_tokens_)  \
     {.name = #kname,                                                                                         \
      .op = op_,                                                                                              \
      .wtype = wtype_,                                                                                        \
@@ -60,6 +60,7 @@ static const woolly_kernel KERNELS[] = {
      .features = features_,                                                                                  \
      .is_default = IS_DEFAULT(bits),                                                                         \
      .is_small_default = IS_SMALL_DEFAULT(bits),                                                             \
+     .min_tokens = min_tokens_,                                                                              \
      .matmul = woolly_##kname},
 #define WOOLLY_ATTN_KERNEL(kname, ctype, act_, isa_, hd, bq, bk, features_, is_default_)                     \
     {.name = #kname,                                                                                         \

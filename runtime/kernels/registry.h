@@ -48,6 +48,9 @@ typedef struct woolly_kernel {
                                     2-16 tokens, where it differs from the GEMM that woolly_kernel_choose
                                     takes (see woolly_kernel_choose_small);
                                     this CPU's is woolly_kernel_is_small_default */
+    int min_tokens;              /* matmul GEMM: the fewest tokens it pays from (a decoded panel's fill is
+                                    shared by the tokens): a plan that takes it for 17+ runs fewer on its
+                                    2-16 step (woolly_matmul_plan_class); 0 for any */
     woolly_matmul_fn matmul;     /* exactly one of these is set */
     woolly_attn_fn attn;
     woolly_pack_fn pack;
