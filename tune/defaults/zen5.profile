@@ -41,5 +41,7 @@ default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64
 # time) `woolly bench -m llama-1b.gguf -p 512 -n 0 -r 2 -t 2`, five rounds in turns with the profile
 # before: ahead in 5 of 5, medians 494.4 against 488.8 t/s; pp32 and pp128 (3 rounds) level. On
 # 2026-12-02, with a quantization running beside, the same pair had not moved (journal 2026-12-02-zen5).
+# It runs from 128 tokens, its min_tokens in the spec; fewer take the 2-16 step's 8x16_sbpf8k, ahead of
+# it there (llama-1b pp17 +11%, pp32 +4-9%: bench/journal/2026-12-05-zen5-5.md).
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
 end 7
