@@ -332,15 +332,13 @@ static void bench_shape(const shape *s, enum woolly_type type, const opts *o, co
         enum woolly_act act0;
         const woolly_layout *lay0;
         woolly_error derr;
-        const bool have_def =
-            !woolly_matmul_default_format(type, s->cols, WOOLLY_ACT_MASK_ALL, &act0, &lay0, &derr);
         const woolly_kernel *def = NULL;
-        if (have_def) { /* the class a plan of the defaults runs m tokens in (a prompt GEMM's min_tokens) */
-            woolly_matmul_plan dp = {0};
+        if (!woolly_matmul_default_format(type, s->cols, WOOLLY_ACT_MASK_ALL, &act0, &lay0, &derr)) {
+            woolly_matmul_plan dp = {0}; /* the step it runs m tokens on (a prompt GEMM's min_tokens) */
             for (int c = 0; c < WOOLLY_TOKENS_CLASSES; c++)
                 dp.step[c].kernel =
                     woolly_matmul_default_kernel((enum woolly_tokens_class)c, type, act0, lay0);
-            def = dp.step[woolly_matmul_plan_class(&dp, m)].kernel;
+            def = woolly_matmul_plan_step(&dp, m)->kernel;
         }
         double ref_sec[WOOLLY_ACT_COUNT] = {0}; /* per activation format: the scalar reference's time at
                                                    the last thread count, once timed */

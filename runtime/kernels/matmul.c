@@ -196,6 +196,11 @@ enum woolly_tokens_class woolly_matmul_plan_class(const woolly_matmul_plan *p, i
                : c;
 }
 
+const woolly_matmul_step *woolly_matmul_plan_step(const woolly_matmul_plan *p, int64_t m)
+{
+    return &p->step[woolly_matmul_plan_class(p, m)];
+}
+
 const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, enum woolly_type type,
                                                   enum woolly_act act, const woolly_layout *layout)
 {
@@ -293,8 +298,7 @@ static void pack_job(void *arg, int ith, int nth)
 
 static const woolly_matmul_step *step_of(const matmul_job *j, int i)
 {
-    const woolly_matmul_plan *p = j->outs[i].plan;
-    return &p->step[woolly_matmul_plan_class(p, j->m)];
+    return woolly_matmul_plan_step(j->outs[i].plan, j->m);
 }
 
 /* Where the split point p (a row of all the outputs' rows, end to end) falls: output *i, at a row
@@ -356,7 +360,7 @@ static void run_rows(const matmul_job *j, int i, int64_t r0, int64_t r1, int ith
 void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t r0, int64_t r1, int ith,
                         int nth)
 {
-    const enum woolly_act act = o->plan->step[woolly_matmul_plan_class(o->plan, m)].kernel->act;
+    const enum woolly_act act = woolly_matmul_plan_step(o->plan, m)->kernel->act;
     const matmul_job j = {.outs = o,
                           .n = 1,
                           .xk = xk,
@@ -422,8 +426,7 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     const enum woolly_tokens_class cls = woolly_matmul_plan_class(outs[0].plan, m);
     const woolly_kernel *k0 = outs[0].plan->step[cls].kernel;
     for (int i = 1; i < n; i++)
-        if (outs[i].plan->step[woolly_matmul_plan_class(outs[i].plan, m)].kernel->act != k0->act) {
-            /* different inputs: one dispatch each */
+        if (woolly_matmul_plan_step(outs[i].plan, m)->kernel->act != k0->act) { /* different inputs */
             for (int o = 0; o < n; o++)
                 woolly_matmul_n(pool, &outs[o], 1, x, m, pack);
             return;
@@ -443,7 +446,7 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     int threads = 0; /* the largest thread count the steps ask for, if any does */
     for (int i = 0; i < n; i++) {
         j.total_rows += outs[i].w->rows;
-        const int t = outs[i].plan->step[woolly_matmul_plan_class(outs[i].plan, m)].threads;
+        const int t = woolly_matmul_plan_step(outs[i].plan, m)->threads;
         threads = t > threads ? t : threads;
     }
     const int nth = threads > 0 ? threads

@@ -110,6 +110,8 @@ const woolly_kernel *woolly_matmul_default_kernel(enum woolly_tokens_class c, en
  * pays only from more tokens (its min_tokens: a decoded panel whose fill the tokens share) leaves fewer
  * to the 2-16 step, whose kernels take any count. */
 enum woolly_tokens_class woolly_matmul_plan_class(const woolly_matmul_plan *p, int64_t m);
+/* That class's step. */
+const woolly_matmul_step *woolly_matmul_plan_step(const woolly_matmul_plan *p, int64_t m);
 
 /* Chooses the kernels for matrix w: for each class the tuned step if `tuned` gives one (tuned[c].kernel
  * non-NULL; checked with woolly_matmul_step_check), else the class's default kernel for the matrix's

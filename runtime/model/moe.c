@@ -408,7 +408,7 @@ static double add_unit(woolly_context *c, int i, const woolly_matrix *w, int32_t
 {
     woolly_moe_unit *u = &c->s.moe.units[i];
     const woolly_matmul_plan *plan = &c->plans[w->id];
-    const woolly_kernel *kn = plan->step[woolly_matmul_plan_class(plan, m)].kernel;
+    const woolly_kernel *kn = woolly_matmul_plan_step(plan, m)->kernel;
     u->o = (woolly_matmul_out){w, plan, y, ystride};
     u->m = m;
     u->xk = xk;
@@ -424,7 +424,7 @@ static void run_units(woolly_context *c, int n_units, double work)
     units_job j = {.u = u, .n = n_units, .tiles = u[n_units - 1].tile0 + u[n_units - 1].n_tiles};
     int threads = 0; /* as woolly_matmul_n: the most a step asks for, else as many as the work repays */
     for (int i = 0; i < n_units; i++) {
-        const int t = u[i].o.plan->step[woolly_matmul_plan_class(u[i].o.plan, u[i].m)].threads;
+        const int t = woolly_matmul_plan_step(u[i].o.plan, u[i].m)->threads;
         threads = t > threads ? t : threads;
     }
     atomic_init(&j.next_chunk, 0);
@@ -435,7 +435,7 @@ static void run_units(woolly_context *c, int n_units, double work)
 /* The activation format of matrix w's kernel for m tokens. */
 static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, int32_t m)
 {
-    return c->plans[w->id].step[woolly_matmul_plan_class(&c->plans[w->id], m)].kernel->act;
+    return woolly_matmul_plan_step(&c->plans[w->id], m)->kernel->act;
 }
 
 /* Chosen experts per thread from which the last one's wait is small enough to take them whole. */
@@ -501,8 +501,7 @@ static int few_tokens_threads(const woolly_context *c, const woolly_layer *L, in
         ++*groups;
         const woolly_matrix *w[3] = {&L->gate_exps.each[e], &L->up_exps.each[e], &L->down_exps.each[e]};
         for (int i = 0; i < 3; i++) {
-            const woolly_matmul_plan *plan = &c->plans[w[i]->id];
-            const int t = plan->step[woolly_matmul_plan_class(plan, m)].threads;
+            const int t = woolly_matmul_plan_step(&c->plans[w[i]->id], m)->threads;
             threads = t > threads ? t : threads;
             work += (double)m * (double)w[i]->rows * (double)w[i]->cols;
         }
