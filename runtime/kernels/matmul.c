@@ -252,18 +252,31 @@ size_t woolly_matmul_plan_pack_bytes(const woolly_matmul_plan *p, int64_t k)
     return most;
 }
 
+/* Rows [t0, t1) of x packed with `pack` (NULL: copied as F32). */
+static void pack_rows(woolly_pack_fn pack, const float *x, size_t x_stride, int64_t t0, int64_t t1, int64_t k,
+                      void *dst, size_t row_bytes)
+{
+    for (int64_t t = t0; t < t1; t++) {
+        const float *src = x + (size_t)t * x_stride;
+        void *row = (char *)dst + (size_t)t * row_bytes;
+        if (pack)
+            pack(src, k, row);
+        else
+            memcpy(row, src, (size_t)k * sizeof(float));
+    }
+}
+
 void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64_t t0, int64_t t1, int64_t k,
                      void *dst, size_t row_bytes)
 {
     const woolly_kernel *pk = woolly_kernel_choose_pack(act);
-    for (int64_t t = t0; t < t1; t++) {
-        const float *src = x + (size_t)t * x_stride;
-        void *row = (char *)dst + (size_t)t * row_bytes;
-        if (pk)
-            pk->pack(src, k, row);
-        else
-            memcpy(row, src, (size_t)k * sizeof(float));
-    }
+    pack_rows(pk ? pk->pack : NULL, x, x_stride, t0, t1, k, dst, row_bytes);
+}
+
+void woolly_matmul_plan_pack(const woolly_matmul_plan *p, int64_t m, const float *x, size_t x_stride,
+                             int64_t n, int64_t k, void *dst, size_t row_bytes)
+{
+    pack_rows(p->pack[woolly_matmul_plan_class(p, m)], x, x_stride, 0, n, k, dst, row_bytes);
 }
 
 /* ---- running ------------------------------------------------------------------------------------ */

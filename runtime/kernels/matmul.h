@@ -127,9 +127,15 @@ size_t woolly_act_row_bytes(enum woolly_act act, int64_t k);
 size_t woolly_matmul_plan_pack_bytes(const woolly_matmul_plan *p, int64_t k);
 
 /* Packs rows [t0, t1) of x (k floats per row, x_stride floats apart) into dst (row_bytes apart) with
- * the active level's packer (F32 copies). */
+ * the active level's packer (F32 copies). Looks the packer up in the registry: for setup and tests. */
 void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64_t t0, int64_t t1, int64_t k,
                      void *dst, size_t row_bytes);
+
+/* Packs n rows of x (k floats per row, x_stride floats apart) into dst (row_bytes apart) in the format
+ * of the plan's kernel for m tokens, with the packer the plan chose (F32 copies): woolly_act_pack
+ * without a registry lookup, for callers that pack inputs of their own each step (moe.c). */
+void woolly_matmul_plan_pack(const woolly_matmul_plan *p, int64_t m, const float *x, size_t x_stride,
+                             int64_t n, int64_t k, void *dst, size_t row_bytes);
 
 /* One product of a call: y (y_stride floats apart per token) = x W^T. */
 typedef struct woolly_matmul_out {
