@@ -13,7 +13,8 @@
  *   The baseline columns: the scalar reference kernel, and BLIS sgemm on the dequantized F32 weights
  *   (when this build registers a BLIS kernel).
  *
- *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|all] [--shape ROWSxCOLS]
+ *   bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|qwen3moe-30b-a3b|all]
+ *                [--shape ROWSxCOLS]
  *                [--weights TYPE,...] [--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING]
  *                [--min-time SECONDS] [--no-reference] [--cached]
  * Prints markdown tables (the form bench/journal/ keeps); "(default)" marks the kernel a run without
@@ -74,6 +75,17 @@ static const shape GRANITEMOE_3B[] = {
     {"attn_k, attn_v, one expert's ffn_gate, ffn_up", 512, 1536, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
     {"one expert's ffn_down", 1536, 512, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
     {"output (tied)", 49152, 1536, 1, {WOOLLY_TYPE_Q6_K}},
+};
+/* Qwen3-30B-A3B (qwen3moe-30b-a3b): 32 query heads and 4 KV heads of 128 values over a residual of 2048;
+ * each expert's gate and up 768 x 2048, down 2048 x 768 (Q6_K in half the layers); a token reads 8 of
+ * each layer's 128 experts, and the output matrix (151936 rows, Q6_K) is as many bytes as they are. */
+static const shape QWEN3MOE_30B_A3B[] = {
+    {"attn_q", 4096, 2048, 1, {WOOLLY_TYPE_Q4_K}},
+    {"attn_k, attn_v", 512, 2048, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"attn_output", 2048, 4096, 1, {WOOLLY_TYPE_Q4_K}},
+    {"one expert's ffn_gate, ffn_up", 768, 2048, 1, {WOOLLY_TYPE_Q4_K}},
+    {"one expert's ffn_down", 2048, 768, 2, {WOOLLY_TYPE_Q4_K, WOOLLY_TYPE_Q6_K}},
+    {"output", 151936, 2048, 1, {WOOLLY_TYPE_Q6_K}},
 };
 
 enum { MAX_LIST = 8 };
@@ -426,7 +438,8 @@ int main(int argc, char **argv)
             o.cached = true;
         else {
             fprintf(stderr,
-                    "usage: bench_matmul [--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|all] "
+                    "usage: bench_matmul "
+                    "[--preset llama-1b|granite-8b|gemma3-1b|granitemoe-3b|qwen3moe-30b-a3b|all] "
                     "[--shape ROWSxCOLS] [--weights TYPE,...] "
                     "[--threads 1,2] [--tokens 1,4,16,512] [--filter SUBSTRING] [--min-time SECONDS] "
                     "[--no-reference] [--cached]\n");
@@ -461,7 +474,9 @@ int main(int argc, char **argv)
     } presets[] = {{"llama-1b", LLAMA_1B, sizeof LLAMA_1B / sizeof LLAMA_1B[0]},
                    {"granite-8b", GRANITE_8B, sizeof GRANITE_8B / sizeof GRANITE_8B[0]},
                    {"gemma3-1b", GEMMA3_1B, sizeof GEMMA3_1B / sizeof GEMMA3_1B[0]},
-                   {"granitemoe-3b", GRANITEMOE_3B, sizeof GRANITEMOE_3B / sizeof GRANITEMOE_3B[0]}};
+                   {"granitemoe-3b", GRANITEMOE_3B, sizeof GRANITEMOE_3B / sizeof GRANITEMOE_3B[0]},
+                   {"qwen3moe-30b-a3b", QWEN3MOE_30B_A3B,
+                    sizeof QWEN3MOE_30B_A3B / sizeof QWEN3MOE_30B_A3B[0]}};
     bool any = false;
     for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
         if (strcmp(o.preset, "all") && strcmp(o.preset, presets[p].name))
