@@ -41,15 +41,6 @@ struct woolly_threadpool {
     atomic_bool stop;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 static uint64_t now_ns(void)
 {
     struct timespec t;
@@ -67,7 +58,7 @@ static bool spin_on(spin *s, const woolly_threadpool *p)
 {
     if (!p->spin_ns)
         return false;
-    cpu_relax();
+    woolly_cpu_relax();
     if (++s->n % SPIN_CHECK)
         return true;
     const uint64_t t = now_ns();

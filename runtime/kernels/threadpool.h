@@ -11,6 +11,16 @@
 
 typedef struct woolly_threadpool woolly_threadpool;
 
+/* One pause of a spin-wait loop: eases the core for its sibling and the memory system. */
+static inline void woolly_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 typedef void (*woolly_job_fn)(void *arg, int ith, int nth);
 
 /* n_threads in [1, WOOLLY_MAX_THREADS]; starts n_threads - 1 workers. */

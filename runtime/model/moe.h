@@ -37,6 +37,7 @@ typedef struct woolly_moe_state {
     int32_t *one_e;                 /* [k] its experts in index order */
     float *one_w;                   /* [k] their weights */
     struct woolly_matmul_out *outs; /* [3k] gate and up of each, then down of each */
+    struct woolly_moe_expert_rows *rows; /* [k] the chunks of each still to claim (moe.c) */
     woolly_moe_unit *units;         /* [2 * the most experts a few tokens choose] a few tokens' products */
     float *gate, *up;               /* [pairs][n_ff_exp], pairs = k times the tokens of the step */
     float *down;                    /* [pairs][n_embd] each pair's expert output */
