@@ -297,29 +297,47 @@ static int64_t chunk_rows(const woolly_matmul_out *outs, int n)
     return r;
 }
 
-/* Claims one chunk from the front (the owner) or the back (a helper): its index, or -1 if none is left. */
-static int32_t claim(expert_chunks *c, bool back)
+/* Claims chunks [*i, *i + n) of c, n > 0 (false if none is left): a helper one from the back, the owner
+ * half of what is left from the front (each claim is a call of the kernel, so the owner makes few while
+ * there is much to do; near the end the halves are single chunks, which keeps the threads' finish
+ * within one). */
+static bool claim(expert_chunks *c, bool back, int32_t *i, int32_t *n)
 {
     uint64_t v = atomic_load_explicit(&c->left, memory_order_relaxed);
     for (;;) {
         const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
         if (lo >= hi)
-            return -1;
-        const uint64_t w = back ? (uint64_t)(hi - 1) << 32 | lo : (uint64_t)hi << 32 | (lo + 1);
+            return false;
+        const uint32_t take = back || hi - lo < 2 ? 1 : (hi - lo) / 2;
+        const uint64_t w = back ? (uint64_t)(hi - take) << 32 | lo : (uint64_t)hi << 32 | (lo + take);
         if (atomic_compare_exchange_weak_explicit(&c->left, &v, w, memory_order_relaxed,
-                                                  memory_order_relaxed))
-            return (int32_t)(back ? hi - 1 : lo);
+                                                  memory_order_relaxed)) {
+            *i = (int32_t)(back ? hi - take : lo);
+            *n = (int32_t)take;
+            return true;
+        }
     }
 }
 
-/* Chunk i of expert e's gate and up (gate's chunks first), then marks it done. */
-static void run_gu_chunk(expert_job *j, int e, int32_t i, int ith, int nth)
+/* Rows [i * rows, (i + n) * rows) of o (its last row at most). */
+static void run_chunks(const woolly_matmul_out *o, const void *xk, int64_t rows, int32_t i, int32_t n,
+                       int ith, int nth)
 {
-    const woolly_matmul_out *o = &j->gu[2 * e + (i >= j->gu_chunks)];
-    const int64_t r0 = (int64_t)(i % j->gu_chunks) * j->gu_rows;
-    const int64_t r1 = r0 + j->gu_rows < o->w->rows ? r0 + j->gu_rows : o->w->rows;
-    woolly_matmul_rows(o, 1, j->hk, r0, r1, ith, nth);
-    atomic_fetch_add_explicit(&j->rows[e].gu.done, 1, memory_order_release);
+    const int64_t r0 = (int64_t)i * rows, r1 = (int64_t)(i + n) * rows;
+    woolly_matmul_rows(o, 1, xk, r0, r1 < o->w->rows ? r1 : o->w->rows, ith, nth);
+}
+
+/* Chunks [i, i + n) of expert e's gate and up (gate's chunks first), then marks them done. */
+static void run_gu_chunks(expert_job *j, int e, int32_t i, int32_t n, int ith, int nth)
+{
+    const int32_t cg = j->gu_chunks, gate_end = i + n < cg ? i + n : cg;
+    if (i < cg)
+        run_chunks(&j->gu[2 * e], j->hk, j->gu_rows, i, gate_end - i, ith, nth);
+    if (i + n > cg) {
+        const int32_t u0 = i > cg ? i - cg : 0;
+        run_chunks(&j->gu[2 * e + 1], j->hk, j->gu_rows, u0, i + n - cg - u0, ith, nth);
+    }
+    atomic_fetch_add_explicit(&j->rows[e].gu.done, n, memory_order_release);
 }
 
 static const void *down_input(const expert_job *j, int e)
@@ -329,21 +347,14 @@ static const void *down_input(const expert_job *j, int e)
     return j->gate + (size_t)e * j->ffe;
 }
 
-static void run_down_chunk(expert_job *j, int e, int32_t i, int ith, int nth)
-{
-    const woolly_matmul_out *o = &j->down[e];
-    const int64_t r0 = (int64_t)i * j->down_rows;
-    const int64_t r1 = r0 + j->down_rows < o->w->rows ? r0 + j->down_rows : o->w->rows;
-    woolly_matmul_rows(o, 1, down_input(j, e), r0, r1, ith, nth);
-}
-
 /* Expert e run by its owner: gate and up from the front, the activation and down's packing once every
  * chunk of them is done (a helper may still be running one), then down from the front. */
 static void run_expert(expert_job *j, int e, int ith, int nth)
 {
     struct woolly_moe_expert_rows *r = &j->rows[e];
-    for (int32_t i; (i = claim(&r->gu, false)) >= 0;)
-        run_gu_chunk(j, e, i, ith, nth);
+    int32_t i, n;
+    while (claim(&r->gu, false, &i, &n))
+        run_gu_chunks(j, e, i, n, ith, nth);
     while (atomic_load_explicit(&r->gu.done, memory_order_acquire) < 2 * j->gu_chunks)
         woolly_cpu_relax();
     float *g = j->gate + (size_t)e * j->ffe;
@@ -351,8 +362,8 @@ static void run_expert(expert_job *j, int e, int ith, int nth)
     if (j->pack)
         j->pack(g, j->ffe, j->dk + (size_t)e * j->dk_row);
     atomic_store_explicit(&r->ready, true, memory_order_release);
-    for (int32_t i; (i = claim(&r->down, false)) >= 0;)
-        run_down_chunk(j, e, i, ith, nth);
+    while (claim(&r->down, false, &i, &n))
+        run_chunks(&j->down[e], down_input(j, e), j->down_rows, i, n, ith, nth);
 }
 
 /* With every expert taken: chunks from the back of the others' until none is left to claim. Waits
@@ -363,9 +374,9 @@ static void help_experts(expert_job *j, int ith, int nth)
         waiting = false;
         for (int e = 0; e < j->k; e++) {
             struct woolly_moe_expert_rows *r = &j->rows[e];
-            int32_t i = claim(&r->gu, true);
-            if (i >= 0) {
-                run_gu_chunk(j, e, i, ith, nth);
+            int32_t i, n;
+            if (claim(&r->gu, true, &i, &n)) {
+                run_gu_chunks(j, e, i, n, ith, nth);
                 waiting = true;
                 break;
             }
@@ -373,8 +384,8 @@ static void help_experts(expert_job *j, int ith, int nth)
                 waiting = true;
                 continue;
             }
-            if ((i = claim(&r->down, true)) >= 0) {
-                run_down_chunk(j, e, i, ith, nth);
+            if (claim(&r->down, true, &i, &n)) {
+                run_chunks(&j->down[e], down_input(j, e), j->down_rows, i, n, ith, nth);
                 waiting = true;
                 break;
             }
