@@ -47,14 +47,12 @@ enum { MOE_FEW_TOKENS = WOOLLY_TOKENS_SMALL_MAX };
 
 /* One of a lone token's experts in its dispatch (expert_job below): the chunks of its rows still to
  * claim, of gate and up (one list) and of down, and whether down's input is ready. */
-typedef struct expert_chunks {
-    _Atomic uint64_t left; /* chunks [lo, hi) not yet claimed: lo in the low 32 bits, hi in the high */
-    atomic_int done;       /* chunks finished */
-} expert_chunks;
+typedef _Atomic uint64_t expert_chunks; /* chunks [lo, hi) not yet claimed: lo in the low 32 bits */
 
 struct woolly_moe_expert_rows {
     expert_chunks gu, down;
-    atomic_bool ready; /* down's input is packed */
+    atomic_int gu_done; /* gate's and up's chunks finished */
+    atomic_bool ready;  /* down's input is packed */
 };
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
@@ -303,14 +301,14 @@ static int64_t chunk_rows(const woolly_matmul_out *outs, int n)
  * within one). */
 static bool claim(expert_chunks *c, bool back, int32_t *i, int32_t *n)
 {
-    uint64_t v = atomic_load_explicit(&c->left, memory_order_relaxed);
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
     for (;;) {
         const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
         if (lo >= hi)
             return false;
         const uint32_t take = back || hi - lo < 2 ? 1 : (hi - lo) / 2;
         const uint64_t w = back ? (uint64_t)(hi - take) << 32 | lo : (uint64_t)hi << 32 | (lo + take);
-        if (atomic_compare_exchange_weak_explicit(&c->left, &v, w, memory_order_relaxed,
+        if (atomic_compare_exchange_weak_explicit(c, &v, w, memory_order_relaxed,
                                                   memory_order_relaxed)) {
             *i = (int32_t)(back ? hi - take : lo);
             *n = (int32_t)take;
@@ -337,7 +335,7 @@ static void run_gu_chunks(expert_job *j, int e, int32_t i, int32_t n, int ith, i
         const int32_t u0 = i > cg ? i - cg : 0;
         run_chunks(&j->gu[2 * e + 1], j->hk, j->gu_rows, u0, i + n - cg - u0, ith, nth);
     }
-    atomic_fetch_add_explicit(&j->rows[e].gu.done, n, memory_order_release);
+    atomic_fetch_add_explicit(&j->rows[e].gu_done, n, memory_order_release);
 }
 
 static const void *down_input(const expert_job *j, int e)
@@ -355,7 +353,7 @@ static void run_expert(expert_job *j, int e, int ith, int nth)
     int32_t i, n;
     while (claim(&r->gu, false, &i, &n))
         run_gu_chunks(j, e, i, n, ith, nth);
-    while (atomic_load_explicit(&r->gu.done, memory_order_acquire) < 2 * j->gu_chunks)
+    while (atomic_load_explicit(&r->gu_done, memory_order_acquire) < 2 * j->gu_chunks)
         woolly_cpu_relax();
     float *g = j->gate + (size_t)e * j->ffe;
     woolly_gated_rows(j->swiglu, g, j->up + (size_t)e * j->ffe, 1, j->ffe);
@@ -450,10 +448,9 @@ static bool ffn_experts_whole(woolly_context *c, const woolly_matmul_out *gu, co
     j.gu_chunks = (int32_t)((ffe + j.gu_rows - 1) / j.gu_rows);
     j.down_chunks = (int32_t)((d + j.down_rows - 1) / j.down_rows);
     for (int32_t e = 0; e < k; e++) {
-        atomic_init(&s->rows[e].gu.left, (uint64_t)(2 * j.gu_chunks) << 32);
-        atomic_init(&s->rows[e].gu.done, 0);
-        atomic_init(&s->rows[e].down.left, (uint64_t)j.down_chunks << 32);
-        atomic_init(&s->rows[e].down.done, 0);
+        atomic_init(&s->rows[e].gu, (uint64_t)(2 * j.gu_chunks) << 32);
+        atomic_init(&s->rows[e].down, (uint64_t)j.down_chunks << 32);
+        atomic_init(&s->rows[e].gu_done, 0);
         atomic_init(&s->rows[e].ready, false);
     }
     atomic_init(&j.next, 0);
