@@ -189,13 +189,14 @@ static float *logits_of(const char *path, const ref *r, int n_batch)
     return x;
 }
 
-/* Decoding, a token's k experts run as one step (whole experts to each thread in one dispatch, or gate
- * and up of all in one dispatch and down of all in another with the weighted sum in it), and a batch of
- * a few tokens runs all its experts in two dispatches: the same arithmetic as one matmul per expert, so
- * the same logits bit for bit, on 2 threads, for an F16 file (F16 activations) and a Q4_K_M one (packed
- * int8), one token at a time and in batches of 5 and 3. Taken whole, a top-2 token's experts go one to
- * each thread, and the first to finish takes chunks of the other's rows (64 rows each, two to four a matrix
- * in these files), whichever thread runs them. */
+/* Decoding, a token's k experts run as one step, and so do a batch of a few tokens' experts (whole
+ * experts to each thread in one dispatch, or, with whole experts off, gate and up of all in one dispatch
+ * and down of all in another): the same arithmetic as one matmul per expert, so the same logits bit for
+ * bit, on 2 threads, for an F16 file (F16 activations) and a Q4_K_M one (packed int8), one token at a
+ * time and in batches of 5 and 3. Taken whole, a top-2 token's experts go one to each thread, and the
+ * first to finish takes chunks of the other's rows (64 rows each, two to four a matrix in these files),
+ * whichever thread runs them; a batch's 3 to 8 chosen experts go to the next thread free, an odd count
+ * leaving one thread to help with the last. */
 Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
 {
     const char *models[] = {"tiny-mixtral-f16", "tiny-qwen3moe-q4_k_m", "tiny-granitemoe-f16"};

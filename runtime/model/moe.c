@@ -27,11 +27,12 @@
  * A batch of a few tokens (a server step with one token per request, MOE_FEW_TOKENS at most) does the
  * same for all its experts: in one dispatch each thread takes the next chosen expert free and runs it
  * whole over the tokens routed to it (their inputs packed, gate, up, the activation, down's input
- * packed, down), where the threads share the chosen experts evenly or there are many of them;
- * otherwise their groups' inputs packed, then gate and up of every chosen expert in one dispatch, the
- * activation, down of every one in another. Then the weighted sum in the general path's order. The
- * general path would take two dispatches per expert: with 8 tokens choosing 8 of 128 experts each, some
- * 100 dispatches of a GEMV or two per layer, each ending at a barrier. */
+ * packed, down), and the threads help each other with the last ones, as a lone token's do (the same
+ * expert_job). (For the tests' comparison, the two-dispatch form: their groups' inputs packed, then gate
+ * and up of every chosen expert in one dispatch, the activation, down of every one in another.) Then
+ * the weighted sum in the general path's order. The general path would take two dispatches per expert:
+ * with 8 tokens choosing 8 of 128 experts each, some 100 dispatches of a GEMV or two per layer, each
+ * ending at a barrier. */
 #include "moe.h"
 
 #include <math.h>
@@ -45,14 +46,15 @@
 /* Batches of up to this many tokens take the few-tokens step: the small-batch class's largest. */
 enum { MOE_FEW_TOKENS = WOOLLY_TOKENS_SMALL_MAX };
 
-/* One of a lone token's experts in its dispatch (expert_job below): the chunks of its rows still to
- * claim, of gate and up (one list) and of down, and whether down's input is ready. */
+/* One of the experts of a dispatch (expert_job below): the chunks of its rows still to claim, of gate
+ * and up (one list) and of down, and whether the inputs of gate and up, and of down, are ready. */
 typedef _Atomic uint64_t expert_chunks; /* chunks [lo, hi) not yet claimed: lo in the low 32 bits */
 
 struct woolly_moe_expert_rows {
     expert_chunks gu, down;
-    atomic_int gu_done; /* gate's and up's chunks finished */
-    atomic_bool ready;  /* down's input is packed */
+    atomic_int gu_done;   /* gate's and up's chunks finished */
+    atomic_bool in_ready; /* the expert's tokens' inputs are packed */
+    atomic_bool ready;    /* down's input is packed */
 };
 
 int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n_batch, size_t n_ffn,
@@ -74,12 +76,13 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     const size_t ffe = (size_t)p->n_ff_exp;
     /* the pairs of one step: a lone token's k, or those of a batch of a few tokens */
     const size_t pairs = (n_batch < MOE_FEW_TOKENS ? n_batch : MOE_FEW_TOKENS) * k;
-    const size_t units = 2 * (pairs < n_exp ? pairs : n_exp); /* two matrices of each chosen expert */
+    const size_t chosen = pairs < n_exp ? pairs : n_exp; /* the most experts one step chooses */
     s->one_e = malloc(sizeof(int32_t) * k);
     s->one_w = malloc(sizeof(float) * k);
-    s->outs = malloc(sizeof(woolly_matmul_out) * 3 * k);
-    s->rows = malloc(sizeof *s->rows * k);
-    s->units = malloc(sizeof(woolly_moe_unit) * units);
+    s->outs = malloc(sizeof(woolly_matmul_out) * 3 * chosen);
+    s->rows = malloc(sizeof *s->rows * chosen);
+    s->row0 = malloc(sizeof(int32_t) * (chosen + 1));
+    s->units = malloc(sizeof(woolly_moe_unit) * 2 * chosen); /* gate and up of each */
     s->gate = malloc(sizeof(float) * pairs * ffe);
     s->up = malloc(sizeof(float) * pairs * ffe);
     s->down = malloc(sizeof(float) * pairs * d);
@@ -87,8 +90,8 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->pack = malloc(sizeof(float) * pairs * (ffe > d ? ffe : d));
     s->pack_down = malloc(sizeof(float) * pairs * ffe);
     if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->in || !s->out ||
-        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->rows || !s->units || !s->gate || !s->up ||
-        !s->down || !s->pack || !s->pack_down)
+        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->rows || !s->row0 || !s->units || !s->gate ||
+        !s->up || !s->down || !s->pack || !s->pack_down)
         return woolly_fail(err, "out of memory for the experts' buffers; try a smaller --batch-size");
     return 0;
 }
@@ -97,7 +100,7 @@ void woolly_moe_state_free(woolly_moe_state *s)
 {
     free(s->logits), free(s->chosen), free(s->weight), free(s->start), free(s->token), free(s->pair_w);
     free(s->in), free(s->out), free(s->sum);
-    free(s->one_e), free(s->one_w), free(s->outs), free(s->rows), free(s->units);
+    free(s->one_e), free(s->one_w), free(s->outs), free(s->rows), free(s->row0), free(s->units);
     free(s->gate), free(s->up), free(s->down);
     free(s->pack), free(s->pack_down);
     *s = (woolly_moe_state){0};
@@ -253,10 +256,11 @@ static void down_job_run(void *arg, int ith, int nth)
     woolly_split_run((j->d + j->align - 1) / j->align, &j->next_chunk, down_span, j, ith, nth);
 }
 
-/* A token's k experts shared out whole among the threads, each running gate, up, the activation and
- * down of its experts with no barrier between them: one dispatch instead of two, the activation and
- * the packing of down's input done in parallel, and every matrix read by one thread from its start, one
- * sequential stream. Expert j's down output lands in its own row; the caller adds the k rows.
+/* Experts shared out whole among the threads, each running gate, up, the activation and down of its
+ * experts with no barrier between them: one dispatch instead of two, the activation and the packing of
+ * down's input done in parallel, and every matrix read by one thread from its start, one sequential
+ * stream. Expert e runs over its tokens, rows row0[e] .. row0[e + 1] of the gate, up and down outputs
+ * (a lone token's k experts: one row each); the caller adds the down rows with the routing weights.
  *
  * A thread that finds no expert left helps the others finish theirs: an expert's rows are chunks, its
  * owner claims them from the front and a helper from the back, so that the threads end within a chunk
@@ -264,49 +268,57 @@ static void down_job_run(void *arg, int ith, int nth)
  * end of the dispatch added up to 60-80 us a layer, an expert taking about 100; with the helpers the
  * experts' dispatch read its weights at 0.89 of the output matrix's rate in the same run, against 0.86
  * without, medians of 8 runs, 7 of 8 pairs ahead: bench/journal/2026-12-05-zen5-6.md). Gate's and up's chunks
- * are one list (gate's first); down's may be claimed once its owner has packed its input. Which thread
- * runs a chunk changes no bits: every row is one kernel call's, with the same input. */
+ * are one list (gate's first), open once the owner has packed the expert's tokens' inputs (a lone token's
+ * input is packed once, before the dispatch); down's open once the owner has packed down's input. Which
+ * thread runs a chunk changes no bits: every row is one kernel call's, with the same input. */
 typedef struct expert_job {
-    const woolly_matmul_out *gu, *down; /* [2k]: gate, up of expert j at 2j, 2j + 1; [k] down */
-    int k;
-    const void *hk;     /* the token's input, packed for gate and up */
-    char *dk;           /* expert j's packed down input at dk + j * dk_row (or its F32 row in gate) */
-    size_t dk_row;
-    woolly_pack_fn pack; /* down's packer (NULL: F32) */
+    const woolly_matmul_out *gu, *down; /* [2n]: gate, up of expert e at 2e, 2e + 1; [n] down */
+    int n;
+    const int32_t *row0; /* [n + 1] */
+    const void *hk;      /* a lone token's input, packed for every gate and up; NULL: each expert's own */
+    const float *h;      /* the tokens' inputs (d floats a row) ... */
+    const int32_t *token; /* ... and each row's token, for an expert to pack its own */
+    char *xk, *dk; /* expert e's packed inputs of gate and up, of down, from row row0[e] of F32-wide rows */
     woolly_swiglu_fn swiglu;
-    float *gate, *up;
-    int64_t ffe;
-    struct woolly_moe_expert_rows *rows; /* [k] */
+    int64_t d, ffe;
+    struct woolly_moe_expert_rows *rows; /* [n] */
     int64_t gu_rows, down_rows;          /* rows per chunk: whole tiles of every kernel involved */
     int32_t gu_chunks, down_chunks;      /* gate's chunks (up has as many), down's */
     atomic_int next;                     /* the next expert no thread has taken */
 } expert_job;
 
-/* Rows a chunk of the products outs[0 .. n): about 64 (a Q4_K chunk of 2048 columns is 72 KiB, some 3 us
- * of one core's stream), whole tiles of each one's kernel. */
-static int64_t chunk_rows(const woolly_matmul_out *outs, int n)
+static int64_t tokens_of(const expert_job *j, int e)
+{
+    return j->row0[e + 1] - j->row0[e];
+}
+
+/* Rows a chunk of the products outs[0 .. n), product i of expert i / per (whose tokens are rows row0[e] ..
+ * row0[e + 1]): about 64 (a Q4_K chunk of 2048 columns is 72 KiB, some 3 us of one core's stream), whole
+ * tiles of each one's kernel for its expert's token count. */
+static int64_t chunk_rows(const woolly_matmul_out *outs, int n, const int32_t *row0, int per)
 {
     int64_t r = 64;
     for (int i = 0; i < n; i++) {
-        const int64_t t = outs[i].plan->step[WOOLLY_TOKENS_1].kernel->tile_n;
+        const int64_t m = row0[i / per + 1] - row0[i / per];
+        const int64_t t = woolly_matmul_plan_step(outs[i].plan, m)->kernel->tile_n;
         while (t > 1 && r % t)
             r += 64;
     }
     return r;
 }
 
-/* Claims chunks [*i, *i + n) of c, n > 0 (false if none is left): a helper one from the back, the owner
- * half of what is left from the front (each claim is a call of the kernel, so the owner makes few while
- * there is much to do; near the end the halves are single chunks, which keeps the threads' finish
- * within one). */
-static bool claim(expert_chunks *c, bool back, int32_t *i, int32_t *n)
+/* Claims chunks [*i, *i + n) of c, n > 0 (false if none is left): a helper one from the back; the owner
+ * from the front all that is left (all), or half of it. Each claim is a call of the kernel, so the
+ * owner makes few while there is much to do, and near the end the halves are single chunks, which keeps
+ * the threads' finish within one. */
+static bool claim(expert_chunks *c, bool back, bool all, int32_t *i, int32_t *n)
 {
     uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
     for (;;) {
         const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
         if (lo >= hi)
             return false;
-        const uint32_t take = back || hi - lo < 2 ? 1 : (hi - lo) / 2;
+        const uint32_t take = all ? hi - lo : back || hi - lo < 2 ? 1 : (hi - lo) / 2;
         const uint64_t w = back ? (uint64_t)(hi - take) << 32 | lo : (uint64_t)hi << 32 | (lo + take);
         if (atomic_compare_exchange_weak_explicit(c, &v, w, memory_order_relaxed,
                                                   memory_order_relaxed)) {
@@ -317,63 +329,97 @@ static bool claim(expert_chunks *c, bool back, int32_t *i, int32_t *n)
     }
 }
 
-/* Rows [i * rows, (i + n) * rows) of o (its last row at most). */
-static void run_chunks(const woolly_matmul_out *o, const void *xk, int64_t rows, int32_t i, int32_t n,
-                       int ith, int nth)
+/* Rows [i * rows, (i + n) * rows) of o (its last row at most) for m tokens. */
+static void run_chunks(const woolly_matmul_out *o, int64_t m, const void *xk, int64_t rows, int32_t i,
+                       int32_t n, int ith, int nth)
 {
     const int64_t r0 = (int64_t)i * rows, r1 = (int64_t)(i + n) * rows;
-    woolly_matmul_rows(o, 1, xk, r0, r1 < o->w->rows ? r1 : o->w->rows, ith, nth);
+    woolly_matmul_rows(o, m, xk, r0, r1 < o->w->rows ? r1 : o->w->rows, ith, nth);
+}
+
+static const void *gu_input(const expert_job *j, int e)
+{
+    return j->hk ? j->hk : j->xk + (size_t)j->row0[e] * (size_t)j->d * sizeof(float);
 }
 
 /* Chunks [i, i + n) of expert e's gate and up (gate's chunks first), then marks them done. */
 static void run_gu_chunks(expert_job *j, int e, int32_t i, int32_t n, int ith, int nth)
 {
+    const int64_t m = tokens_of(j, e);
+    const void *xk = gu_input(j, e);
     const int32_t cg = j->gu_chunks, gate_end = i + n < cg ? i + n : cg;
     if (i < cg)
-        run_chunks(&j->gu[2 * e], j->hk, j->gu_rows, i, gate_end - i, ith, nth);
+        run_chunks(&j->gu[2 * e], m, xk, j->gu_rows, i, gate_end - i, ith, nth);
     if (i + n > cg) {
         const int32_t u0 = i > cg ? i - cg : 0;
-        run_chunks(&j->gu[2 * e + 1], j->hk, j->gu_rows, u0, i + n - cg - u0, ith, nth);
+        run_chunks(&j->gu[2 * e + 1], m, xk, j->gu_rows, u0, i + n - cg - u0, ith, nth);
     }
     atomic_fetch_add_explicit(&j->rows[e].gu_done, n, memory_order_release);
 }
 
+/* Expert e's down input: its gate rows (F32), or their packing. */
 static const void *down_input(const expert_job *j, int e)
 {
-    if (j->pack)
-        return j->dk + (size_t)e * j->dk_row;
-    return j->gate + (size_t)e * j->ffe;
+    if (woolly_matmul_plan_step(j->down[e].plan, tokens_of(j, e))->kernel->act == WOOLLY_ACT_F32)
+        return j->gu[2 * e].y;
+    return j->dk + (size_t)j->row0[e] * (size_t)j->ffe * sizeof(float);
 }
 
-/* Expert e run by its owner: gate and up from the front, the activation and down's packing once every
- * chunk of them is done (a helper may still be running one), then down from the front. */
+/* Expert e run by its owner: its tokens' inputs packed (unless shared), gate and up from the front, the
+ * activation and down's packing once every chunk of them is done (a helper may still be running one),
+ * then down from the front. */
 static void run_expert(expert_job *j, int e, int ith, int nth)
 {
     struct woolly_moe_expert_rows *r = &j->rows[e];
+    const int64_t m = tokens_of(j, e);
+    /* Helpers come only once every expert is taken, so only the last nth can have one: the others' owner
+     * claims each list whole (on qwen3moe-30b-a3b-12l, 2 sequences decoding together, timed in place,
+     * the even steps' experts took 3-6% less time than with halves throughout, in each of 3 runs; 1, 4, 8
+     * sequences level: bench/journal/2026-12-05-zen5-7.md). */
+    const bool all = e < j->n - nth;
+    if (!j->hk) {
+        const woolly_matmul_plan *plan = j->gu[2 * e].plan;
+        const size_t row = woolly_act_row_bytes(woolly_matmul_plan_step(plan, m)->kernel->act, j->d);
+        char *xk = (char *)gu_input(j, e);
+        for (int64_t i = 0; i < m; i++) {
+            const float *x = j->h + (size_t)j->token[j->row0[e] + i] * (size_t)j->d;
+            woolly_matmul_plan_pack(plan, m, x, 0, 1, j->d, xk + (size_t)i * row, row);
+        }
+        atomic_store_explicit(&r->in_ready, true, memory_order_release);
+    }
     int32_t i, n;
-    while (claim(&r->gu, false, &i, &n))
+    while (claim(&r->gu, false, all, &i, &n))
         run_gu_chunks(j, e, i, n, ith, nth);
     while (atomic_load_explicit(&r->gu_done, memory_order_acquire) < 2 * j->gu_chunks)
         woolly_cpu_relax();
-    float *g = j->gate + (size_t)e * j->ffe;
-    woolly_gated_rows(j->swiglu, g, j->up + (size_t)e * j->ffe, 1, j->ffe);
-    if (j->pack)
-        j->pack(g, j->ffe, j->dk + (size_t)e * j->dk_row);
+    float *g = j->gu[2 * e].y;
+    woolly_gated_rows(j->swiglu, g, j->gu[2 * e + 1].y, m, j->ffe);
+    const void *dk = down_input(j, e);
+    if (dk != g) {
+        const woolly_matmul_plan *plan = j->down[e].plan;
+        const size_t row = woolly_act_row_bytes(woolly_matmul_plan_step(plan, m)->kernel->act, j->ffe);
+        woolly_matmul_plan_pack(plan, m, g, (size_t)j->ffe, m, j->ffe, (void *)dk, row);
+    }
     atomic_store_explicit(&r->ready, true, memory_order_release);
-    while (claim(&r->down, false, &i, &n))
-        run_chunks(&j->down[e], down_input(j, e), j->down_rows, i, n, ith, nth);
+    while (claim(&r->down, false, all, &i, &n))
+        run_chunks(&j->down[e], m, dk, j->down_rows, i, n, ith, nth);
 }
 
 /* With every expert taken: chunks from the back of the others' until none is left to claim. Waits
- * (spinning) only while an expert's gate and up are all claimed but its down's input is not packed. */
+ * (spinning) only while an expert's gate and up are all claimed but its down's input is not packed, or
+ * its tokens' inputs are not packed yet. */
 static void help_experts(expert_job *j, int ith, int nth)
 {
     for (bool waiting = true; waiting;) {
         waiting = false;
-        for (int e = 0; e < j->k; e++) {
+        for (int e = 0; e < j->n; e++) {
             struct woolly_moe_expert_rows *r = &j->rows[e];
             int32_t i, n;
-            if (claim(&r->gu, true, &i, &n)) {
+            if (!atomic_load_explicit(&r->in_ready, memory_order_acquire)) {
+                waiting = true;
+                continue;
+            }
+            if (claim(&r->gu, true, false, &i, &n)) {
                 run_gu_chunks(j, e, i, n, ith, nth);
                 waiting = true;
                 break;
@@ -382,8 +428,8 @@ static void help_experts(expert_job *j, int ith, int nth)
                 waiting = true;
                 continue;
             }
-            if (claim(&r->down, true, &i, &n)) {
-                run_chunks(&j->down[e], down_input(j, e), j->down_rows, i, n, ith, nth);
+            if (claim(&r->down, true, false, &i, &n)) {
+                run_chunks(&j->down[e], tokens_of(j, e), down_input(j, e), j->down_rows, i, n, ith, nth);
                 waiting = true;
                 break;
             }
@@ -399,17 +445,53 @@ static void help_experts(expert_job *j, int ith, int nth)
 static void expert_job_run(void *arg, int ith, int nth)
 {
     expert_job *j = arg;
-    for (int e; (e = atomic_fetch_add(&j->next, 1)) < j->k;)
+    for (int e; (e = atomic_fetch_add(&j->next, 1)) < j->n;)
         run_expert(j, e, ith, nth);
     if (nth > 1)
         help_experts(j, ith, nth);
+}
+
+/* Runs the n experts of gu and down (their tokens rows row0[e] .. row0[e + 1]) on nth threads: with hk,
+ * a lone token's packed input for every gate and up; without, each expert packs its tokens' rows of h
+ * (token[] gives each row's) at rows row0[e] of s->pack. Down's inputs go to s->pack_down. */
+static void run_expert_job(woolly_context *c, const woolly_matmul_out *gu, const woolly_matmul_out *down,
+                           int n, const int32_t *row0, const void *hk, const float *h, int nth)
+{
+    woolly_moe_state *s = &c->s.moe;
+    const int64_t d = c->model->cfg.n_embd, ffe = c->model->cfg.n_ff_exp;
+    expert_job j = {.gu = gu,
+                    .down = down,
+                    .n = n,
+                    .row0 = row0,
+                    .hk = hk,
+                    .h = h,
+                    .token = s->token,
+                    .xk = s->pack,
+                    .dk = s->pack_down,
+                    .swiglu = c->ops.swiglu,
+                    .d = d,
+                    .ffe = ffe,
+                    .rows = s->rows,
+                    .gu_rows = chunk_rows(gu, 2 * n, row0, 2),
+                    .down_rows = chunk_rows(down, n, row0, 1)};
+    j.gu_chunks = (int32_t)((ffe + j.gu_rows - 1) / j.gu_rows);
+    j.down_chunks = (int32_t)((d + j.down_rows - 1) / j.down_rows);
+    for (int32_t e = 0; e < n; e++) {
+        atomic_init(&s->rows[e].gu, (uint64_t)(2 * j.gu_chunks) << 32);
+        atomic_init(&s->rows[e].down, (uint64_t)j.down_chunks << 32);
+        atomic_init(&s->rows[e].gu_done, 0);
+        atomic_init(&s->rows[e].in_ready, hk != NULL);
+        atomic_init(&s->rows[e].ready, false);
+    }
+    atomic_init(&j.next, 0);
+    woolly_threadpool_run_n(c->pool, expert_job_run, &j, nth);
 }
 
 /* A token's experts shared out whole (expert_job) when the threads divide them evenly and gate and up
  * read one activation format: its output to y, the k down rows added in expert order as down_rows adds
  * them. False, and nothing done, otherwise. */
 static bool ffn_experts_whole(woolly_context *c, const woolly_matmul_out *gu, const woolly_matmul_out *down,
-                              enum woolly_act down_act, const float *h, float *y)
+                              const float *h, float *y)
 {
     woolly_moe_state *s = &c->s.moe;
     const int32_t k = c->model->cfg.n_expert_used;
@@ -431,34 +513,12 @@ static bool ffn_experts_whole(woolly_context *c, const woolly_matmul_out *gu, co
         woolly_matmul_plan_pack(gu[0].plan, 1, h, 0, 1, d, c->s.pack, woolly_act_row_bytes(act, d));
         hk = c->s.pack;
     }
-    expert_job j = {.gu = gu,
-                    .down = down,
-                    .k = k,
-                    .hk = hk,
-                    .dk = s->pack,
-                    .dk_row = woolly_act_row_bytes(down_act, ffe),
-                    .pack = down_act != WOOLLY_ACT_F32 ? down[0].plan->pack[WOOLLY_TOKENS_1] : NULL,
-                    .swiglu = c->ops.swiglu,
-                    .gate = s->gate,
-                    .up = s->up,
-                    .ffe = ffe,
-                    .rows = s->rows,
-                    .gu_rows = chunk_rows(gu, 2 * k),
-                    .down_rows = chunk_rows(down, k)};
-    j.gu_chunks = (int32_t)((ffe + j.gu_rows - 1) / j.gu_rows);
-    j.down_chunks = (int32_t)((d + j.down_rows - 1) / j.down_rows);
-    for (int32_t e = 0; e < k; e++) {
-        atomic_init(&s->rows[e].gu, (uint64_t)(2 * j.gu_chunks) << 32);
-        atomic_init(&s->rows[e].down, (uint64_t)j.down_chunks << 32);
-        atomic_init(&s->rows[e].gu_done, 0);
-        atomic_init(&s->rows[e].ready, false);
-    }
-    atomic_init(&j.next, 0);
-    woolly_threadpool_run_n(c->pool, expert_job_run, &j, nth);
+    for (int32_t e = 0; e <= k; e++)
+        s->row0[e] = e;
+    run_expert_job(c, gu, down, k, s->row0, hk, h, nth);
     sum_experts(down, s->one_w, k, 0, d, y);
     return true;
 }
-
 /* The FFN of one token (h, its normalized row) whose experts are chosen: its output to y. False, and
  * nothing done, if the experts' down matrices do not all read one activation format (a tuning profile
  * gave them different kernels): then the general path runs. */
@@ -488,7 +548,7 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
         gu[2 * j + 1] = (woolly_matmul_out){u, &c->plans[u->id], s->up + (size_t)j * ffe, (size_t)u->rows};
         down[j] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)j * d, (size_t)d};
     }
-    if (ffn_experts_whole(c, gu, down, k0->act, h, y))
+    if (ffn_experts_whole(c, gu, down, h, y))
         return true;
     woolly_matmul_n(c->pool, gu, 2 * k, h, 1, c->s.pack);
     woolly_gated_rows(c->ops.swiglu, s->gate, s->up, k, ffe);
@@ -582,54 +642,6 @@ static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, i
     return woolly_matmul_plan_step(&c->plans[w->id], m)->kernel->act;
 }
 
-/* Chosen experts per thread from which the last one's wait is small enough to take them whole. */
-enum { WHOLE_EXPERTS_PER_THREAD = 16 };
-
-/* A few tokens' chosen experts shared out whole among the threads, as expert_job shares one token's:
- * each thread takes the next expert free and runs, for the tokens routed to it, the packing of their
- * inputs, gate, up, the activation, the packing of down's input and down, with no barrier between them.
- * Expert e's pairs are rows start[e] .. start[e + 1] of s->gate, s->up and s->down (pair order, as the
- * two-dispatch form leaves them), and its packed inputs sit at the same rows of s->pack and
- * s->pack_down, F32-wide, so that no thread's overlaps another's. */
-typedef struct group_job {
-    const woolly_context *c;
-    const woolly_layer *L;
-    const float *h;
-    atomic_int next; /* the next expert no thread has taken */
-} group_job;
-
-static void group_job_run(void *arg, int ith, int nth)
-{
-    group_job *j = arg;
-    const woolly_context *c = j->c;
-    const woolly_moe_state *s = &c->s.moe;
-    const int32_t n_expert = c->model->cfg.n_expert;
-    const int64_t d = c->model->cfg.n_embd, ffe = c->model->cfg.n_ff_exp;
-    for (int e; (e = atomic_fetch_add(&j->next, 1)) < n_expert;) {
-        const int32_t i0 = s->start[e], m = s->start[e + 1] - i0;
-        if (m == 0)
-            continue;
-        const woolly_matrix *g = &j->L->gate_exps.each[e], *u = &j->L->up_exps.each[e],
-                            *dn = &j->L->down_exps.each[e];
-        const enum woolly_act act = act_of(c, g, m), down_act = act_of(c, dn, m);
-        const size_t row = woolly_act_row_bytes(act, d), down_row = woolly_act_row_bytes(down_act, ffe);
-        char *xk = (char *)s->pack + (size_t)i0 * (size_t)d * sizeof(float);
-        char *dk = (char *)s->pack_down + (size_t)i0 * (size_t)ffe * sizeof(float);
-        float *gate = s->gate + (size_t)i0 * ffe, *up = s->up + (size_t)i0 * ffe;
-        const woolly_matmul_out og = {g, &c->plans[g->id], gate, (size_t)ffe},
-                                ou = {u, &c->plans[u->id], up, (size_t)ffe},
-                                od = {dn, &c->plans[dn->id], s->down + (size_t)i0 * d, (size_t)d};
-        for (int32_t i = 0; i < m; i++)
-            woolly_matmul_plan_pack(og.plan, m, j->h + (size_t)s->token[i0 + i] * d, 0, 1, d,
-                                    xk + (size_t)i * row, row);
-        woolly_matmul_rows(&og, m, xk, 0, g->rows, ith, nth);
-        woolly_matmul_rows(&ou, m, xk, 0, u->rows, ith, nth);
-        woolly_gated_rows(c->ops.swiglu, gate, up, m, ffe);
-        woolly_matmul_plan_pack(od.plan, m, gate, (size_t)ffe, m, ffe, dk, down_row);
-        woolly_matmul_rows(&od, m, dk, 0, dn->rows, ith, nth);
-    }
-}
-
 /* The threads for a few tokens' experts: as run_units counts them, the most any of their steps asks
  * for, else as many as the work repays. The chosen experts' count to *groups. */
 static int few_tokens_threads(const woolly_context *c, const woolly_layer *L, int *groups)
@@ -670,18 +682,31 @@ static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float
             return false;
     }
     const int32_t n_pairs = s->start[n_expert];
-    /* Whole experts when the threads share them evenly, or when there are so many that the last one
-     * leaves the others waiting little; else the two dispatches, every expert's rows split across the
-     * threads. Measured on the Zen 5, granitemoe-3b, sequences decoding together against the two
-     * dispatches (bench_decode_batch, in turns): whole whatever the count, 16 sequences (40 of 40
-     * experts) 1.04-1.21x, 2 (15 or so: one thread runs one more) 0.90-1.05x, median 0.96x; with this
-     * rule 2 sequences 0.99-1.05x, 4 1.00-1.09x, 8 1.00-1.02x, 16 1.02-1.20x. */
+    /* Whole experts, each by the next thread free over the tokens routed to it, the threads helping
+     * each other with the last ones (expert_job); with whole experts off (the tests' comparison), the
+     * two dispatches. On the Zen 5, qwen3moe-30b-a3b-12l, the steps that choose an odd count of experts
+     * (which the threads cannot share evenly), timed in place with the two forms alternating: whole
+     * took 5-9% less time with 2 sequences decoding together (3 of 3 runs), level with 4 and 8
+     * (bench/journal/2026-12-05-zen5-7.md). Without the helpers, whole had lost there (granitemoe-3b,
+     * 2 sequences, 0.90-1.05x), which is why the two dispatches were the rule for odd counts. */
     int groups;
     const int nth = few_tokens_threads(c, L, &groups);
-    if (g_whole_experts && (groups % nth == 0 || groups >= WHOLE_EXPERTS_PER_THREAD * nth)) {
-        group_job j = {.c = c, .L = L, .h = h};
-        atomic_init(&j.next, 0);
-        woolly_threadpool_run_n(c->pool, group_job_run, &j, nth);
+    if (g_whole_experts) {
+        woolly_matmul_out *gu = s->outs, *down = s->outs + 2 * groups;
+        int n = 0;
+        for (int32_t e = 0; e < n_expert; e++) {
+            const int32_t i0 = s->start[e];
+            if (s->start[e + 1] == i0)
+                continue;
+            const woolly_matrix *g = &L->gate_exps.each[e], *u = &L->up_exps.each[e],
+                                *dn = &L->down_exps.each[e];
+            gu[2 * n] = (woolly_matmul_out){g, &c->plans[g->id], s->gate + (size_t)i0 * ffe, (size_t)ffe};
+            gu[2 * n + 1] = (woolly_matmul_out){u, &c->plans[u->id], s->up + (size_t)i0 * ffe, (size_t)ffe};
+            down[n] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)i0 * d, (size_t)d};
+            s->row0[n++] = i0;
+        }
+        s->row0[n] = n_pairs;
+        run_expert_job(c, gu, down, n, s->row0, NULL, h, nth);
         add_weighted(s, 0, n_pairs, s->down, d);
         return true;
     }

@@ -22,7 +22,8 @@ typedef struct woolly_moe_unit {
 } woolly_moe_unit;
 
 /* A context's buffers for the step (allocated once with the context; all NULL for a dense model).
- * "[n]": one row per token of a batch of up to n_batch. */
+ * "[n]": one row per token of a batch of up to n_batch; "chosen": the most experts one step of the
+ * one-step paths chooses (a few tokens' k each, at most n_expert). */
 typedef struct woolly_moe_state {
     float *logits;   /* [n][n_expert] the router's logits */
     int32_t *chosen; /* [n][k] each token's experts, the most probable first */
@@ -36,9 +37,10 @@ typedef struct woolly_moe_state {
     /* Decoding one token (all k experts in one step), or a few (all their experts in one step): */
     int32_t *one_e;                 /* [k] its experts in index order */
     float *one_w;                   /* [k] their weights */
-    struct woolly_matmul_out *outs; /* [3k] gate and up of each, then down of each */
-    struct woolly_moe_expert_rows *rows; /* [k] the chunks of each still to claim (moe.c) */
-    woolly_moe_unit *units;         /* [2 * the most experts a few tokens choose] a few tokens' products */
+    struct woolly_matmul_out *outs; /* [3 chosen] gate and up of each chosen expert, then down of each */
+    struct woolly_moe_expert_rows *rows; /* [chosen] the chunks of each still to claim (moe.c) */
+    int32_t *row0;                  /* [chosen + 1] where each chosen expert's rows begin in gate, up, down */
+    woolly_moe_unit *units;         /* [2 chosen] a few tokens' products */
     float *gate, *up;               /* [pairs][n_ff_exp], pairs = k times the tokens of the step */
     float *down;                    /* [pairs][n_embd] each pair's expert output */
     void *pack;                     /* [pairs] packed inputs (F32 is the widest format) */
