@@ -297,6 +297,7 @@ typedef struct matmul_job {
     int64_t m, k, total_rows;
     enum woolly_act act;
     woolly_pack_fn pack;
+    int chunks_per_thread; /* of the shared rows (woolly_split_run) */
     atomic_int next_chunk; /* the chunks of the shared rows taken so far */
 } matmul_job;
 
@@ -402,6 +403,16 @@ static void run_span(const matmul_job *j, int64_t p0, int64_t p1, int ith, int n
  * waiting. */
 enum { SHARED_PART = 4 /* the last quarter of the rows */, CHUNKS_PER_THREAD = 8 };
 
+/* A GEMV's chunks are at least this many bytes of weights, and at least 2 a thread. Each chunk starts a
+ * new stream from DRAM, which cost about 0.5 us on the Zen 5: with 8 chunks a thread, the 1.3 MiB of
+ * gemma3-1b's Q, K and V took 39 us where a static split took 33. Timed in place, the split's three
+ * forms alternating by layer and token (bench/journal/2026-12-05-zen5-7.md), medians of 3 runs, 2
+ * chunks a thread against 8: Q, K and V 36.7 against 39.2 us, attention's output 19.9 against 21.6,
+ * gate and up 249.7 against 258.2, down 127.3 against 134.3; the static split, fast on the small ones
+ * while both threads ran alike, took 73 us for Q, K and V in a run where one was slowed, and 6.6 ms
+ * for the 321 MiB output matrix against 6.2 with 8 chunks a thread, which it keeps. */
+enum { GEMV_CHUNK_MIN_BYTES = 512 << 10, GEMV_CHUNKS_MIN = 2 };
+
 /* Each thread first runs its own contiguous share of the first three quarters of the rows, one
  * sequential stream of weights; then the threads take the rest in chunks, each the next one free. A
  * thread slowed by something outside the job (a busy sibling hyperthread, another process, the
@@ -412,8 +423,14 @@ enum { SHARED_PART = 4 /* the last quarter of the rows */, CHUNKS_PER_THREAD = 8
 void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
                       void *arg, int ith, int nth)
 {
+    woolly_split_run_chunks(total, CHUNKS_PER_THREAD, next_chunk, span, arg, ith, nth);
+}
+
+void woolly_split_run_chunks(int64_t total, int chunks_per_thread, atomic_int *next_chunk,
+                             void (*span)(void *, int64_t, int64_t, int, int), void *arg, int ith, int nth)
+{
     const int64_t shared = nth > 1 ? total / SHARED_PART : 0, own = total - shared;
-    const int n_chunks = nth > 1 ? CHUNKS_PER_THREAD * nth : 0;
+    const int n_chunks = nth > 1 ? chunks_per_thread * nth : 0;
     span(arg, own * ith / nth, own * (ith + 1) / nth, ith, nth);
     for (int c; (c = atomic_fetch_add(next_chunk, 1)) < n_chunks;)
         span(arg, own + shared * c / n_chunks, own + shared * (c + 1) / n_chunks, ith, nth);
@@ -427,7 +444,7 @@ static void matmul_span(void *arg, int64_t p0, int64_t p1, int ith, int nth)
 static void matmul_job_run(void *arg, int ith, int nth)
 {
     matmul_job *j = arg;
-    woolly_split_run(j->total_rows, &j->next_chunk, matmul_span, j, ith, nth);
+    woolly_split_run_chunks(j->total_rows, j->chunks_per_thread, &j->next_chunk, matmul_span, j, ith, nth);
 }
 
 /* Multiply-adds below which another thread does not pay for waking it (a few microseconds). */
@@ -457,14 +474,23 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
         .pack = outs[0].plan->pack[cls],
     };
     int threads = 0; /* the largest thread count the steps ask for, if any does */
+    double bytes = 0;
     for (int i = 0; i < n; i++) {
         j.total_rows += outs[i].w->rows;
+        bytes += (double)outs[i].w->rows * (double)outs[i].w->row_bytes;
         const int t = woolly_matmul_plan_step(outs[i].plan, m)->threads;
         threads = t > threads ? t : threads;
     }
     const int nth = threads > 0 ? threads
                                 : woolly_threads_for(pool, (double)m * (double)j.total_rows * (double)j.k,
                                                      MATMUL_MIN_WORK_PER_THREAD);
+    j.chunks_per_thread = CHUNKS_PER_THREAD;
+    if (m == 1 && nth > 1) {
+        const double per_thread = bytes / SHARED_PART / GEMV_CHUNK_MIN_BYTES / nth;
+        j.chunks_per_thread = per_thread < GEMV_CHUNKS_MIN ? GEMV_CHUNKS_MIN
+                              : per_thread > CHUNKS_PER_THREAD ? CHUNKS_PER_THREAD
+                                                               : (int)per_thread;
+    }
     atomic_init(&j.next_chunk, 0);
     if (j.act != WOOLLY_ACT_F32) {
         j.xk = pack;
