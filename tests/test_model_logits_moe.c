@@ -195,7 +195,7 @@ static float *logits_of(const char *path, const ref *r, int n_batch)
  * bit, on 2 threads, for an F16 file (F16 activations) and a Q4_K_M one (packed int8), one token at a
  * time and in batches of 5 and 3. Taken whole, a top-2 token's experts go one to each thread, and the
  * first to finish takes chunks of the other's rows (64 rows each, two to four a matrix in these files),
- * whichever thread runs them; a batch's 3 to 8 chosen experts go to the next thread free, an odd count
+ * whichever thread runs them; a batch's 2 to 8 chosen experts go to the next thread free, an odd count
  * leaving one thread to help with the last. */
 Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
 {

@@ -403,15 +403,16 @@ static void run_span(const matmul_job *j, int64_t p0, int64_t p1, int ith, int n
  * waiting. */
 enum { SHARED_PART = 4 /* the last quarter of the rows */, CHUNKS_PER_THREAD = 8 };
 
-/* A GEMV's chunks are at least this many bytes of weights, and at least 2 a thread. Each chunk starts a
- * new stream from DRAM, which cost about 0.5 us on the Zen 5: with 8 chunks a thread, the 1.3 MiB of
- * gemma3-1b's Q, K and V took 39 us where a static split took 33. Timed in place, the split's three
- * forms alternating by layer and token (bench/journal/2026-12-05-zen5-7.md), medians of 3 runs, 2
- * chunks a thread against 8: Q, K and V 36.7 against 39.2 us, attention's output 19.9 against 21.6,
- * gate and up 249.7 against 258.2, down 127.3 against 134.3; the static split, fast on the small ones
- * while both threads ran alike, took 73 us for Q, K and V in a run where one was slowed, and 6.6 ms
- * for the 321 MiB output matrix against 6.2 with 8 chunks a thread, which it keeps. */
-enum { GEMV_CHUNK_MIN_BYTES = 512 << 10, GEMV_CHUNKS_MIN = 2 };
+/* A GEMV's chunks: about this many bytes of weights each, 2 to 8 a thread (so a small matrix's are
+ * smaller). Each chunk starts a new stream from DRAM, some 0.5-1 us on the Zen 5 by the differences
+ * below: with 8 chunks a thread, the 1.3 MiB of gemma3-1b's Q, K and V took 37-42 us where a static
+ * split took 33-35 in the same runs. Timed in place, the split's three forms alternating by layer and
+ * token (bench/journal/2026-12-05-zen5-7.md), medians of 3 runs, 2 chunks a thread against 8: Q, K
+ * and V 36.7 against 39.2 us, attention's output 19.9 against 21.6, gate and up 249.7 against 258.2,
+ * down 127.3 against 134.3; the static split, fast on the small ones while both threads ran alike,
+ * took 73 us for Q, K and V in a run where one was slowed, and 6.6 ms for the 321 MiB output matrix
+ * against 6.2 with 8 chunks a thread, which it keeps. */
+enum { GEMV_CHUNK_BYTES = 512 << 10, GEMV_CHUNKS_MIN = 2 };
 
 /* Each thread first runs its own contiguous share of the first three quarters of the rows, one
  * sequential stream of weights; then the threads take the rest in chunks, each the next one free. A
@@ -420,13 +421,7 @@ enum { GEMV_CHUNK_MIN_BYTES = 512 << 10, GEMV_CHUNKS_MIN = 2 };
  * shared 2-core VM, the time between the first and the last thread finishing, as a share of the matmul
  * time: a decode step 8-11% with every row split statically, 3-4% this way; a step of 8 tokens 16-20%,
  * 3%. */
-void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
-                      void *arg, int ith, int nth)
-{
-    woolly_split_run_chunks(total, CHUNKS_PER_THREAD, next_chunk, span, arg, ith, nth);
-}
-
-void woolly_split_run_chunks(int64_t total, int chunks_per_thread, atomic_int *next_chunk,
+static void split_run_chunks(int64_t total, int chunks_per_thread, atomic_int *next_chunk,
                              void (*span)(void *, int64_t, int64_t, int, int), void *arg, int ith, int nth)
 {
     const int64_t shared = nth > 1 ? total / SHARED_PART : 0, own = total - shared;
@@ -434,6 +429,12 @@ void woolly_split_run_chunks(int64_t total, int chunks_per_thread, atomic_int *n
     span(arg, own * ith / nth, own * (ith + 1) / nth, ith, nth);
     for (int c; (c = atomic_fetch_add(next_chunk, 1)) < n_chunks;)
         span(arg, own + shared * c / n_chunks, own + shared * (c + 1) / n_chunks, ith, nth);
+}
+
+void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
+                      void *arg, int ith, int nth)
+{
+    split_run_chunks(total, CHUNKS_PER_THREAD, next_chunk, span, arg, ith, nth);
 }
 
 static void matmul_span(void *arg, int64_t p0, int64_t p1, int ith, int nth)
@@ -444,7 +445,7 @@ static void matmul_span(void *arg, int64_t p0, int64_t p1, int ith, int nth)
 static void matmul_job_run(void *arg, int ith, int nth)
 {
     matmul_job *j = arg;
-    woolly_split_run_chunks(j->total_rows, j->chunks_per_thread, &j->next_chunk, matmul_span, j, ith, nth);
+    split_run_chunks(j->total_rows, j->chunks_per_thread, &j->next_chunk, matmul_span, j, ith, nth);
 }
 
 /* Multiply-adds below which another thread does not pay for waking it (a few microseconds). */
@@ -486,7 +487,7 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
                                                      MATMUL_MIN_WORK_PER_THREAD);
     j.chunks_per_thread = CHUNKS_PER_THREAD;
     if (m == 1 && nth > 1) {
-        const double per_thread = bytes / SHARED_PART / GEMV_CHUNK_MIN_BYTES / nth;
+        const double per_thread = bytes / SHARED_PART / GEMV_CHUNK_BYTES / nth;
         j.chunks_per_thread = per_thread < GEMV_CHUNKS_MIN ? GEMV_CHUNKS_MIN
                               : per_thread > CHUNKS_PER_THREAD ? CHUNKS_PER_THREAD
                                                                : (int)per_thread;

@@ -171,9 +171,6 @@ void woolly_matmul_rows(const woolly_matmul_out *o, int64_t m, const void *xk, i
  * that splits several products its own way within one dispatch (moe.c). */
 void woolly_split_run(int64_t total, atomic_int *next_chunk, void (*span)(void *, int64_t, int64_t, int, int),
                       void *arg, int ith, int nth);
-/* The same with chunks_per_thread chunks of the shared rows a thread (woolly_split_run: 8). */
-void woolly_split_run_chunks(int64_t total, int chunks_per_thread, atomic_int *next_chunk,
-                             void (*span)(void *, int64_t, int64_t, int, int), void *arg, int ith, int nth);
 
 /* For tests: a function that sees every kernel call as the kernel receives it (the matrix, the kernel,
  * its arguments, the calling thread's index and the dispatch's thread count). NULL turns it off. Set it
