@@ -226,6 +226,34 @@ Test(moe_one_step, decode_is_bit_identical_to_one_matmul_per_expert)
         }
 }
 
+/* A prompt longer than a step's slice (capped at 24 tokens here; hundreds by default) runs in slices of
+ * equal size, 3 or 4 of about 20 tokens for these files' 69 to 79, each packing its tokens' inputs once
+ * for all their experts: bit for bit what one matmul per expert gives over the same slices, and within
+ * the model's bar of the float64 reference. */
+Test(moe_one_step, prompt_in_slices)
+{
+    for (size_t i = 0; i < sizeof MOE / sizeof MOE[0]; i++) {
+        const model_case *mc = &MOE[i];
+        ref r = load_ref(mc->name);
+        cr_assert_gt(r.n_tokens, 2 * 24, "%s: the reference has too few tokens for slices", mc->name);
+        woolly_moe_set_slice_cap(24);
+        woolly_moe_set_one_step(false);
+        float *per_expert = logits_of(model_path(mc->name), &r, 512);
+        woolly_moe_set_one_step(true);
+        float *grouped = logits_of(model_path(mc->name), &r, 512);
+        woolly_moe_set_slice_cap(0);
+        const size_t bytes = sizeof(float) * (size_t)r.n_tokens * (size_t)r.n_vocab;
+        cr_expect(memcmp(per_expert, grouped, bytes) == 0,
+                  "%s, slices of 24 tokens: the one-step logits differ from one matmul per expert's",
+                  mc->name);
+        const double e = mean_nmse(grouped, r.logits, r.n_tokens, r.n_vocab);
+        cr_expect_leq(e, mc->max_nmse, "%s, slices of 24 tokens: NMSE %.3g exceeds %.2g", mc->name, e,
+                      mc->max_nmse);
+        free(per_expert), free(grouped);
+        free_ref(&r);
+    }
+}
+
 /* Another top-k than the file's (1 and 3 of its 8 experts): the model runs it, every logit finite, and
  * its logits move far from top-2's (the key is read, not assumed). The files' routers keep clear gaps only
  * at their own top-2 cut (testdata README): at other cuts a few tokens sit at a near tie, where the

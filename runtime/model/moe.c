@@ -24,15 +24,20 @@
  * Either way the k down outputs are added in expert order, as the batched path adds them: the same
  * arithmetic, bit for bit.
  *
- * A batch of a few tokens (a server step with one token per request, MOE_FEW_TOKENS at most) does the
- * same for all its experts: in one dispatch each thread takes the next chosen expert free and runs it
- * whole over the tokens routed to it (their inputs packed, gate, up, the activation, down's input
- * packed, down), and the threads help each other with the last ones, as a lone token's do (the same
- * expert_job). (For the tests' comparison, the two-dispatch form: their groups' inputs packed, then gate
- * and up of every chosen expert in one dispatch, the activation, down of every one in another.) Then
- * the weighted sum in the general path's order. The general path would take two dispatches per expert:
- * with 8 tokens choosing 8 of 128 experts each, some 100 dispatches of a GEMV or two per layer, each
- * ending at a barrier. */
+ * A batch of several tokens (a server step, a prompt) does the same for all its experts, a slice of at
+ * most s->slice tokens at a time (the step's buffers' size): the slice's inputs packed once, then in one
+ * dispatch each thread takes the next chosen expert free and runs it whole over the tokens routed to it
+ * (their packed inputs gathered, gate, up, the activation, down's input packed, down), and the threads
+ * help each other with the last ones, as a lone token's do (the same expert_job). (For the tests'
+ * comparison, the two-dispatch form: their groups' inputs packed, then gate and up of every chosen expert
+ * in one dispatch, the activation, down of every one in another.) Then the weighted sum in the general
+ * path's order. The general path takes two dispatches per expert, each ending at a barrier, with the
+ * gathering, the activation and the weighted sum on the calling thread between them: with 8 tokens
+ * choosing 8 of 128 experts each, some 100 dispatches of a GEMV or two per layer; on a prompt of 512
+ * tokens, the one dispatch ran granitemoe-3b's pp512 1.11x as fast, qwen3moe-30b-a3b-12l's 1.06x
+ * (bench/journal/2026-12-06-zen5.md). The general path remains for an importance matrix's collection
+ * (it observes each expert's input) and where a profile gives an expert's gate and up different
+ * activation formats. */
 #include "moe.h"
 
 #include <math.h>
@@ -43,8 +48,11 @@
 #include "context.h"
 #include "imatrix.h"
 
-/* Batches of up to this many tokens take the few-tokens step: the small-batch class's largest. */
-enum { MOE_FEW_TOKENS = WOOLLY_TOKENS_SMALL_MAX };
+/* A grouped step's buffers (moe.h: gate, up and down outputs and packed inputs, a few floats of n_embd
+ * and n_ff_exp a pair) take at most about this many bytes; a longer batch runs as slices of tokens,
+ * each at least the small-batch class's largest. At 128 MiB granitemoe-3b's and qwen3moe-30b-a3b-12l's
+ * slices are 910 and 655 tokens (a default batch of 512 in one), Mixtral's 273. */
+enum { MOE_STEP_BYTES = 128 << 20, MOE_SLICE_MIN = WOOLLY_TOKENS_SMALL_MAX };
 
 /* One of the experts of a dispatch (expert_job below): the chunks of its rows still to claim, of gate
  * and up (one list) and of down, and whether the inputs of gate and up, and of down, are ready. */
@@ -73,9 +81,13 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->in = malloc(sizeof(float) * n_ffn * d);
     s->out = malloc(sizeof(float) * n_ffn * d);
     s->sum = malloc(sizeof(float) * n_batch * d);
-    const size_t ffe = (size_t)p->n_ff_exp;
-    /* the pairs of one step: a lone token's k, or those of a batch of a few tokens */
-    const size_t pairs = (n_batch < MOE_FEW_TOKENS ? n_batch : MOE_FEW_TOKENS) * k;
+    const size_t ffe = (size_t)p->n_ff_exp, widest = ffe > d ? ffe : d;
+    /* the pairs of one step: a lone token's k, or those of a slice of a batch */
+    size_t slice = MOE_STEP_BYTES / (sizeof(float) * (3 * ffe + d + widest) * k);
+    slice = slice > MOE_SLICE_MIN ? slice : MOE_SLICE_MIN;
+    slice = slice < n_batch ? slice : n_batch;
+    s->slice = (int32_t)slice;
+    const size_t pairs = slice * k;
     const size_t chosen = pairs < n_exp ? pairs : n_exp; /* the most experts one step chooses */
     s->one_e = malloc(sizeof(int32_t) * k);
     s->one_w = malloc(sizeof(float) * k);
@@ -87,11 +99,12 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->up = malloc(sizeof(float) * pairs * ffe);
     s->down = malloc(sizeof(float) * pairs * d);
     /* packed inputs: F32, the widest format, of the experts' inputs (n_embd) or down's (n_ff_exp) */
-    s->pack = malloc(sizeof(float) * pairs * (ffe > d ? ffe : d));
+    s->pack = malloc(sizeof(float) * pairs * widest);
     s->pack_down = malloc(sizeof(float) * pairs * ffe);
+    s->pack_tokens = malloc(sizeof(float) * slice * d);
     if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->in || !s->out ||
         !s->sum || !s->one_e || !s->one_w || !s->outs || !s->rows || !s->row0 || !s->units || !s->gate ||
-        !s->up || !s->down || !s->pack || !s->pack_down)
+        !s->up || !s->down || !s->pack || !s->pack_down || !s->pack_tokens)
         return woolly_fail(err, "out of memory for the experts' buffers; try a smaller --batch-size");
     return 0;
 }
@@ -102,7 +115,7 @@ void woolly_moe_state_free(woolly_moe_state *s)
     free(s->in), free(s->out), free(s->sum);
     free(s->one_e), free(s->one_w), free(s->outs), free(s->rows), free(s->row0), free(s->units);
     free(s->gate), free(s->up), free(s->down);
-    free(s->pack), free(s->pack_down);
+    free(s->pack), free(s->pack_down), free(s->pack_tokens);
     *s = (woolly_moe_state){0};
 }
 
@@ -132,20 +145,23 @@ void woolly_moe_route(const float *logits, int32_t n_expert, int32_t k, int32_t 
         weight[j] = (float)(weight[j] / sum);
 }
 
-/* Groups the batch's (token, expert) pairs by expert, tokens in batch order: a counting sort. */
-static void group_by_expert(woolly_moe_state *s, int32_t n, int32_t n_expert, int32_t k)
+/* Groups the (token, expert) pairs of the batch's tokens t0 .. t0 + n by expert, tokens in batch order
+ * and numbered from t0: a counting sort. */
+static void group_by_expert(woolly_moe_state *s, int32_t t0, int32_t n, int32_t n_expert, int32_t k)
 {
+    const int32_t *chosen = s->chosen + (size_t)t0 * k;
+    const float *weight = s->weight + (size_t)t0 * k;
     memset(s->start, 0, sizeof(int32_t) * (size_t)(n_expert + 1));
     for (int32_t i = 0; i < n * k; i++)
-        s->start[s->chosen[i] + 1]++;
+        s->start[chosen[i] + 1]++;
     for (int32_t e = 0; e < n_expert; e++)
         s->start[e + 1] += s->start[e];
     int32_t *next = s->start; /* advanced as pairs land, then restored */
     for (int32_t t = 0; t < n; t++)
         for (int32_t j = 0; j < k; j++) {
-            const int32_t e = s->chosen[(size_t)t * k + j], at = next[e]++;
+            const int32_t e = chosen[(size_t)t * k + j], at = next[e]++;
             s->token[at] = t;
-            s->pair_w[at] = s->weight[(size_t)t * k + j];
+            s->pair_w[at] = weight[(size_t)t * k + j];
         }
     for (int32_t e = n_expert; e > 0; e--)
         s->start[e] = s->start[e - 1];
@@ -160,12 +176,13 @@ static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, in
 }
 
 /* Adds pairs i0 .. i0 + m of the grouped order (one expert's tokens, or several experts' in a row) to
- * their tokens' sums with their weights: out holds their outputs, a row of n_embd each. Experts in index
- * order and each one's tokens in batch order, the one order every path adds them in. */
-static void add_weighted(woolly_moe_state *s, int32_t i0, int32_t m, const float *out, int64_t d)
+ * their tokens' rows of sum with their weights: out holds their outputs, a row of n_embd each. Experts in
+ * index order and each one's tokens in batch order, the one order every path adds them in. */
+static void add_weighted(const woolly_moe_state *s, float *sum, int32_t i0, int32_t m, const float *out,
+                         int64_t d)
 {
     for (int32_t i = 0; i < m; i++) {
-        float *dst = s->sum + (size_t)s->token[i0 + i] * d;
+        float *dst = sum + (size_t)s->token[i0 + i] * d;
         const float *src = out + (size_t)i * d, w = s->pair_w[i0 + i];
         for (int64_t j = 0; j < d; j++)
             dst[j] += w * src[j];
@@ -184,6 +201,13 @@ static bool g_whole_experts = true;
 void woolly_moe_set_whole_experts(bool on)
 {
     g_whole_experts = on;
+}
+
+static int32_t g_slice_cap;
+
+void woolly_moe_set_slice_cap(int32_t tokens)
+{
+    g_slice_cap = tokens;
 }
 
 /* ---- one token: its k experts as one step ------------------------------------------------------- */
@@ -278,6 +302,7 @@ typedef struct expert_job {
     const void *hk;      /* a lone token's input, packed for every gate and up; NULL: each expert's own */
     const float *h;      /* the tokens' inputs (d floats a row) ... */
     const int32_t *token; /* ... and each row's token, for an expert to pack its own */
+    const char *packed;   /* the tokens' inputs packed once (as every expert's gate and up read), or NULL */
     char *xk, *dk; /* expert e's packed inputs of gate and up, of down, from row row0[e] of F32-wide rows */
     woolly_swiglu_fn swiglu;
     int64_t d, ffe;
@@ -382,8 +407,12 @@ static void run_expert(expert_job *j, int e, int ith, int nth)
         const size_t row = woolly_act_row_bytes(woolly_matmul_plan_step(plan, m)->kernel->act, j->d);
         char *xk = (char *)gu_input(j, e);
         for (int64_t i = 0; i < m; i++) {
-            const float *x = j->h + (size_t)j->token[j->row0[e] + i] * (size_t)j->d;
-            woolly_matmul_plan_pack(plan, m, x, 0, 1, j->d, xk + (size_t)i * row, row);
+            const size_t t = (size_t)j->token[j->row0[e] + i];
+            char *dst = xk + (size_t)i * row;
+            if (j->packed)
+                memcpy(dst, j->packed + t * row, row);
+            else
+                woolly_matmul_plan_pack(plan, m, j->h + t * (size_t)j->d, 0, 1, j->d, dst, row);
         }
         atomic_store_explicit(&r->in_ready, true, memory_order_release);
     }
@@ -452,10 +481,12 @@ static void expert_job_run(void *arg, int ith, int nth)
 }
 
 /* Runs the n experts of gu and down (their tokens rows row0[e] .. row0[e + 1]) on nth threads: with hk,
- * a lone token's packed input for every gate and up; without, each expert packs its tokens' rows of h
- * (token[] gives each row's) at rows row0[e] of s->pack. Down's inputs go to s->pack_down. */
+ * a lone token's packed input for every gate and up; without, each expert gathers its tokens' rows
+ * (token[] gives each row's) at rows row0[e] of s->pack, from packed (the tokens' rows packed once) or
+ * packing them from h. Down's inputs go to s->pack_down. */
 static void run_expert_job(woolly_context *c, const woolly_matmul_out *gu, const woolly_matmul_out *down,
-                           int n, const int32_t *row0, const void *hk, const float *h, int nth)
+                           int n, const int32_t *row0, const void *hk, const float *h, const void *packed,
+                           int nth)
 {
     woolly_moe_state *s = &c->s.moe;
     const int64_t d = c->model->cfg.n_embd, ffe = c->model->cfg.n_ff_exp;
@@ -466,6 +497,7 @@ static void run_expert_job(woolly_context *c, const woolly_matmul_out *gu, const
                     .hk = hk,
                     .h = h,
                     .token = s->token,
+                    .packed = packed,
                     .xk = s->pack,
                     .dk = s->pack_down,
                     .swiglu = c->ops.swiglu,
@@ -515,7 +547,7 @@ static bool ffn_experts_whole(woolly_context *c, const woolly_matmul_out *gu, co
     }
     for (int32_t e = 0; e <= k; e++)
         s->row0[e] = e;
-    run_expert_job(c, gu, down, k, s->row0, hk, h, nth);
+    run_expert_job(c, gu, down, k, s->row0, hk, h, NULL, nth);
     sum_experts(down, s->one_w, k, 0, d, y);
     return true;
 }
@@ -574,7 +606,7 @@ static bool ffn_one_token(woolly_context *c, const woolly_layer *L, const float 
     return true;
 }
 
-/* ---- a few tokens: all their experts as one step ----------------------------------------------- */
+/* ---- a batch: all its experts as one step per slice -------------------------------------------- */
 
 /* The rows of a list of products, each with its own packed input and token count, in one dispatch, their
  * row tiles split as matmul.c splits one product's rows (woolly_split_run). */
@@ -642,9 +674,9 @@ static enum woolly_act act_of(const woolly_context *c, const woolly_matrix *w, i
     return woolly_matmul_plan_step(&c->plans[w->id], m)->kernel->act;
 }
 
-/* The threads for a few tokens' experts: as run_units counts them, the most any of their steps asks
- * for, else as many as the work repays. The chosen experts' count to *groups. */
-static int few_tokens_threads(const woolly_context *c, const woolly_layer *L, int *groups)
+/* The threads for a batch's experts: as run_units counts them, the most any of their steps asks for,
+ * else as many as the work repays. The chosen experts' count to *groups. */
+static int grouped_threads(const woolly_context *c, const woolly_layer *L, int *groups)
 {
     const woolly_moe_state *s = &c->s.moe;
     const woolly_config *p = &c->model->cfg;
@@ -666,11 +698,59 @@ static int few_tokens_threads(const woolly_context *c, const woolly_layer *L, in
     return threads > 0 ? threads : woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD);
 }
 
-/* The FFN of a few tokens (h, their normalized rows; routed and grouped by expert) added to s->sum, as
- * the general path computes it. False, and nothing done, if an expert's gate and up matrices read
- * different activation formats (a tuning profile gave them different kernels): then the general path
- * runs. */
-static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float *h)
+/* The n token rows of h packed with `pack`, `row` bytes apart from dst, the rows split across the
+ * threads. */
+typedef struct tokens_pack_job {
+    woolly_pack_fn pack;
+    const float *h;
+    int64_t d;
+    char *dst;
+    size_t row;
+    int32_t n;
+} tokens_pack_job;
+
+static void tokens_pack_run(void *arg, int ith, int nth)
+{
+    const tokens_pack_job *j = arg;
+    long long t0, t1;
+    woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
+    for (long long t = t0; t < t1; t++)
+        j->pack(j->h + (size_t)t * (size_t)j->d, j->d, j->dst + (size_t)t * j->row);
+}
+
+/* A batch's n token rows of h packed once into s->pack_tokens for the n_gu gate and up products, where
+ * all of them pack their input alike: each token is the input of k experts, and packed by each it was
+ * packed k times (7% of granitemoe-3b's pp512 samples). NULL where they do not, or read F32, or for a few
+ * tokens (MOE_SLICE_MIN at most: a server step's, whose experts pack their own in parallel rather than
+ * wait for a dispatch), and the experts pack their own. */
+static const void *pack_tokens(woolly_context *c, const woolly_matmul_out *gu, int n_gu, const int32_t *row0,
+                               const float *h, int32_t n, int nth)
+{
+    if (n <= MOE_SLICE_MIN)
+        return NULL;
+    const woolly_pack_fn pack = gu[0].plan->pack[woolly_matmul_plan_class(gu[0].plan, row0[1] - row0[0])];
+    for (int i = 1; i < n_gu; i++)
+        if (gu[i].plan->pack[woolly_matmul_plan_class(gu[i].plan, row0[i / 2 + 1] - row0[i / 2])] != pack)
+            return NULL;
+    if (!pack)
+        return NULL;
+    const int64_t d = c->model->cfg.n_embd;
+    const enum woolly_act act = woolly_matmul_plan_step(gu[0].plan, row0[1] - row0[0])->kernel->act;
+    tokens_pack_job j = {.pack = pack,
+                         .h = h,
+                         .d = d,
+                         .dst = c->s.moe.pack_tokens,
+                         .row = woolly_act_row_bytes(act, d),
+                         .n = n};
+    woolly_threadpool_run_n(c->pool, tokens_pack_run, &j, nth);
+    return j.dst;
+}
+
+/* The FFN of a batch's n tokens (h, their normalized rows; routed and grouped by expert) added to their
+ * rows of sum, as the general path computes it. False, and nothing done, if an expert's gate and up
+ * matrices read different activation formats (a tuning profile gave them different kernels): then the
+ * general path runs. */
+static bool ffn_grouped(woolly_context *c, const woolly_layer *L, const float *h, int32_t n, float *sum)
 {
     const woolly_config *p = &c->model->cfg;
     woolly_moe_state *s = &c->s.moe;
@@ -690,24 +770,25 @@ static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float
      * (bench/journal/2026-12-05-zen5-7.md). Without the helpers, whole had lost there (granitemoe-3b,
      * 2 sequences, 0.90-1.05x), which is why the two dispatches were the rule for odd counts. */
     int groups;
-    const int nth = few_tokens_threads(c, L, &groups);
+    const int nth = grouped_threads(c, L, &groups);
     if (g_whole_experts) {
         woolly_matmul_out *gu = s->outs, *down = s->outs + 2 * groups;
-        int n = 0;
+        int i = 0;
         for (int32_t e = 0; e < n_expert; e++) {
             const int32_t i0 = s->start[e];
             if (s->start[e + 1] == i0)
                 continue;
             const woolly_matrix *g = &L->gate_exps.each[e], *u = &L->up_exps.each[e],
                                 *dn = &L->down_exps.each[e];
-            gu[2 * n] = (woolly_matmul_out){g, &c->plans[g->id], s->gate + (size_t)i0 * ffe, (size_t)ffe};
-            gu[2 * n + 1] = (woolly_matmul_out){u, &c->plans[u->id], s->up + (size_t)i0 * ffe, (size_t)ffe};
-            down[n] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)i0 * d, (size_t)d};
-            s->row0[n++] = i0;
+            gu[2 * i] = (woolly_matmul_out){g, &c->plans[g->id], s->gate + (size_t)i0 * ffe, (size_t)ffe};
+            gu[2 * i + 1] = (woolly_matmul_out){u, &c->plans[u->id], s->up + (size_t)i0 * ffe, (size_t)ffe};
+            down[i] = (woolly_matmul_out){dn, &c->plans[dn->id], s->down + (size_t)i0 * d, (size_t)d};
+            s->row0[i++] = i0;
         }
-        s->row0[n] = n_pairs;
-        run_expert_job(c, gu, down, n, s->row0, NULL, h, nth);
-        add_weighted(s, 0, n_pairs, s->down, d);
+        s->row0[groups] = n_pairs;
+        const void *packed = pack_tokens(c, gu, 2 * groups, s->row0, h, n, nth);
+        run_expert_job(c, gu, down, groups, s->row0, NULL, h, packed, nth);
+        add_weighted(s, sum, 0, n_pairs, s->down, d);
         return true;
     }
     /* Gate and up of every chosen expert; each group's inputs packed once for both, its outputs rows
@@ -747,13 +828,14 @@ static bool ffn_few_tokens(woolly_context *c, const woolly_layer *L, const float
         packed += (size_t)m * row;
     }
     run_units(c, nu, work);
-    add_weighted(s, 0, n_pairs, s->down, d);
+    add_weighted(s, sum, 0, n_pairs, s->down, d);
     return true;
 }
 
-/* The FFN of a batch's tokens (h, their normalized rows; routed and grouped by expert) added to s->sum,
- * one expert at a time: each that any token chose runs over its tokens, WOOLLY_FFN_TOKENS at a time. */
-static void ffn_per_expert(woolly_context *c, const woolly_layer *L, const float *h)
+/* The FFN of a batch's tokens (h, their normalized rows; routed and grouped by expert) added to their
+ * rows of sum, one expert at a time: each that any token chose runs over its tokens, WOOLLY_FFN_TOKENS
+ * at a time. */
+static void ffn_per_expert(woolly_context *c, const woolly_layer *L, const float *h, float *sum)
 {
     const woolly_config *p = &c->model->cfg;
     woolly_run_state *rs = &c->s;
@@ -783,7 +865,7 @@ static void ffn_per_expert(woolly_context *c, const woolly_layer *L, const float
                 2, in, m, rs->pack);
             woolly_gated_rows(c->ops.swiglu, rs->hb, rs->hb2, m, p->n_ff_exp);
             matmul(c, &L->down_exps.each[e], rs->hb, m, s->out);
-            add_weighted(s, i0, m, s->out, d);
+            add_weighted(s, sum, i0, m, s->out, d);
         }
 }
 
@@ -801,9 +883,17 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
                          s->weight + (size_t)t * k);
     if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
         return;
-    group_by_expert(s, n, n_expert, k);
     memset(s->sum, 0, sizeof(float) * (size_t)n * d);
-    if (!(n <= MOE_FEW_TOKENS && g_one_step && !c->imatrix && ffn_few_tokens(c, L, h)))
-        ffn_per_expert(c, L, h);
+    /* slices of equal size: a short last one would give its experts a few tokens each */
+    const int32_t slice = g_slice_cap > 0 && g_slice_cap < s->slice ? g_slice_cap : s->slice;
+    const int32_t n_slices = (n + slice - 1) / slice, per = (n + n_slices - 1) / n_slices;
+    for (int32_t t0 = 0; t0 < n; t0 += per) {
+        const int32_t m = n - t0 < per ? n - t0 : per;
+        const float *hs = h + (size_t)t0 * d;
+        float *sum = s->sum + (size_t)t0 * d;
+        group_by_expert(s, t0, m, n_expert, k);
+        if (!(g_one_step && !c->imatrix && ffn_grouped(c, L, hs, m, sum)))
+            ffn_per_expert(c, L, hs, sum);
+    }
     memcpy(rs->xb, s->sum, sizeof(float) * (size_t)n * d);
 }
