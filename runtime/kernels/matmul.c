@@ -291,23 +291,40 @@ void woolly_matmul_set_observer(woolly_matmul_observer fn)
 typedef struct matmul_job {
     const woolly_matmul_out *outs;
     int n;
-    const float *x; /* unpacked input */
-    const void *xk; /* what the kernels read: x or its packed form */
+    const void *xk; /* what the kernels read: the input or its packed form */
     size_t x_row_bytes;
     int64_t m, k, total_rows;
     enum woolly_act act;
-    woolly_pack_fn pack;
     int chunks_per_thread; /* of the shared rows (woolly_split_run) */
     atomic_int next_chunk; /* the chunks of the shared rows taken so far */
 } matmul_job;
 
-static void pack_job(void *arg, int ith, int nth)
+typedef struct pack_job {
+    woolly_pack_fn pack;
+    const float *x;
+    int64_t m, k;
+    char *dst;
+    size_t row_bytes;
+} pack_job;
+
+static void pack_job_run(void *arg, int ith, int nth)
 {
-    const matmul_job *j = arg;
+    const pack_job *j = arg;
     long long t0, t1;
     woolly_split_range(j->m, 1, ith, nth, &t0, &t1);
     for (long long t = t0; t < t1; t++)
-        j->pack(j->x + (size_t)t * (size_t)j->k, j->k, (char *)j->xk + (size_t)t * j->x_row_bytes);
+        j->pack(j->x + (size_t)t * (size_t)j->k, j->k, j->dst + (size_t)t * j->row_bytes);
+}
+
+void woolly_pack_rows_threaded(woolly_threadpool *pool, int nth, woolly_pack_fn pack, const float *x,
+                               int64_t m, int64_t k, void *dst, size_t row_bytes)
+{
+    if (m == 1) {
+        pack(x, k, dst);
+        return;
+    }
+    pack_job j = {.pack = pack, .x = x, .m = m, .k = k, .dst = dst, .row_bytes = row_bytes};
+    woolly_threadpool_run_n(pool, pack_job_run, &j, nth);
 }
 
 static const woolly_matmul_step *step_of(const matmul_job *j, int i)
@@ -466,13 +483,11 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     matmul_job j = {
         .outs = outs,
         .n = n,
-        .x = x,
         .xk = x,
         .x_row_bytes = woolly_act_row_bytes(k0->act, w0->cols),
         .m = m,
         .k = w0->cols,
         .act = k0->act,
-        .pack = outs[0].plan->pack[cls],
     };
     int threads = 0; /* the largest thread count the steps ask for, if any does */
     double bytes = 0;
@@ -495,10 +510,7 @@ void woolly_matmul_n(woolly_threadpool *pool, const woolly_matmul_out *outs, int
     atomic_init(&j.next_chunk, 0);
     if (j.act != WOOLLY_ACT_F32) {
         j.xk = pack;
-        if (m == 1)
-            j.pack(x, j.k, pack);
-        else
-            woolly_threadpool_run_n(pool, pack_job, &j, nth);
+        woolly_pack_rows_threaded(pool, nth, outs[0].plan->pack[cls], x, m, j.k, pack, j.x_row_bytes);
     }
     woolly_threadpool_run_n(pool, matmul_job_run, &j, nth);
 }

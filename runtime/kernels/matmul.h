@@ -137,6 +137,11 @@ void woolly_act_pack(enum woolly_act act, const float *x, size_t x_stride, int64
 void woolly_matmul_plan_pack(const woolly_matmul_plan *p, int64_t m, const float *x, size_t x_stride,
                              int64_t n, int64_t k, void *dst, size_t row_bytes);
 
+/* Packs m rows of x (k floats per row, contiguous) into dst (row_bytes apart) with `pack` (not NULL),
+ * the rows split across nth threads of the pool (one row: on the calling thread). */
+void woolly_pack_rows_threaded(woolly_threadpool *pool, int nth, woolly_pack_fn pack, const float *x,
+                               int64_t m, int64_t k, void *dst, size_t row_bytes);
+
 /* One product of a call: y (y_stride floats apart per token) = x W^T. */
 typedef struct woolly_matmul_out {
     const woolly_matrix *w;

@@ -698,26 +698,6 @@ static int grouped_threads(const woolly_context *c, const woolly_layer *L, int *
     return threads > 0 ? threads : woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD);
 }
 
-/* The n token rows of h packed with `pack`, `row` bytes apart from dst, the rows split across the
- * threads. */
-typedef struct tokens_pack_job {
-    woolly_pack_fn pack;
-    const float *h;
-    int64_t d;
-    char *dst;
-    size_t row;
-    int32_t n;
-} tokens_pack_job;
-
-static void tokens_pack_run(void *arg, int ith, int nth)
-{
-    const tokens_pack_job *j = arg;
-    long long t0, t1;
-    woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
-    for (long long t = t0; t < t1; t++)
-        j->pack(j->h + (size_t)t * (size_t)j->d, j->d, j->dst + (size_t)t * j->row);
-}
-
 /* A batch's n token rows of h packed once into s->pack_tokens for the n_gu gate and up products, where
  * all of them pack their input alike: each token is the input of k experts, and packed by each it was
  * packed k times (7% of granitemoe-3b's pp512 samples). NULL where they do not, or read F32, or for a few
@@ -736,14 +716,9 @@ static const void *pack_tokens(woolly_context *c, const woolly_matmul_out *gu, i
         return NULL;
     const int64_t d = c->model->cfg.n_embd;
     const enum woolly_act act = woolly_matmul_plan_step(gu[0].plan, row0[1] - row0[0])->kernel->act;
-    tokens_pack_job j = {.pack = pack,
-                         .h = h,
-                         .d = d,
-                         .dst = c->s.moe.pack_tokens,
-                         .row = woolly_act_row_bytes(act, d),
-                         .n = n};
-    woolly_threadpool_run_n(c->pool, tokens_pack_run, &j, nth);
-    return j.dst;
+    const size_t row = woolly_act_row_bytes(act, d);
+    woolly_pack_rows_threaded(c->pool, nth, pack, h, n, d, c->s.moe.pack_tokens, row);
+    return c->s.moe.pack_tokens;
 }
 
 /* The FFN of a batch's n tokens (h, their normalized rows; routed and grouped by expert) added to their
