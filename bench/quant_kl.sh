@@ -4,7 +4,13 @@
 # are then scored by `woolly perplexity --kl-divergence` against the unquantized model on the same text,
 # so that the only difference between the two columns is the quantizer. Prints one markdown table: file
 # size, mean KL divergence (nats per token) and top-token agreement per quantizer, and the ratio of the
-# two KL divergences (below 1: Woolly's quantization is closer to the original).
+# two KL divergences (below 1: Woolly's quantization is closer to the original). With --llama-quantize a
+# last column gives what the quantizers minimize, each tensor's squared rounding error (weighed by the
+# importance matrix if one is given): Woolly's over llama.cpp's, summed over the tensors of the same type
+# in both files, and in how many of them Woolly's is the lower (bench_quant_error; the others may be the
+# same in both, a fallback to F16, say). On a model of one or
+# two layers the KL divergence moves with which errors a file happens to have by more than a quantizer's
+# few percent (bench/RESULTS.md); this column does not.
 #
 #   bench/quant_kl.sh MODEL TYPE... [--llama-quantize BIN] [--imatrix FILE] [--text FILE] [--chunks N]
 #                     [-c CTX] [-t THREADS] [--keep DIR]
@@ -13,7 +19,8 @@
 # importance matrix to both quantizers. --text defaults to bench/kl_text.py's stories (stories260K's
 # register); --chunks (default 8) and -c (default 512) set how much of it is scored. --keep DIR keeps the
 # quantized files there (default: a temporary folder, removed). WOOLLY names the woolly binary (default:
-# build/woolly beside this script's folder).
+# build/woolly beside this script's folder), QUANT_ERROR the bench_quant_error binary (default:
+# build/bench/bench_quant_error).
 set -euo pipefail
 
 usage() {
@@ -23,6 +30,7 @@ usage() {
 
 here=$(cd "$(dirname "$0")" && pwd)
 woolly=${WOOLLY:-$here/../build/woolly}
+quant_error=${QUANT_ERROR:-$here/../build/bench/bench_quant_error}
 [ $# -ge 2 ] || usage
 model=$1
 shift
@@ -54,6 +62,8 @@ done
 [ -z "$llama_quantize" ] || [ -x "$llama_quantize" ] ||
   { echo "quant_kl.sh: $llama_quantize is not an executable llama-quantize" >&2; exit 2; }
 [ -z "$imatrix" ] || [ -f "$imatrix" ] || { echo "quant_kl.sh: no importance matrix $imatrix" >&2; exit 2; }
+[ -z "$llama_quantize" ] || [ -x "$quant_error" ] ||
+  { echo "quant_kl.sh: $quant_error is not an executable bench_quant_error (set QUANT_ERROR)" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -84,8 +94,8 @@ woolly_imatrix=() llama_imatrix=()
 echo "model: $(basename "$model"), text: $(basename "$text"), $chunks chunks of $ctx tokens, ${imatrix:+importance matrix $(basename "$imatrix"), }scored by woolly perplexity --kl-divergence"
 echo
 if [ -n "$llama_quantize" ]; then
-  echo "| type | Woolly MiB | Woolly mean KLD | Woolly top-1 % | llama.cpp MiB | llama.cpp mean KLD | llama.cpp top-1 % | KLD Woolly / llama.cpp |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  echo "| type | Woolly MiB | Woolly mean KLD | Woolly top-1 % | llama.cpp MiB | llama.cpp mean KLD | llama.cpp top-1 % | KLD Woolly / llama.cpp | rounding error Woolly / llama.cpp |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 else
   echo "| type | Woolly MiB | Woolly mean KLD | Woolly top-1 % |"
   echo "| --- | ---: | ---: | ---: |"
@@ -100,13 +110,20 @@ for type in "${types[@]}"; do
       >"$tmp/lq.log" 2>&1; then
       # e.g. a row length no block of the type divides, without a fallback type: say why, in the row
       why=$(grep -m1 -o 'failed to quantize: .*' "$tmp/lq.log" || tail -1 "$tmp/lq.log")
-      echo "| $type | $ws | $wk ± $we | $wt | - | llama-quantize: ${why//|/\\|} | - | - |"
+      echo "| $type | $ws | $wk ± $we | $wt | - | llama-quantize: ${why//|/\\|} | - | - | - |"
       continue
     fi
     res=$(score "$out/llama-$type.gguf") || exit 1
     read -r ls lk le lt <<<"$res"
     ratio=$(awk -v a="$wk" -v b="$lk" 'BEGIN { printf (b > 0 ? "%.2f" : "-"), a / b }')
-    echo "| $type | $ws | $wk ± $we | $wt | $ls | $lk ± $le | $lt | $ratio |"
+    # bench_quant_error's summary: "... | 0.913 (tensors 0.905-0.985; closer in 16, the same in 0, of 16) |"
+    "$quant_error" "$model" "$out/llama-$type.gguf" "$out/woolly-$type.gguf" "${woolly_imatrix[@]}" \
+      >"$tmp/qe.txt" 2>&1 ||
+      { echo "quant_kl.sh: bench_quant_error failed:" >&2; tail -3 "$tmp/qe.txt" >&2; exit 1; }
+    n='\([0-9.]*\)'
+    row="s/.*| $n (tensors [^;]*; closer in $n, the same in $n, of $n) |\$/"
+    err=$(tail -1 "$tmp/qe.txt" | sed -n "$row\\1: lower in \\2, the same in \\3, of \\4/p")
+    echo "| $type | $ws | $wk ± $we | $wt | $ls | $lk ± $le | $lt | $ratio | ${err:--} |"
   else
     echo "| $type | $ws | $wk ± $we | $wt |"
   fi
