@@ -1,4 +1,4 @@
-/* The least-squares fits the K-quant quantizers share (quant_formats.h). */
+/* The least-squares fits the quantizers share (quant_formats.h). */
 #include <float.h>
 
 #include "quant_formats.h"
@@ -52,4 +52,50 @@ void woolly_fit_affine_min(const float *x, const float *w, int n, int nmax, cons
             *m_out = -b;
         }
     }
+}
+
+static const int8_t Q3K_LEVELS[8] = {-4, -3, -2, -1, 0, 1, 2, 3};
+static const float Q3K_MID[7] = {-3.5f, -2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f};
+/* between woolly_iq4nl_values' neighbours */
+static const float IQ4_MID[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f,
+                                  7.0f,    19.0f,  31.5f,  45.5f,  61.0f,  79.0f,  101.0f};
+const woolly_levels woolly_q3k_levels = {Q3K_LEVELS, 8, Q3K_MID};
+const woolly_levels woolly_iq4_levels = {woolly_iq4nl_values, 16, IQ4_MID};
+
+/* Candidate factors f = F0 + DF * c: 9 coarse ones, or 25 fine ones. */
+enum { CANDS = 9, FINE_CANDS = 25 };
+#define CAND_F0 0.7f
+#define CAND_DF 0.075f
+#define FINE_DF 0.025f
+
+float woolly_fit_levels(const woolly_levels *lev, const float *x, const float *w, int n, bool fine)
+{
+    float vmax = 0;
+    for (int l = 0; l < n; l++)
+        if (fabsf(x[l]) > fabsf(vmax))
+            vmax = x[l];
+    if (vmax == 0)
+        return 0;
+    const float ends[2] = {(float)lev->v[0], (float)lev->v[lev->n - 1]};
+    float best_a = 0, best_gain = -1;
+    const int cands = fine ? FINE_CANDS : CANDS;
+    const float df = fine ? FINE_DF : CAND_DF;
+    for (int e = 0; e < 2; e++)
+        for (int c = 0; c < cands; c++) {
+            const float iscale = ends[e] * (CAND_F0 + df * (float)c) / vmax;
+            float sqq = 0, sqx = 0;
+            for (int l = 0; l < n; l++) {
+                const float q = (float)lev->v[woolly_nearest_level(lev, x[l] * iscale)];
+                sqq += w[l] * q * q;
+                sqx += w[l] * q * x[l];
+            }
+            if (!(sqq > 0))
+                continue;
+            const float gain = sqx * sqx / sqq; /* error = sum(w x^2) - gain with a = sqx / sqq */
+            if (gain > best_gain) {
+                best_gain = gain;
+                best_a = sqx / sqq;
+            }
+        }
+    return best_a;
 }

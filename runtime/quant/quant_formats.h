@@ -12,6 +12,7 @@
 #define WOOLLY_QUANT_FORMATS_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels.h"
@@ -58,6 +59,32 @@ typedef struct woolly_fit_candidates {
  * kept. */
 void woolly_fit_affine_min(const float *x, const float *w, int n, int nmax, const woolly_fit_candidates *cand,
                            float *a_out, float *m_out);
+
+/* A list of levels a block's values are scaled to (Q3_K's integers -4 .. 3, the IQ4 grid), ascending,
+ * with the n - 1 midpoints between neighbours (quant_fit.c). */
+typedef struct woolly_levels {
+    const int8_t *v;
+    int n;
+    const float *mid;
+} woolly_levels;
+
+extern const woolly_levels woolly_q3k_levels, woolly_iq4_levels;
+
+/* Index of the level nearest v: the count of midpoints below v, branch-free (the quantizers' inner loops
+ * run it for every value and candidate scale). NaN counts none. */
+static inline int woolly_nearest_level(const woolly_levels *lev, float v)
+{
+    int i = 0;
+    for (int k = 0; k < lev->n - 1; k++)
+        i += v > lev->mid[k];
+    return i;
+}
+
+/* The scale a of x ~ a * level with the least weighted squared error over candidate steps: either end
+ * of the levels mapped to the largest magnitude times f, f from 0.7 to 1.3 (f < 1 clips that value for
+ * finer steps elsewhere), each refitted by least squares; `fine` steps f by 0.025 instead of 0.075 (with
+ * an importance matrix the weighted optimum is less smooth in f). 0 for a block of zeros. */
+float woolly_fit_levels(const woolly_levels *lev, const float *x, const float *w, int n, bool fine);
 
 /* The weights of n values: the importance qw[l] of each value's column, or 1 everywhere when qw is NULL.
  * A matrix row's output error is sum_l e_l * a_l for rounding errors e and inputs a; with errors

@@ -282,53 +282,15 @@ void woolly_quantize_q5_1(const float *x, void *blocks, int64_t nb, const float 
 
 /* ---- IQ4_NL: x ~ d * V[q], V the 16 non-linear values --------------------------------------------- */
 
-/* The index of the value nearest v (the table is sorted ascending). */
-static int nearest_nl(float v)
+/* The scale as IQ4_XS fits each sub-block's (woolly_fit_levels: the grid's ends -127 and 113 both
+ * tried, the grid being asymmetric), held as f16, then the nearest values for that scale. */
+static void quantize_nl_block(const float *x, const float *w, bool fine, woolly_block_iq4_nl *b)
 {
-    int lo = 0;
-    for (int step = 8; step > 0; step /= 2)
-        if (lo + step < 16 && (float)woolly_iq4nl_value(lo + step) <= v)
-            lo += step;
-    return lo < 15 && v - (float)woolly_iq4nl_value(lo) > (float)woolly_iq4nl_value(lo + 1) - v ? lo + 1 : lo;
-}
-
-/* The largest magnitude v on the table's end -127 (d = v / -127) and steps around it, each refitted by
- * least squares, as for Q4_0; the integers are chosen again for the f16 scale. */
-static void quantize_nl_block(const float *x, const float *w, woolly_block_iq4_nl *b)
-{
-    float amax = 0, vmax = 0;
-    for (int l = 0; l < QK; l++)
-        if (fabsf(x[l]) > amax) {
-            amax = fabsf(x[l]);
-            vmax = x[l];
-        }
-    int q[QK];
-    if (!(amax > 0)) {
-        b->d = 0;
-        for (int l = 0; l < QK; l++)
-            q[l] = nearest_nl(0);
-        pack_q(q, b->qs, NULL);
-        return;
-    }
-    const float v0 = (float)woolly_iq4nl_value(0);
-    float best_d = vmax / v0, best = -1;
-    for (int is = -NTRY; is <= NTRY; is++) {
-        const float id = (v0 + (float)is) / vmax;
-        float sqx = 0, sqq = 0;
-        for (int l = 0; l < QK; l++) {
-            const float k = (float)woolly_iq4nl_value(nearest_nl(x[l] * id));
-            sqx += w[l] * k * x[l];
-            sqq += w[l] * k * k;
-        }
-        if (sqq > 0 && sqx * sqx / sqq > best) {
-            best = sqx * sqx / sqq;
-            best_d = sqx / sqq;
-        }
-    }
-    b->d = woolly_scale_to_f16(best_d);
+    b->d = woolly_scale_to_f16(woolly_fit_levels(&woolly_iq4_levels, x, w, QK, fine));
     const float d = woolly_f16_to_f32(b->d), id = d != 0 ? 1.0f / d : 0.0f;
+    int q[QK];
     for (int l = 0; l < QK; l++)
-        q[l] = nearest_nl(x[l] * id);
+        q[l] = woolly_nearest_level(&woolly_iq4_levels, x[l] * id);
     pack_q(q, b->qs, NULL);
 }
 
@@ -339,6 +301,6 @@ void woolly_quantize_iq4_nl(const float *x, void *blocks, int64_t nb, const floa
     for (int64_t i = 0; i < nb; i++) {
         const float *xb = x + i * QK;
         woolly_value_weights(qw ? qw + i * QK : NULL, QK, w);
-        quantize_nl_block(xb, w, &b[i]);
+        quantize_nl_block(xb, w, qw != NULL, &b[i]);
     }
 }

@@ -4,10 +4,11 @@
  * (woolly_iq4nl_values) for IQ4_XS (4-bit indices). Q3_K has 16 sub-blocks of 16, IQ4_XS 8 of 32.
  *
  * Quantizing, as Q6_K's (quant_q6k.c) with a level list: per sub-block the scale with the least squared
- * error over candidate step sizes (either end of the levels mapped to the largest magnitude, each
- * refitted by least squares); the scales as signed 6-bit integers over a common d; then with the scales
- * fixed the levels are chosen again, d refitted by least squares and each scale nudged by one step where
- * that lowers the error. Errors and fits are weighted by the columns' importance (quant_formats.h). */
+ * error over candidate step sizes (woolly_fit_levels: either end of the levels mapped to the largest
+ * magnitude, each refitted by least squares); the scales as signed 6-bit integers over a common d; then
+ * with the scales fixed the levels are chosen again, d refitted by least squares and each scale nudged by
+ * one step where that lowers the error. Errors and fits are weighted by the columns' importance
+ * (quant_formats.h). */
 #include <float.h>
 #include <stdbool.h>
 #include <string.h>
@@ -17,69 +18,12 @@
 enum { MAX_SUB = 32, MAX_NSUB = 16, SC_MIN = -32, SC_MAX = 31 };
 
 typedef struct {
-    int sub, nsub;        /* values per sub-block, sub-blocks per block */
-    const int8_t *levels; /* ascending */
-    int nlev;
-    const float *mid; /* the nlev - 1 midpoints between neighbouring levels */
+    int sub, nsub; /* values per sub-block, sub-blocks per block */
+    const woolly_levels *lev;
 } level_format;
 
-static const int8_t Q3_LEVELS[8] = {-4, -3, -2, -1, 0, 1, 2, 3};
-static const float Q3_MID[7] = {-3.5f, -2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f};
-/* between woolly_iq4nl_values' neighbours */
-static const float IQ4_MID[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f,
-                                  7.0f,    19.0f,  31.5f,  45.5f,  61.0f,  79.0f,  101.0f};
-static const level_format Q3K = {16, 16, Q3_LEVELS, 8, Q3_MID};
-static const level_format IQ4XS = {32, 8, woolly_iq4nl_values, 16, IQ4_MID};
-
-/* Candidate inverse steps: an end of the levels times f, f = 0.7 .. 1.3 in steps of 0.075, mapped to the
- * largest magnitude (f < 1 clips it for finer steps elsewhere). With an importance matrix the steps are
- * 0.025 (FINE_CANDS): the weighted optimum is less smooth in f, and the finer grid pays there. */
-enum { CANDS = 9, FINE_CANDS = 25 };
-#define CAND_F0 0.7f
-#define CAND_DF 0.075f
-#define FINE_DF 0.025f
-
-/* Index of the level nearest v: the count of midpoints between neighbouring levels below v, branch-free
- * (the quantizer's inner loops run it for every value and candidate scale). */
-static inline int nearest(const level_format *f, float v)
-{
-    int i = 0;
-    for (int k = 0; k < f->nlev - 1; k++)
-        i += v > f->mid[k];
-    return i;
-}
-
-static float fit_sub_block(const level_format *f, const float *x, const float *w, bool fine)
-{
-    float vmax = 0;
-    for (int l = 0; l < f->sub; l++)
-        if (fabsf(x[l]) > fabsf(vmax))
-            vmax = x[l];
-    if (vmax == 0)
-        return 0;
-    const float ends[2] = {(float)f->levels[0], (float)f->levels[f->nlev - 1]};
-    float best_a = 0, best_gain = -1;
-    const int cands = fine ? FINE_CANDS : CANDS;
-    const float df = fine ? FINE_DF : CAND_DF;
-    for (int e = 0; e < 2; e++)
-        for (int c = 0; c < cands; c++) {
-            const float iscale = ends[e] * (CAND_F0 + df * (float)c) / vmax;
-            float sqq = 0, sqx = 0;
-            for (int l = 0; l < f->sub; l++) {
-                const float q = (float)f->levels[nearest(f, x[l] * iscale)];
-                sqq += w[l] * q * q;
-                sqx += w[l] * q * x[l];
-            }
-            if (!(sqq > 0))
-                continue;
-            const float gain = sqx * sqx / sqq; /* error = sum(x^2) - gain with a = sqx / sqq */
-            if (gain > best_gain) {
-                best_gain = gain;
-                best_a = sqx / sqq;
-            }
-        }
-    return best_a;
-}
+static const level_format Q3K = {16, 16, &woolly_q3k_levels};
+static const level_format IQ4XS = {32, 8, &woolly_iq4_levels};
 
 typedef struct {
     float d;
@@ -95,8 +39,8 @@ static float assign_sub_block(const level_format *f, const float *x, const float
     float err = 0;
     for (int l = 0; l < f->sub; l++) {
         const int i = f->sub * j + l;
-        const int q = nearest(f, x[i] * istep);
-        const float e = step * (float)f->levels[q] - x[i];
+        const int q = woolly_nearest_level(f->lev, x[i] * istep);
+        const float e = step * (float)f->lev->v[q] - x[i];
         k->q[i] = (uint8_t)q;
         err += w[i] * e * e;
     }
@@ -146,7 +90,7 @@ static void quantize_block(const level_format *f, const float *x, const float *q
     woolly_value_weights(qw, WOOLLY_QK_K, w);
     float a[MAX_NSUB], amax = 0;
     for (int j = 0; j < f->nsub; j++) {
-        a[j] = fit_sub_block(f, x + f->sub * j, w + f->sub * j, qw != NULL);
+        a[j] = woolly_fit_levels(f->lev, x + f->sub * j, w + f->sub * j, f->sub, qw != NULL);
         if (fabsf(a[j]) > fabsf(amax))
             amax = a[j];
     }
@@ -158,7 +102,7 @@ static void quantize_block(const level_format *f, const float *x, const float *q
 
     double suu = 0, sux = 0;
     for (int i = 0; i < WOOLLY_QK_K; i++) {
-        const double u = (double)k->sc[i / f->sub] * f->levels[k->q[i]];
+        const double u = (double)k->sc[i / f->sub] * f->lev->v[k->q[i]];
         suu += (double)w[i] * u * u;
         sux += (double)w[i] * u * x[i];
     }
