@@ -79,6 +79,7 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->start = malloc(sizeof(int32_t) * (n_exp + 1));
     s->token = malloc(sizeof(int32_t) * n_batch * k);
     s->pair_w = malloc(sizeof(float) * n_batch * k);
+    s->pair_at = malloc(sizeof(int32_t) * n_batch * k);
     s->in = malloc(sizeof(float) * n_ffn * d);
     s->out = malloc(sizeof(float) * n_ffn * d);
     s->sum = malloc(sizeof(float) * n_batch * d);
@@ -103,9 +104,9 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
     s->pack = malloc(sizeof(float) * pairs * widest);
     s->pack_down = malloc(sizeof(float) * pairs * ffe);
     s->pack_tokens = malloc(sizeof(float) * slice * d);
-    if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->in || !s->out ||
-        !s->sum || !s->one_e || !s->one_w || !s->outs || !s->rows || !s->row0 || !s->units || !s->gate ||
-        !s->up || !s->down || !s->pack || !s->pack_down || !s->pack_tokens)
+    if (!s->logits || !s->chosen || !s->weight || !s->start || !s->token || !s->pair_w || !s->pair_at ||
+        !s->in || !s->out || !s->sum || !s->one_e || !s->one_w || !s->outs || !s->rows || !s->row0 ||
+        !s->units || !s->gate || !s->up || !s->down || !s->pack || !s->pack_down || !s->pack_tokens)
         return woolly_fail(err, "out of memory for the experts' buffers; try a smaller --batch-size");
     return 0;
 }
@@ -113,6 +114,7 @@ int woolly_moe_state_alloc(woolly_moe_state *s, const woolly_config *p, size_t n
 void woolly_moe_state_free(woolly_moe_state *s)
 {
     free(s->logits), free(s->chosen), free(s->weight), free(s->start), free(s->token), free(s->pair_w);
+    free(s->pair_at);
     free(s->in), free(s->out), free(s->sum);
     free(s->one_e), free(s->one_w), free(s->outs), free(s->rows), free(s->row0), free(s->units);
     free(s->gate), free(s->up), free(s->down);
@@ -147,7 +149,8 @@ void woolly_moe_route(const float *logits, int32_t n_expert, int32_t k, int32_t 
 }
 
 /* Groups the (token, expert) pairs of the batch's tokens t0 .. t0 + n by expert, tokens in batch order
- * and numbered from 0 at t0 (a slice's own rows): a counting sort. */
+ * and numbered from 0 at t0 (a slice's own rows): a counting sort. Each token's k places in that order
+ * go to pair_at, ascending (the order add_weighted meets them in). */
 static void group_by_expert(woolly_moe_state *s, int32_t t0, int32_t n, int32_t n_expert, int32_t k)
 {
     const int32_t *chosen = s->chosen + (size_t)t0 * k;
@@ -163,6 +166,10 @@ static void group_by_expert(woolly_moe_state *s, int32_t t0, int32_t n, int32_t 
             const int32_t e = chosen[(size_t)t * k + j], at = next[e]++;
             s->token[at] = t;
             s->pair_w[at] = weight[(size_t)t * k + j];
+            int32_t *places = s->pair_at + (size_t)t * k, i = j;
+            for (; i > 0 && places[i - 1] > at; i--) /* insertion: k is a few */
+                places[i] = places[i - 1];
+            places[i] = at;
         }
     for (int32_t e = n_expert; e > 0; e--)
         s->start[e] = s->start[e - 1];
@@ -176,18 +183,22 @@ static void matmul(woolly_context *c, const woolly_matrix *w, const float *x, in
     woolly_matmul(c->pool, &c->plans[w->id], w, x, m, y, (size_t)w->rows, c->s.pack);
 }
 
+/* y += w * x over n values: every path sums a token's experts with this loop, in one order, so that
+ * they give the same bits. */
+static inline void add_scaled(float *restrict y, float w, const float *restrict x, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        y[j] += w * x[j];
+}
+
 /* Adds pairs i0 .. i0 + m of the grouped order (one expert's tokens, or several experts' in a row) to
  * their tokens' rows of sum with their weights: out holds their outputs, a row of n_embd each. Experts in
  * index order and each one's tokens in batch order, the one order every path adds them in. */
 static void add_weighted(const woolly_moe_state *s, float *sum, int32_t i0, int32_t m, const float *out,
                          int64_t d)
 {
-    for (int32_t i = 0; i < m; i++) {
-        float *dst = sum + (size_t)s->token[i0 + i] * d;
-        const float *src = out + (size_t)i * d, w = s->pair_w[i0 + i];
-        for (int64_t j = 0; j < d; j++)
-            dst[j] += w * src[j];
-    }
+    for (int32_t i = 0; i < m; i++)
+        add_scaled(sum + (size_t)s->token[i0 + i] * d, s->pair_w[i0 + i], out + (size_t)i * d, d);
 }
 
 static bool g_one_step = true;
@@ -237,12 +248,8 @@ static void sum_experts(const woolly_matmul_out *down, const float *w, int k, in
 {
     for (int64_t r = r0; r < r1; r++)
         y[r] = 0.0f;
-    for (int e = 0; e < k; e++) {
-        const float *restrict src = down[e].y;
-        const float we = w[e];
-        for (int64_t r = r0; r < r1; r++)
-            y[r] += we * src[r];
-    }
+    for (int e = 0; e < k; e++)
+        add_scaled(y + r0, w[e], down[e].y + r0, r1 - r0);
 }
 
 /* The down matrices of a token's k experts and the weighted sum of their outputs, for the rows a
@@ -699,6 +706,61 @@ static int grouped_threads(const woolly_context *c, const woolly_layer *L, int *
     return threads > 0 ? threads : woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD);
 }
 
+/* A batch's routing and the weighted sum of a slice's pairs, token by token across the threads. On the
+ * calling thread alone they took 1.0% and 2.9% of granitemoe-3b's pp512 samples while the other thread
+ * waited; split, the sum reads memory-bound (4.7% of the samples over two threads: about 2.3% of the
+ * time) and the routing halves (bench/journal/2026-12-06-zen5-2.md). Each token's pairs are added in
+ * the grouped order (pair_at), as add_weighted adds them, so the bits are the same. */
+typedef struct token_job {
+    woolly_moe_state *s;
+    int32_t n, n_expert, k;
+    int64_t d;
+    float *sum;       /* the slice's rows of the sum */
+    const float *out; /* its pairs' outputs, a row of d each */
+} token_job;
+
+static void route_run(void *arg, int ith, int nth)
+{
+    const token_job *j = arg;
+    const woolly_moe_state *s = j->s;
+    long long t0, t1;
+    woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
+    for (long long t = t0; t < t1; t++)
+        woolly_moe_route(s->logits + (size_t)t * j->n_expert, j->n_expert, j->k, s->chosen + (size_t)t * j->k,
+                         s->weight + (size_t)t * j->k);
+}
+
+static void combine_run(void *arg, int ith, int nth)
+{
+    const token_job *j = arg;
+    const woolly_moe_state *s = j->s;
+    long long t0, t1;
+    woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
+    for (long long t = t0; t < t1; t++)
+        for (int32_t i = 0; i < j->k; i++) {
+            const int32_t at = s->pair_at[(size_t)t * j->k + i];
+            add_scaled(j->sum + (size_t)t * j->d, s->pair_w[at], j->out + (size_t)at * j->d, j->d);
+        }
+}
+
+/* Routes the n tokens whose logits are in s->logits. */
+static void route_tokens(woolly_context *c, int32_t n)
+{
+    const woolly_config *p = &c->model->cfg;
+    token_job j = {.s = &c->s.moe, .n = n, .n_expert = p->n_expert, .k = p->n_expert_used};
+    const double work = (double)n * p->n_expert * p->n_expert_used;
+    woolly_threadpool_run_n(c->pool, route_run, &j, woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
+}
+
+/* Adds the outputs of a slice's pairs (out, grouped by expert) to its n tokens' rows of sum. */
+static void combine_pairs(woolly_context *c, float *sum, int32_t n, const float *out)
+{
+    const woolly_config *p = &c->model->cfg;
+    token_job j = {.s = &c->s.moe, .n = n, .k = p->n_expert_used, .d = p->n_embd, .sum = sum, .out = out};
+    const double work = (double)n * p->n_expert_used * p->n_embd;
+    woolly_threadpool_run_n(c->pool, combine_run, &j, woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
+}
+
 /* A batch's n token rows of h packed once into s->pack_tokens for the n_gu gate and up products, where
  * all of them pack their input alike: each token is the input of k experts, and packed by each it was
  * packed k times (7% of granitemoe-3b's pp512 samples). NULL where they do not, or read F32, or for a few
@@ -764,7 +826,7 @@ static bool ffn_grouped(woolly_context *c, const woolly_layer *L, const float *h
         s->row0[groups] = n_pairs;
         const void *packed = pack_tokens(c, gu, 2 * groups, s->row0, h, n, nth);
         run_expert_job(c, gu, down, groups, s->row0, NULL, h, packed, nth);
-        add_weighted(s, sum, 0, n_pairs, s->down, d);
+        combine_pairs(c, sum, n, s->down);
         return true;
     }
     /* Gate and up of every chosen expert; each group's inputs packed once for both, its outputs rows
@@ -804,7 +866,7 @@ static bool ffn_grouped(woolly_context *c, const woolly_layer *L, const float *h
         packed += (size_t)m * row;
     }
     run_units(c, nu, work);
-    add_weighted(s, sum, 0, n_pairs, s->down, d);
+    combine_pairs(c, sum, n, s->down);
     return true;
 }
 
@@ -854,9 +916,7 @@ void woolly_moe_ffn(woolly_context *c, const woolly_layer *L, int32_t n)
     const float *h = rs->xb;
 
     matmul(c, &L->router, h, n, s->logits);
-    for (int32_t t = 0; t < n; t++)
-        woolly_moe_route(s->logits + (size_t)t * n_expert, n_expert, k, s->chosen + (size_t)t * k,
-                         s->weight + (size_t)t * k);
+    route_tokens(c, n);
     if (n == 1 && g_one_step && !c->imatrix && ffn_one_token(c, L, h, rs->xb))
         return;
     memset(s->sum, 0, sizeof(float) * (size_t)n * d);

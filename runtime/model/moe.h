@@ -32,6 +32,7 @@ typedef struct woolly_moe_state {
     int32_t *start;  /* [n_expert + 1] where each expert's pairs begin in token/pair_w */
     int32_t *token;  /* [n * k] the (token, expert) pairs grouped by expert, tokens in batch order */
     float *pair_w;   /* [n * k] the pair's weight */
+    int32_t *pair_at; /* [n][k] each token's places in that order, ascending */
     float *in;       /* [WOOLLY_FFN_TOKENS][n_embd] an expert's tokens' inputs, gathered */
     float *out;      /* [WOOLLY_FFN_TOKENS][n_embd] its outputs for them */
     float *sum;      /* [n][n_embd] the weighted sum of each token's experts */
