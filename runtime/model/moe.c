@@ -711,54 +711,60 @@ static int grouped_threads(const woolly_context *c, const woolly_layer *L, int *
  * waited; split, the sum reads memory-bound (4.7% of the samples over two threads: about 2.3% of the
  * time) and the routing halves (bench/journal/2026-12-06-zen5-2.md). Each token's pairs are added in
  * the grouped order (pair_at), as add_weighted adds them, so the bits are the same. */
-typedef struct token_job {
+typedef struct token_job token_job;
+struct token_job {
+    void (*one)(const token_job *j, int64_t t); /* the work of token t */
     woolly_moe_state *s;
     int32_t n, n_expert, k;
     int64_t d;
     float *sum;       /* the slice's rows of the sum */
     const float *out; /* its pairs' outputs, a row of d each */
-} token_job;
+};
 
-static void route_run(void *arg, int ith, int nth)
+static void route_one(const token_job *j, int64_t t)
 {
-    const token_job *j = arg;
     const woolly_moe_state *s = j->s;
-    long long t0, t1;
-    woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
-    for (long long t = t0; t < t1; t++)
-        woolly_moe_route(s->logits + (size_t)t * j->n_expert, j->n_expert, j->k, s->chosen + (size_t)t * j->k,
-                         s->weight + (size_t)t * j->k);
+    woolly_moe_route(s->logits + (size_t)t * j->n_expert, j->n_expert, j->k, s->chosen + (size_t)t * j->k,
+                     s->weight + (size_t)t * j->k);
 }
 
-static void combine_run(void *arg, int ith, int nth)
+static void combine_one(const token_job *j, int64_t t)
+{
+    const woolly_moe_state *s = j->s;
+    for (int32_t i = 0; i < j->k; i++) {
+        const int32_t at = s->pair_at[(size_t)t * j->k + i];
+        add_scaled(j->sum + (size_t)t * j->d, s->pair_w[at], j->out + (size_t)at * j->d, j->d);
+    }
+}
+
+static void token_job_run(void *arg, int ith, int nth)
 {
     const token_job *j = arg;
-    const woolly_moe_state *s = j->s;
     long long t0, t1;
     woolly_split_range(j->n, 1, ith, nth, &t0, &t1);
     for (long long t = t0; t < t1; t++)
-        for (int32_t i = 0; i < j->k; i++) {
-            const int32_t at = s->pair_at[(size_t)t * j->k + i];
-            add_scaled(j->sum + (size_t)t * j->d, s->pair_w[at], j->out + (size_t)at * j->d, j->d);
-        }
+        j->one(j, t);
 }
 
 /* Routes the n tokens whose logits are in s->logits. */
 static void route_tokens(woolly_context *c, int32_t n)
 {
     const woolly_config *p = &c->model->cfg;
-    token_job j = {.s = &c->s.moe, .n = n, .n_expert = p->n_expert, .k = p->n_expert_used};
+    token_job j = {.one = route_one, .s = &c->s.moe, .n = n, .n_expert = p->n_expert, .k = p->n_expert_used};
     const double work = (double)n * p->n_expert * p->n_expert_used;
-    woolly_threadpool_run_n(c->pool, route_run, &j, woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
+    woolly_threadpool_run_n(c->pool, token_job_run, &j,
+                            woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
 }
 
 /* Adds the outputs of a slice's pairs (out, grouped by expert) to its n tokens' rows of sum. */
 static void combine_pairs(woolly_context *c, float *sum, int32_t n, const float *out)
 {
     const woolly_config *p = &c->model->cfg;
-    token_job j = {.s = &c->s.moe, .n = n, .k = p->n_expert_used, .d = p->n_embd, .sum = sum, .out = out};
+    token_job j = {.one = combine_one, .s = &c->s.moe, .n = n, .k = p->n_expert_used, .d = p->n_embd,
+                   .sum = sum, .out = out};
     const double work = (double)n * p->n_expert_used * p->n_embd;
-    woolly_threadpool_run_n(c->pool, combine_run, &j, woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
+    woolly_threadpool_run_n(c->pool, token_job_run, &j,
+                            woolly_threads_for(c->pool, work, MIN_WORK_PER_THREAD));
 }
 
 /* A batch's n token rows of h packed once into s->pack_tokens for the n_gu gate and up products, where
