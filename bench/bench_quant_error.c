@@ -147,13 +147,18 @@ int main(int argc, char **argv)
         }
         free(x);
     }
-    printf("| all tensors of the same types |");
-    for (int f = 1; f < nf; f++)
-        printf(" %.4e |", tot_norm > 0 ? tot_err[f] / tot_norm : 0.0);
-    if (nf == 3)
-        printf(" %.3f (tensors %.3f-%.3f; closer in %d, the same in %d, of %d) |",
-               tot_err[1] > 0 ? tot_err[2] / tot_err[1] : 1.0, lo_ratio, hi_ratio, n_closer, n_equal, n_same);
-    printf("\n");
+    if (n_same == 0)
+        printf("| all tensors of the same types | none: the files quantize no tensor alike |\n");
+    else {
+        printf("| all tensors of the same types |");
+        for (int f = 1; f < nf; f++)
+            printf(" %.4e |", tot_norm > 0 ? tot_err[f] / tot_norm : 0.0);
+        if (nf == 3)
+            printf(" %.3f (tensors %.3f-%.3f; closer in %d, the same in %d, of %d) |",
+                   tot_err[1] > 0 ? tot_err[2] / tot_err[1] : 1.0, lo_ratio, hi_ratio, n_closer, n_equal,
+                   n_same);
+        printf("\n");
+    }
     woolly_imatrix_file_free(im);
     for (int f = 0; f < nf; f++)
         gguf_close(g[f]);
