@@ -80,6 +80,7 @@ VARIANT_TOKENS = (
     ("split", lambda v: f"s{v}" if v > 1 else ""),    # accumulator chains per (token, group)
     ("unroll", lambda v: f"u{v}" if v > 1 else ""),   # weight blocks per pass of the block loop
     ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes (AVX-512)
+    ("prefetch_pages", lambda v: "pg"),               # ... a line a 4 KiB page, not every line
     ("prefetch_tokens", lambda v: f"t{v}"),           # ... only for calls of at most this many tokens
     ("pf", lambda v: "pf"),                           # software prefetch (AVX2, distance not named)
     ("dot", lambda v: {"maddubs": "", "f32": "", "vnni": "vnni", "bf16": "bf16", "f16": "fp16",
@@ -93,7 +94,8 @@ def variant_of(entry, what):
     for key, _ in VARIANT_TOKENS:
         if key in params:
             assert key != "prefetch" or params[key] % 1024 == 0, f"{what}: prefetch is whole KiB"
-            assert key not in ("every_m", "wide") or params[key] == 1, f"{what}: {key} is 1 or absent"
+            assert key not in ("every_m", "wide", "prefetch_pages") or params[key] == 1, \
+                f"{what}: {key} is 1 or absent"
     derived = "".join(token(params[key]) for key, token in VARIANT_TOKENS if key in params)
     derived += "".join(FEATURE_TOKENS.get(r, "") for r in entry.get("requires", []))
     if "variant" in entry:

@@ -836,6 +836,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q41_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q50_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/kernels/q51_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/kernels/iq4nl_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
     ${WOOLLY_GENERATED_DIR}/kernels/q80_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q5k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/q40_q8_gemv_avx512_r16_1x64_pf4k.c
@@ -1111,6 +1117,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemm_avx512_r16_4x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemm_avx512_r16_4x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q41_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q50_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_q51_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_iq4nl_q8_gemv_avx512_r16_1x16_s2pf16kpg.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q80_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q5k_q8_gemv_avx512_r16_1x64_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_q40_q8_gemv_avx512_r16_1x64_pf4k.c
