@@ -3,7 +3,8 @@ class zen5
 match x86_64 AuthenticAMD family 26
 # AMD Zen 5. The spec's defaults at the AVX-512 level were measured on this class (the project's
 # machine, family 26, 2 cores: codegen/kernels.toml gives the figures), so its matrix kernels are the
-# spec's but the prompt tiles of Q4_0, Q4_1, Q8_0, IQ4_NL, IQ4_XS and Q6_K (below).
+# spec's but the prompt tiles of Q4_0, Q4_1, Q8_0, IQ4_NL, IQ4_XS and Q6_K and the GEMV of the 32-value
+# formats (below).
 #
 # Attention: BF16 tiles first, ahead of F32 ones by far. `bench_attn --variants` (one thread, head
 # dimension 64, group 4, n_kv 4096, prefill GFLOP/s, one run), 32x64 tiles: F16 cache 266.8 BF16 against
@@ -34,6 +35,18 @@ default Q8_0 avx512 tokens=17+ kernel=q80_q8_gemm_avx512_r16_4x32
 default IQ4_NL avx512 tokens=17+ kernel=iq4nl_q8_gemm_avx512_r16_4x32_pf8kt64
 default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64
 #
+# One token, the 32-value formats: the GEMV that prefetches a line a 4 KiB page, 16 KiB ahead, with its
+# block loop not unrolled, not the spec's that prefetches every line (unrolled 8 times). tg128 on
+# llama-1b's shape in each of them and on gemma3-1b, with and without these rows in turns, 3-4 rounds:
+# ahead in 22 of 23 rounds, Q5_0 +14%, Q4_0 +10%, Q4_1 +7%, IQ4_NL +13%, Q8_0 +6%, gemma3-1b +8%
+# (codegen/kernels.toml, the pg entry, gives the figures).
+default Q4_0 avx512 tokens=1 kernel=q40_q8_gemv_avx512_r16_1x16_s2pf16kpg
+default Q4_1 avx512 tokens=1 kernel=q41_q8_gemv_avx512_r16_1x16_s2pf16kpg
+default Q5_0 avx512 tokens=1 kernel=q50_q8_gemv_avx512_r16_1x16_s2pf16kpg
+default Q5_1 avx512 tokens=1 kernel=q51_q8_gemv_avx512_r16_1x16_s2pf16kpg
+default Q8_0 avx512 tokens=1 kernel=q80_q8_gemv_avx512_r16_1x16_s2pf16kpg
+default IQ4_NL avx512 tokens=1 kernel=iq4nl_q8_gemv_avx512_r16_1x16_s2pf16kpg
+#
 # Q6_K for 17 tokens and more: 4 tokens x 48 rows on decoded panels, not the spec's 4x32 that decodes
 # per tile. `bench_matmul --shape S --weights Q6_K --tokens 512 --threads 2 --filter q8_gemm` (one run
 # each, calm host, int8 limit 903-929 GMAC/s): 8192x2048 529.2 against 462.6 GMAC/s, 2048x8192 537.5
@@ -44,4 +57,4 @@ default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64
 # It runs from 128 tokens, its min_tokens in the spec; fewer take the 2-16 step's 8x16_sbpf8k, ahead of
 # it there (llama-1b pp17 +11%, pp32 +4-9%: bench/journal/2026-12-05-zen5-5.md).
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
-end 7
+end 13
