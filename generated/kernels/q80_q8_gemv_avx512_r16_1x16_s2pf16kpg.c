@@ -37,12 +37,13 @@ static inline __m512i bcast4(const int8_t *p)
 }
 
 /* Software prefetch of the weight stream pf bytes ahead, a line a 4 KiB page: the first line of the page
- * that holds the block's last byte pf ahead. The hardware prefetcher streams within a page and stops at
- * its end; this starts it on each page before the loop gets there, and leaves the lines to it. (Where
- * the block ends inside a page already started the line is in L1 or on its way, and the prefetch costs
- * a load slot.) On the Zen 5, a loop of Q5_0's decode and vpdpbusd over 1 GiB streamed 70 GB/s on 2
- * threads this way against 44 with a prefetch of every line, Q8_0's 80 against 49: the prefetch of every
- * line was what held the stream back (bench/journal/2026-12-06-zen5-3.md). */
+ * that holds the block's last byte pf ahead (where the block ends inside a page already started, that
+ * line is in L1 or on its way and the prefetch costs a load slot). The hardware prefetcher carries the
+ * stream, as it does where each load instruction walks it a block at a time (the block loop not
+ * unrolled), and this starts it on each page before the loop gets there. On the Zen 5 a loop of Q5_0's
+ * decode and vpdpbusd over 1 GiB read 63-71 GB/s on 2 threads this way against 43-46 with a prefetch of
+ * every line, the Q5_0 GEMV 30-32 GB/s on one thread against 25-27; unrolled 8 times, 17-18, as without
+ * any prefetch (bench/journal/2026-12-06-zen5-3.md; the mechanism inferred, no counters there). */
 static inline void prefetch_slice(const wblock *w, int j, int64_t pf)
 {
     _Static_assert(sizeof(wblock) <= 4096, "a block spans at most one page start");
