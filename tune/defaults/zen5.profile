@@ -38,7 +38,7 @@ default IQ4_XS avx512 tokens=17+ kernel=iq4xs_q8_gemm_avx512_r16_4x32_pf8kt64
 # One token, the 32-value formats: the GEMV that prefetches a line a 4 KiB page, 16 KiB ahead, with its
 # block loop not unrolled, not the spec's that prefetches every line (unrolled 8 times). tg128 on
 # llama-1b's shape in each of them and on gemma3-1b, with and without these rows in turns, 3-4 rounds:
-# ahead in 22 of 23 rounds, Q5_0 +14%, Q4_0 +10%, Q4_1 +7%, IQ4_NL +13%, Q8_0 +6%, gemma3-1b +8%
+# ahead in 24 of 25 rounds, medians Q5_0 +14%, Q4_0 +10%, Q4_1 +9%, IQ4_NL +14%, Q8_0 +5%, gemma3-1b +8%
 # (codegen/kernels.toml, the pg entry, gives the figures).
 default Q4_0 avx512 tokens=1 kernel=q40_q8_gemv_avx512_r16_1x16_s2pf16kpg
 default Q4_1 avx512 tokens=1 kernel=q41_q8_gemv_avx512_r16_1x16_s2pf16kpg
