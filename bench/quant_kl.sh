@@ -13,10 +13,11 @@
 # few percent (bench/RESULTS.md); this column does not.
 #
 #   bench/quant_kl.sh MODEL TYPE... [--llama-quantize BIN] [--imatrix FILE] [--text FILE] [--chunks N]
-#                     [-c CTX] [-t THREADS] [--keep DIR]
+#                     [-c CTX] [-t THREADS] [--keep DIR] [--woolly-args "ARGS"]
 #
 # TYPE is any type `woolly quantize` takes (Q4_0, Q4_K_M, Q3_K_M, IQ4_XS, ...). --imatrix passes an
-# importance matrix to both quantizers. --text defaults to bench/kl_text.py's stories (stories260K's
+# importance matrix to both quantizers. --woolly-args adds flags to `woolly quantize` only (e.g.
+# "--act-scales"); as those may change the tensors before rounding, the rounding error column is then "-". --text defaults to bench/kl_text.py's stories (stories260K's
 # register); --chunks (default 8) and -c (default 512) set how much of it is scored. --keep DIR keeps the
 # quantized files there (default: a temporary folder, removed). WOOLLY names the woolly binary (default:
 # build/woolly beside this script's folder), QUANT_ERROR the bench_quant_error binary (default:
@@ -24,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '9,10p' "$0" | sed 's/^#  *//; s/^/usage: /' >&2
+  sed -n '/^#   bench\/quant_kl.sh/,/^#$/p' "$0" | sed '/^#$/d; s/^#  *//; s/^/usage: /' >&2
   exit 2
 }
 
@@ -34,10 +35,10 @@ quant_error=${QUANT_ERROR:-$here/../build/bench/bench_quant_error}
 [ $# -ge 2 ] || usage
 model=$1
 shift
-types=() llama_quantize="" imatrix="" text="" chunks=8 ctx=512 threads=2 keep=""
+types=() llama_quantize="" imatrix="" text="" chunks=8 ctx=512 threads=2 keep="" woolly_args=""
 while [ $# -gt 0 ]; do
   case $1 in
-    --llama-quantize | --imatrix | --text | --chunks | -c | -t | --keep)
+    --llama-quantize | --imatrix | --text | --chunks | -c | -t | --keep | --woolly-args)
       [ $# -ge 2 ] || { echo "quant_kl.sh: $1 needs a value" >&2; exit 2; }
       case $1 in
         --llama-quantize) llama_quantize=$2 ;;
@@ -47,6 +48,7 @@ while [ $# -gt 0 ]; do
         -c) ctx=$2 ;;
         -t) threads=$2 ;;
         --keep) keep=$2 ;;
+        --woolly-args) woolly_args=$2 ;;
       esac
       shift 2 ;;
     -*) echo "quant_kl.sh: unknown option '$1'" >&2; usage ;;
@@ -101,7 +103,8 @@ else
   echo "| --- | ---: | ---: | ---: |"
 fi
 for type in "${types[@]}"; do
-  "$woolly" quantize "${woolly_imatrix[@]}" "$model" "$out/woolly-$type.gguf" "$type" >"$tmp/wq.log" 2>&1 ||
+  # shellcheck disable=SC2086 # the extra flags are words
+  "$woolly" quantize "${woolly_imatrix[@]}" $woolly_args "$model" "$out/woolly-$type.gguf" "$type" >"$tmp/wq.log" 2>&1 ||
     { echo "quant_kl.sh: woolly quantize to $type failed:" >&2; tail -5 "$tmp/wq.log" >&2; exit 1; }
   res=$(score "$out/woolly-$type.gguf") || exit 1
   read -r ws wk we wt <<<"$res"
@@ -116,6 +119,10 @@ for type in "${types[@]}"; do
     res=$(score "$out/llama-$type.gguf") || exit 1
     read -r ls lk le lt <<<"$res"
     ratio=$(awk -v a="$wk" -v b="$lk" 'BEGIN { printf (b > 0 ? "%.2f" : "-"), a / b }')
+    if [ -n "$woolly_args" ]; then
+      echo "| $type | $ws | $wk ± $we | $wt | $ls | $lk ± $le | $lt | $ratio | - |"
+      continue
+    fi
     # bench_quant_error's summary: "... | 0.913 (tensors 0.905-0.985; closer in 16, the same in 0, of 16) |"
     "$quant_error" "$model" "$out/llama-$type.gguf" "$out/woolly-$type.gguf" "${woolly_imatrix[@]}" \
       >"$tmp/qe.txt" 2>&1 ||

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "act_scales.h"
 #include "cpu.h"
 #include "gguf.h"
 #include "gguf_write.h"
@@ -109,6 +110,18 @@ static void print_progress(void *ctx, size_t i, size_t n, const woolly_stream_te
             p->notes[i][0] ? "  note: " : "", p->notes[i], now_seconds() - p->t0);
 }
 
+static void print_act_scales(const woolly_act_scales_summary *s, double seconds)
+{
+    if (s->groups == 0)
+        fprintf(stderr, "activation scales: none applied (%s)\n", s->why_none);
+    else
+        fprintf(
+            stderr,
+            "activation scales: %d of %d norm groups scaled, their output error on the sampled rows x%.3f "
+            "(%.1f s)\n",
+            s->scaled, s->groups, s->gain, seconds);
+}
+
 /* The output tensor for input tensor s. */
 static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype f, const woolly_mix_model *m,
                                         char *note, size_t note_size)
@@ -180,6 +193,11 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
         return woolly_fail(err, "%s: %s", in, kerr.msg);
     }
     woolly_imatrix_file *im = NULL;
+    if (p->act_scales && !p->imatrix) {
+        gguf_close(g);
+        return woolly_fail(err,
+                           "activation scales (--act-scales) need an importance matrix (--imatrix FILE)");
+    }
     if (p->imatrix && !(im = woolly_imatrix_file_read(p->imatrix, err))) {
         gguf_close(g);
         return -1;
@@ -203,6 +221,16 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
         free(plan), free(notes), gguf_close(g), woolly_imatrix_file_free(im);
         return -1;
     }
+    woolly_act_scales *scales = NULL;
+    woolly_act_scales_summary ss = {0};
+    if (p->act_scales &&
+        !(scales = woolly_act_scales_apply(g, im, plan, notes, n_threads,
+                                           p->act_scales_alpha > 0 ? p->act_scales_alpha : -1, &ss, err))) {
+        free(plan), free(notes), gguf_close(g), woolly_imatrix_file_free(im);
+        return -1;
+    }
+    if (scales && !p->quiet)
+        print_act_scales(&ss, now_seconds() - t0);
 
     int status = -1;
     gguf_writer *w = gguf_writer_open(out, err);
@@ -236,6 +264,7 @@ int woolly_quantize_file(const char *in, const char *out, enum woolly_ftype f,
                     woolly_imatrix_file_count(im), n_weighted);
     }
     free(plan), free(notes);
+    woolly_act_scales_free(scales);
     gguf_close(g);
     woolly_imatrix_file_free(im);
     return status;

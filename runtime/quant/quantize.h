@@ -64,11 +64,13 @@ enum woolly_type woolly_mix_type(enum woolly_ftype f, const char *name, uint32_t
                                  const woolly_mix_model *m, char *note, size_t note_size);
 
 typedef struct woolly_quantize_params {
-    int n_threads;       /* <= 0: the number of online CPUs */
-    bool quiet;          /* no progress on stderr */
-    const char *imatrix; /* NULL, or an importance matrix file (imatrix_read.h) weighing each matrix's
-                          * rounding errors by its columns' mean square input; matrices it lacks are
-                          * quantized unweighted, with a note */
+    int n_threads;          /* <= 0: the number of online CPUs */
+    bool quiet;             /* no progress on stderr */
+    const char *imatrix;    /* NULL, or an importance matrix file (imatrix_read.h) weighing each matrix's
+                             * rounding errors by its columns' mean square input; matrices it lacks are
+                             * quantized unweighted, with a note */
+    bool act_scales;        /* with imatrix: activation-aware scales folded into the norms (act_scales.h) */
+    float act_scales_alpha; /* > 0: that alpha for every group instead of the search (tests) */
 } woolly_quantize_params;
 
 /* Reads the GGUF at `in` and writes `out` with every tensor converted by the mix of `f`, all metadata
