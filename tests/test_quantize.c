@@ -230,39 +230,29 @@ Test(quantize, rows_that_are_not_whole_k_blocks_fall_back)
     free(out);
 }
 
-static void assert_fails(const char *args, const char *message_part)
-{
-    char *so, *se;
-    const int st = tu_run_cli(args, &so, &se);
-    cr_assert(st > 0, "'woolly %s' should fail, exited %d", args, st);
-    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", args, se,
-              message_part);
-    free(so), free(se);
-}
-
 Test(quantize, bad_arguments_fail_with_a_message)
 {
     char args[16384], in[4096], out[4096];
     snprintf(in, sizeof in, "%s", tu_data("models/tiny-llama-f16.gguf"));
     snprintf(out, sizeof out, "%s", tu_tmp_path("never.gguf"));
     snprintf(args, sizeof args, "quantize %s %s Q3_K", in, out);
-    assert_fails(args, "unknown type 'Q3_K'");
+    tu_cli_fails(args, "unknown type 'Q3_K'");
     snprintf(args, sizeof args, "quantize %s %s", in, out);
-    assert_fails(args, "expected IN.gguf OUT.gguf TYPE, got 2 arguments");
+    tu_cli_fails(args, "expected IN.gguf OUT.gguf TYPE, got 2 arguments");
     snprintf(args, sizeof args, "quantize -t 0 %s %s Q8_0", in, out);
-    assert_fails(args, "-t 0 is out of range [1, 256]");
+    tu_cli_fails(args, "-t 0 is out of range [1, 256]");
     snprintf(args, sizeof args, "quantize -t many %s %s Q8_0", in, out);
-    assert_fails(args, "-t 'many' is not an integer");
+    tu_cli_fails(args, "-t 'many' is not an integer");
     snprintf(args, sizeof args, "quantize --bogus %s %s Q8_0", in, out);
-    assert_fails(args, "unknown option '--bogus'");
+    tu_cli_fails(args, "unknown option '--bogus'");
     snprintf(args, sizeof args, "quantize %s/nope.gguf %s Q8_0", tu_data("models"), out);
-    assert_fails(args, "nope.gguf");
+    tu_cli_fails(args, "nope.gguf");
     /* not a GGUF file */
     snprintf(args, sizeof args, "quantize %s %s Q8_0", tu_data("README.md"), out);
-    assert_fails(args, "README.md");
+    tu_cli_fails(args, "README.md");
     /* an output that cannot be written */
     snprintf(args, sizeof args, "quantize %s %s/no/such/dir/out.gguf Q8_0", in, tu_data("models"));
-    assert_fails(args, "out.gguf");
+    tu_cli_fails(args, "out.gguf");
     FILE *f = fopen(out, "rb");
     cr_assert(f == NULL, "a failed run left %s behind", out);
 }

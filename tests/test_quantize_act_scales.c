@@ -148,16 +148,6 @@ Test(quantize_act_scales, search_scales_a_trained_model)
     free(im), free(scaled), free(plain);
 }
 
-static void assert_fails(const char *args, const char *message_part)
-{
-    char *so, *se;
-    const int st = tu_run_cli(args, &so, &se);
-    cr_assert(st > 0, "'woolly %s' should fail, exited %d", args, st);
-    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", args, se,
-              message_part);
-    free(so), free(se);
-}
-
 Test(quantize_act_scales, refusals_are_clear)
 {
     char args[16384], model[4096], moe[4096], *so, *se;
@@ -165,9 +155,9 @@ Test(quantize_act_scales, refusals_are_clear)
     snprintf(model, sizeof model, "%s", tu_data("models/stories260K.gguf"));
     snprintf(moe, sizeof moe, "%s", tu_data("models/tiny-qwen3moe-f16.gguf"));
     snprintf(args, sizeof args, "quantize --act-scales %s %s Q4_0", model, out);
-    assert_fails(args, "need an importance matrix (--imatrix FILE)");
+    tu_cli_fails(args, "need an importance matrix (--imatrix FILE)");
     snprintf(args, sizeof args, "quantize --act-scales-alpha 1.5 %s %s Q4_0", model, out);
-    assert_fails(args, "--act-scales-alpha");
+    tu_cli_fails(args, "--act-scales-alpha");
     /* a mixture's router reads ffn_norm's output too: nothing is scaled, and it says so */
     char *im = make_imatrix(moe, "moe.imatrix");
     snprintf(args, sizeof args, "quantize -t 2 --imatrix %s --act-scales %s %s Q4_K_M", im, moe, out);

@@ -152,16 +152,6 @@ Test(quantize_imatrix, imatrix_then_quantize_then_run)
     free(im), free(out), free(plain);
 }
 
-static void assert_fails(const char *args, const char *message_part)
-{
-    char *so, *se;
-    const int st = tu_run_cli(args, &so, &se);
-    cr_assert(st > 0, "'woolly %s' should fail, exited %d", args, st);
-    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", args, se,
-              message_part);
-    free(so), free(se);
-}
-
 Test(quantize_imatrix, bad_importance_matrices_fail_with_a_message)
 {
     char args[16384], model[4096], other[4096], text[4096], *so, *se;
@@ -172,18 +162,18 @@ Test(quantize_imatrix, bad_importance_matrices_fail_with_a_message)
 
     snprintf(args, sizeof args, "quantize --imatrix %s/no-such.imatrix %s %s Q4_K_M", tu_tmp_path(""), model,
              out);
-    assert_fails(args, "no-such.imatrix");
+    tu_cli_fails(args, "no-such.imatrix");
     snprintf(args, sizeof args, "quantize --imatrix %s %s %s Q4_K_M", text, model, out);
-    assert_fails(args, "importance matrix");
+    tu_cli_fails(args, "importance matrix");
     snprintf(args, sizeof args, "quantize --imatrix %s %s %s Q4_K_M", other, model, out);
-    assert_fails(args, "is not an importance matrix");
+    tu_cli_fails(args, "is not an importance matrix");
 
     /* stories260K's matrices have the same names as tiny-llama's, with 64 columns instead of 256 */
     snprintf(args, sizeof args, "imatrix -m %s -f %s -o %s -c 64 --chunks 1 -t 2 --quiet", other, text, im);
     cr_assert_eq(tu_run_cli(args, &so, &se), 0, "woolly %s: %s", args, se);
     free(so), free(se);
     snprintf(args, sizeof args, "quantize --imatrix %s %s %s Q4_K_M", im, model, out);
-    assert_fails(args, "tensor 'blk.0.attn_q.weight' has 256 columns");
+    tu_cli_fails(args, "tensor 'blk.0.attn_q.weight' has 256 columns");
     FILE *f = fopen(out, "rb");
     cr_assert(f == NULL, "a failed quantization left %s", out);
     remove(im);

@@ -588,13 +588,9 @@ Test(synth, vocab_file_with_a_chat_template)
 
 static void assert_fails(const char *args, const char *message_part)
 {
-    char cmd[16500], *so, *se;
+    char cmd[16500];
     snprintf(cmd, sizeof cmd, "synth %s", args);
-    const int st = tu_run_cli(cmd, &so, &se);
-    cr_assert(st > 0, "'woolly %s' should fail, exited %d", cmd, st);
-    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", cmd, se,
-              message_part);
-    free(so), free(se);
+    tu_cli_fails(cmd, message_part);
 }
 
 Test(synth, bad_flags_fail_with_a_message)

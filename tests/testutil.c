@@ -87,6 +87,16 @@ int tu_run_cli(const char *args, char **out, char **err)
     return tu_run_shell(cmd, out, err);
 }
 
+void tu_cli_fails(const char *args, const char *message_part)
+{
+    char *so, *se;
+    const int st = tu_run_cli(args, &so, &se);
+    cr_assert(st > 0, "'woolly %s' should fail, exited %d", args, st);
+    cr_assert(strstr(se, message_part) != NULL, "'woolly %s': message '%s' does not mention '%s'", args, se,
+              message_part);
+    free(so), free(se);
+}
+
 int tu_parse_ids(const char *s, int32_t **ids)
 {
     int n = 0, cap = 16;

@@ -22,6 +22,9 @@ int tu_run_shell(const char *cmd, char **out, char **err);
 /* tu_run_shell of the woolly command with a shell argument string ("info model.gguf"). */
 int tu_run_cli(const char *args, char **out, char **err);
 
+/* Asserts that the woolly command fails (exit status > 0) with message_part in its stderr. */
+void tu_cli_fails(const char *args, const char *message_part);
+
 /* A fresh path in the build's temporary folder for this test process: "<build>/tmp/<pid>-<name>". */
 const char *tu_tmp_path(const char *name);
 
