@@ -55,13 +55,9 @@ struct woolly_act_scales {
 static int scaled_row(void *ctx, int64_t row, float *dst, woolly_error *err)
 {
     const scaled_source *q = ctx;
-    const int64_t n = (int64_t)q->src->ne[0];
-    const size_t row_bytes = woolly_row_bytes(q->src->type, n);
-    if (woolly_dequantize_row(q->src->type, (const uint8_t *)q->src->data + (size_t)row * row_bytes, dst,
-                              n) != 0)
-        return woolly_fail(err, "tensor '%s': cannot read rows of type %s", q->src->name,
-                           woolly_type_get(q->src->type)->name);
-    for (int64_t c = 0; c < n; c++)
+    if (woolly_stream_gguf_row((void *)q->src, row, dst, err) != 0)
+        return -1;
+    for (uint64_t c = 0; c < q->src->ne[0]; c++)
         dst[c] = q->divide ? dst[c] / q->s[c] : dst[c] * q->s[c];
     return 0;
 }
@@ -211,13 +207,12 @@ static double group_error(const gguf_file *g, const woolly_stream_tensor *plan, 
         const gguf_tensor *t = &g->tensors[gr->mat[m]];
         const enum woolly_type type = plan[gr->mat[m]].type;
         const int64_t rows = (int64_t)t->ne[1], n = rows < SAMPLE_ROWS ? rows : SAMPLE_ROWS;
-        const size_t row_bytes = woolly_row_bytes(t->type, cols);
+        woolly_error ignored = {{0}};
         for (int64_t c = 0; c < cols; c++)
             b->qw[c] = gr->imp[m][c] / (s[c] * s[c]);
         for (int64_t k = 0; k < n; k++) {
             const int64_t r = k * rows / n;
-            if (woolly_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * row_bytes, b->row,
-                                      cols) != 0)
+            if (woolly_stream_gguf_row((void *)t, r, b->row, &ignored) != 0)
                 return INFINITY;
             for (int64_t c = 0; c < cols; c++)
                 b->scaled[c] = b->row[c] * s[c];
@@ -303,10 +298,10 @@ static void *search_worker(void *arg)
 
 /* ---- applying them ------------------------------------------------------------------------------ */
 
-static void add_note(char *note, const char *text)
+static void add_note(char (*note)[160], const char *text)
 {
-    const size_t len = strlen(note);
-    snprintf(note + len, 160 - len, "%s%s", len ? "; " : "", text);
+    const size_t len = strlen(*note);
+    snprintf(*note + len, sizeof *note - len, "%s%s", len ? "; " : "", text);
 }
 
 static int apply_group(const gguf_file *g, group *gr, woolly_stream_tensor *plan, char (*notes)[160])
@@ -324,12 +319,12 @@ static int apply_group(const gguf_file *g, group *gr, woolly_stream_tensor *plan
         gr->src[m] = (scaled_source){&g->tensors[gr->mat[m]], gr->s, false};
         woolly_stream_tensor *t = &plan[gr->mat[m]];
         t->rows = scaled_row, t->ctx = &gr->src[m], t->raw = NULL, t->importance = imp;
-        add_note(notes[gr->mat[m]], text);
+        add_note(&notes[gr->mat[m]], text);
     }
     gr->src[gr->n_mat] = (scaled_source){&g->tensors[gr->norm], gr->s, true};
     woolly_stream_tensor *t = &plan[gr->norm];
     t->rows = scaled_row, t->ctx = &gr->src[gr->n_mat], t->raw = NULL;
-    add_note(notes[gr->norm], text);
+    add_note(&notes[gr->norm], text);
     return 0;
 }
 

@@ -6,6 +6,17 @@
 
 #include "quant.h"
 
+int woolly_stream_gguf_row(void *ctx, int64_t row, float *dst, woolly_error *err)
+{
+    const gguf_tensor *t = ctx;
+    const size_t row_bytes = woolly_row_bytes(t->type, (int64_t)t->ne[0]);
+    if (woolly_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)row * row_bytes, dst,
+                              (int64_t)t->ne[0]) != 0)
+        return woolly_fail(err, "tensor '%s': cannot read rows of type %s", t->name,
+                           woolly_type_get(t->type)->name);
+    return 0;
+}
+
 /* Output bytes converted per chunk: large enough that starting threads costs nothing, small enough
  * that memory stays bounded whatever the model. */
 #define CHUNK_BYTES (16u << 20)

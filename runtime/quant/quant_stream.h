@@ -19,6 +19,10 @@
 /* Fills row `row` (ne[0] floats) of the tensor. Returns 0, or -1 with a message in err. */
 typedef int (*woolly_row_fn)(void *ctx, int64_t row, float *dst, woolly_error *err);
 
+/* The row function of a tensor read from a GGUF file: ctx is its `const gguf_tensor *`, whose rows are
+ * dequantized to floats. */
+int woolly_stream_gguf_row(void *ctx, int64_t row, float *dst, woolly_error *err);
+
 typedef struct woolly_stream_tensor {
     const char *name;
     enum woolly_type type; /* as written */

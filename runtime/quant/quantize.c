@@ -18,17 +18,6 @@
 /* llama.cpp's general.quantization_version for the current block formats. */
 #define QUANTIZATION_VERSION 2
 
-static int source_row(void *ctx, int64_t row, float *dst, woolly_error *err)
-{
-    const gguf_tensor *t = ctx;
-    const size_t row_bytes = woolly_row_bytes(t->type, (int64_t)t->ne[0]);
-    if (woolly_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)row * row_bytes, dst,
-                              (int64_t)t->ne[0]) != 0)
-        return woolly_fail(err, "tensor '%s': cannot read rows of type %s", t->name,
-                           woolly_type_get(t->type)->name);
-    return 0;
-}
-
 /* Layers: <arch>.block_count, or one more than the highest blk.<i> if the key is missing. */
 /* The file's "<arch>.expert_count", or 0 when it has none. */
 static int count_experts(const gguf_file *g)
@@ -140,7 +129,7 @@ static woolly_stream_tensor plan_tensor(const gguf_tensor *s, enum woolly_ftype 
         if (woolly_type_get(s->type)->block_elems > 1 && note[0] == '\0')
             snprintf(note, note_size, "already %s: converting again adds to its error",
                      woolly_type_get(s->type)->name);
-        t.rows = source_row;
+        t.rows = woolly_stream_gguf_row;
         t.ctx = (void *)s;
     }
     return t;
