@@ -18,9 +18,11 @@
  * over the whole row in the tiles.
  *
  * The panel holds each 2-bit value times its 16-value sub-block's 4-bit scale (at most 45, a byte), so
- * one accumulator chain per (token, group) sums sc x q x x over 32 values; per 32 values and token that
- * sum is scaled in float by the row's d, less the mins' term dmin * m times the sums of 16 the activation
- * block carries, then by the activation block's d.
+ * one accumulator chain per (token, group) sums sc x q x x over 32 values.
+ * The mins' term is an integer too: one vpmaddwd of the two sub-blocks' 4-bit mins against the
+ * activation block's two sums of 16 (|15 x 2032| fits easily). Per 32 values and token the two int32
+ * sums become d x (sc x q x x) - dmin x (m x sum x), times the activation block's d: a multiply and two
+ * FMAs, and no float work per row and chunk beyond them.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -98,10 +100,12 @@ static inline __m512i row_nibble(const uint8_t *sm, int shift)
     return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
 }
 
-/* f times the min of each row. */
-static inline __m512 row_min(__m512 f, const uint8_t *sm)
+/* The activation block's two sums of 16, negated, as a pair of 16-bit words (|sum| <= 16 x 127) in every
+ * lane, for vpmaddwd against the rows' min pairs: off holds -32 x each sum, a multiple of 32. */
+static inline __m512i neg_sum_pair(const int32_t *off)
 {
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
+    const __m128i v = _mm_srai_epi32(_mm_loadl_epi64((const __m128i *)off), 5);
+    return _mm512_broadcastd_epi32(_mm_packs_epi32(v, v));
 }
 
 /* The B tiles of a panel: per weight block, chunk, group and chain, KR rows of 16 x 4 values. */
@@ -238,29 +242,28 @@ static void step_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_stored(2, dots[0][1][0], 64);
                 woolly_tile_stored(3, dots[0][1][1], 64);
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
-            const __m512 dv1 = d1;
-            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
+            const __m512 dv1 = d1, dn1 = dmin1;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab1 = _mm512_castsi512_ps(scale_pair(row_nibble(w1[b].sm[2 * j], 4), row_nibble(w1[b].sm[2 * j + 1], 4)));
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 const __m512i dot0_1_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][1][t % 16]));
                 {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
                 __m512 acc0_1 = first ? _mm512_setzero_ps() : acc[t][1];
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
                 acc[t][1] = acc0_1;
                 }
@@ -374,20 +377,19 @@ static void step_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 woolly_tile_dpbsud(2, 5, 6);
                 woolly_tile_stored(2, dots[0][1][0], 64);
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             const int first = b0 == 0 && bi == 0 && j == 0; /* acc starts at zero: no memset per block of tokens */
             for (int t = 0; t < mt; t++) {
                 const woolly_block_q8x32 *xb0 = &act_row(a, t0 + t)[CHUNKS * b + j];
                 const __m512i dot0_0_0 = _mm512_add_epi32(_mm512_setzero_si512(), _mm512_load_si512(dots[0][t / 16][0][t % 16]));
                 {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 acc0_0 = first ? _mm512_setzero_ps() : acc[t][0];
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 acc[t][0] = acc0_0;
                 }

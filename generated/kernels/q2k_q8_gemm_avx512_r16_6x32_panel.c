@@ -15,9 +15,11 @@
  * on the same values in the same order, so a token gets the bits of any_q8_r16.c.j2's GEMV and GEMM.
  *
  * The panel holds each 2-bit value times its 16-value sub-block's 4-bit scale (at most 45, a byte), so
- * one accumulator chain per (token, group) sums sc x q x x over 32 values; per 32 values and token that
- * sum is scaled in float by the row's d, less the mins' term dmin * m times the sums of 16 the activation
- * block carries, then by the activation block's d.
+ * one accumulator chain per (token, group) sums sc x q x x over 32 values.
+ * The mins' term is an integer too: one vpmaddwd of the two sub-blocks' 4-bit mins against the
+ * activation block's two sums of 16 (|15 x 2032| fits easily). Per 32 values and token the two int32
+ * sums become d x (sc x q x x) - dmin x (m x sum x), times the activation block's d: a multiply and two
+ * FMAs, and no float work per row and chunk beyond them.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -101,10 +103,12 @@ static inline __m512i row_nibble(const uint8_t *sm, int shift)
     return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
 }
 
-/* f times the min of each row. */
-static inline __m512 row_min(__m512 f, const uint8_t *sm)
+/* The activation block's two sums of 16, negated, as a pair of 16-bit words (|sum| <= 16 x 127) in every
+ * lane, for vpmaddwd against the rows' min pairs: off holds -32 x each sum, a multiple of 32. */
+static inline __m512i neg_sum_pair(const int32_t *off)
 {
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
+    const __m128i v = _mm_srai_epi32(_mm_loadl_epi64((const __m128i *)off), 5);
+    return _mm512_broadcastd_epi32(_mm_packs_epi32(v, v));
 }
 
 /* A weight block of the panel: per chunk, load and group, the decode's operands; per chunk and group the
@@ -173,16 +177,18 @@ static void fill_2(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 pan[bi].q[j][3][1][0] = lo1;
                 pan[bi].q[j][3][1][1] = hi1;
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             pan[bi].s[j][0][0] = dv0;
-            pan[bi].s[j][0][1] = ma0;
-            pan[bi].s[j][0][2] = mb0;
-            const __m512 dv1 = d1;
-            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
+            pan[bi].s[j][0][1] = dn0;
+            pan[bi].s[j][0][2] = mab0;
+            const __m512 dv1 = d1, dn1 = dmin1;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab1 = _mm512_castsi512_ps(scale_pair(row_nibble(w1[b].sm[2 * j], 4), row_nibble(w1[b].sm[2 * j + 1], 4)));
             pan[bi].s[j][1][0] = dv1;
-            pan[bi].s[j][1][1] = ma1;
-            pan[bi].s[j][1][2] = mb1;
+            pan[bi].s[j][1][1] = dn1;
+            pan[bi].s[j][1][2] = mab1;
         }
     }
 }
@@ -449,87 +455,69 @@ static void tile_6x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             const __m512 dv1 = p->s[j][1][0];
-            const __m512 ma1 = p->s[j][1][1];
-            const __m512 mb1 = p->s[j][1][2];
+            const __m512 dn1 = p->s[j][1][1];
+            const __m512 mab1 = p->s[j][1][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb2->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb3->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb4->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb4->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb4->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb4->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc4_1 = _mm512_fmadd_ps(p1, dx, acc4_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb5->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb5->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb5->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb5->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc5_1 = _mm512_fmadd_ps(p1, dx, acc5_1);
             }
         }
@@ -734,61 +722,49 @@ static void tile_4x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             const __m512 dv1 = p->s[j][1][0];
-            const __m512 ma1 = p->s[j][1][1];
-            const __m512 mb1 = p->s[j][1][2];
+            const __m512 dn1 = p->s[j][1][1];
+            const __m512 mab1 = p->s[j][1][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb2->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc2_1 = _mm512_fmadd_ps(p1, dx, acc2_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb3->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc3_1 = _mm512_fmadd_ps(p1, dx, acc3_1);
             }
         }
@@ -913,35 +889,29 @@ static void tile_2x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             const __m512 dv1 = p->s[j][1][0];
-            const __m512 ma1 = p->s[j][1][1];
-            const __m512 mb1 = p->s[j][1][2];
+            const __m512 dn1 = p->s[j][1][1];
+            const __m512 mab1 = p->s[j][1][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc1_1 = _mm512_fmadd_ps(p1, dx, acc1_1);
             }
         }
@@ -1024,22 +994,19 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             const __m512 dv1 = p->s[j][1][0];
-            const __m512 ma1 = p->s[j][1][1];
-            const __m512 mb1 = p->s[j][1][2];
+            const __m512 dn1 = p->s[j][1][1];
+            const __m512 mab1 = p->s[j][1][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_1_0), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
         }
@@ -1113,11 +1080,12 @@ static void fill_1(const woolly_matmul_args *a, int64_t g0, int64_t b0, int nb, 
                 pan[bi].q[j][3][0][0] = lo0;
                 pan[bi].q[j][3][0][1] = hi0;
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             pan[bi].s[j][0][0] = dv0;
-            pan[bi].s[j][0][1] = ma0;
-            pan[bi].s[j][0][2] = mb0;
+            pan[bi].s[j][0][1] = dn0;
+            pan[bi].s[j][0][2] = mab0;
         }
     }
 }
@@ -1316,60 +1284,48 @@ static void tile_6x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb2->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb3->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb4->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb4->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb4->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb4->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot4_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc4_0 = _mm512_fmadd_ps(p0, dx, acc4_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb5->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb5->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb5->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb5->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot5_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc5_0 = _mm512_fmadd_ps(p0, dx, acc5_0);
             }
         }
@@ -1520,42 +1476,34 @@ static void tile_4x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb2->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb2->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb2->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb2->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot2_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc2_0 = _mm512_fmadd_ps(p0, dx, acc2_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb3->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb3->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb3->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb3->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot3_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc3_0 = _mm512_fmadd_ps(p0, dx, acc3_0);
             }
         }
@@ -1648,24 +1596,20 @@ static void tile_2x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb1->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb1->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb1->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb1->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot1_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc1_0 = _mm512_fmadd_ps(p0, dx, acc1_0);
             }
         }
@@ -1728,15 +1672,13 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t b0, int nb, const pane
                 }
             }
             const __m512 dv0 = p->s[j][0][0];
-            const __m512 ma0 = p->s[j][0][1];
-            const __m512 mb0 = p->s[j][0][2];
+            const __m512 dn0 = p->s[j][0][1];
+            const __m512 mab0 = p->s[j][0][2];
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(dot0_0_0), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }

@@ -11,9 +11,11 @@
  * the other ports.
  *
  * Two accumulator chains per (token, group) and 32 values, one per 16-value sub-block; per 32 values and
- * token one vpmaddwd weighs them by their 4-bit scales (each dot fits in 16 bits: |16 x 3 x 128| <= 6144),
- * the int32 sum sc x q x x is scaled in float by the row's d, less the mins' term dmin * m times the sums
- * of 16 the activation block carries, then by the activation block's d.
+ * token one vpmaddwd weighs them by their 4-bit scales (each dot fits in 16 bits: |16 x 3 x 128| <= 6144).
+ * The mins' term is an integer too: one vpmaddwd of the two sub-blocks' 4-bit mins against the
+ * activation block's two sums of 16 (|15 x 2032| fits easily). Per 32 values and token the two int32
+ * sums become d x (sc x q x x) - dmin x (m x sum x), times the activation block's d: a multiply and two
+ * FMAs, and no float work per row and chunk beyond them.
  * Prefetch: 4096 bytes ahead in each group's weight stream unless the call asks for another distance.
  */
 #include <immintrin.h>
@@ -100,10 +102,12 @@ static inline __m512i row_nibble(const uint8_t *sm, int shift)
     return _mm512_and_si512(_mm512_srli_epi32(v, shift), _mm512_set1_epi32(0xF));
 }
 
-/* f times the min of each row. */
-static inline __m512 row_min(__m512 f, const uint8_t *sm)
+/* The activation block's two sums of 16, negated, as a pair of 16-bit words (|sum| <= 16 x 127) in every
+ * lane, for vpmaddwd against the rows' min pairs: off holds -32 x each sum, a multiple of 32. */
+static inline __m512i neg_sum_pair(const int32_t *off)
 {
-    return _mm512_mul_ps(f, _mm512_cvtepi32_ps(row_nibble(sm, 4)));
+    const __m128i v = _mm_srai_epi32(_mm_loadl_epi64((const __m128i *)off), 5);
+    return _mm512_broadcastd_epi32(_mm_packs_epi32(v, v));
 }
 
 /* Tokens [t0, t0 + 1) against groups [g0, g0 + 64) (nrow of whose rows exist). */
@@ -249,41 +253,40 @@ static void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_3_1 = _mm512_dpbusd_epi32(dot0_3_1, hi3, x1);
                 }
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab0 = scale_pair(row_nibble(w0[b].sm[2 * j], 0), row_nibble(w0[b].sm[2 * j + 1], 0));
-            const __m512 dv1 = d1;
-            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
+            const __m512 dv1 = d1, dn1 = dmin1;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab1 = _mm512_castsi512_ps(scale_pair(row_nibble(w1[b].sm[2 * j], 4), row_nibble(w1[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab1 = scale_pair(row_nibble(w1[b].sm[2 * j], 0), row_nibble(w1[b].sm[2 * j + 1], 0));
-            const __m512 dv2 = d2;
-            const __m512 ma2 = row_min(dmin2, w2[b].sm[2 * j]), mb2 = row_min(dmin2, w2[b].sm[2 * j + 1]);
+            const __m512 dv2 = d2, dn2 = dmin2;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab2 = _mm512_castsi512_ps(scale_pair(row_nibble(w2[b].sm[2 * j], 4), row_nibble(w2[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab2 = scale_pair(row_nibble(w2[b].sm[2 * j], 0), row_nibble(w2[b].sm[2 * j + 1], 0));
-            const __m512 dv3 = d3;
-            const __m512 ma3 = row_min(dmin3, w3[b].sm[2 * j]), mb3 = row_min(dmin3, w3[b].sm[2 * j + 1]);
+            const __m512 dv3 = d3, dn3 = dmin3;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab3 = _mm512_castsi512_ps(scale_pair(row_nibble(w3[b].sm[2 * j], 4), row_nibble(w3[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab3 = scale_pair(row_nibble(w3[b].sm[2 * j], 0), row_nibble(w3[b].sm[2 * j + 1], 0));
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_0_0, dot0_0_1, kab0)), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_1_0, dot0_1_1, kab1)), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
                 __m512 p2 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_2_0, dot0_2_1, kab2)), dv2);
-                p2 = _mm512_fnmadd_ps(ma2, xa, p2);
-                p2 = _mm512_fnmadd_ps(mb2, xs, p2);
+                p2 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab2), nsab)), dn2, p2);
                 acc0_2 = _mm512_fmadd_ps(p2, dx, acc0_2);
                 __m512 p3 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_3_0, dot0_3_1, kab3)), dv3);
-                p3 = _mm512_fnmadd_ps(ma3, xa, p3);
-                p3 = _mm512_fnmadd_ps(mb3, xs, p3);
+                p3 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab3), nsab)), dn3, p3);
                 acc0_3 = _mm512_fmadd_ps(p3, dx, acc0_3);
             }
         }
@@ -387,25 +390,24 @@ static void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_1_1 = _mm512_dpbusd_epi32(dot0_1_1, hi1, x1);
                 }
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab0 = scale_pair(row_nibble(w0[b].sm[2 * j], 0), row_nibble(w0[b].sm[2 * j + 1], 0));
-            const __m512 dv1 = d1;
-            const __m512 ma1 = row_min(dmin1, w1[b].sm[2 * j]), mb1 = row_min(dmin1, w1[b].sm[2 * j + 1]);
+            const __m512 dv1 = d1, dn1 = dmin1;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab1 = _mm512_castsi512_ps(scale_pair(row_nibble(w1[b].sm[2 * j], 4), row_nibble(w1[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab1 = scale_pair(row_nibble(w1[b].sm[2 * j], 0), row_nibble(w1[b].sm[2 * j + 1], 0));
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_0_0, dot0_0_1, kab0)), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
                 __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_1_0, dot0_1_1, kab1)), dv1);
-                p1 = _mm512_fnmadd_ps(ma1, xa, p1);
-                p1 = _mm512_fnmadd_ps(mb1, xs, p1);
+                p1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab1), nsab)), dn1, p1);
                 acc0_1 = _mm512_fmadd_ps(p1, dx, acc0_1);
             }
         }
@@ -474,17 +476,16 @@ static void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t g0, int64_
                     dot0_0_1 = _mm512_dpbusd_epi32(dot0_0_1, hi0, x1);
                 }
             }
-            const __m512 dv0 = d0;
-            const __m512 ma0 = row_min(dmin0, w0[b].sm[2 * j]), mb0 = row_min(dmin0, w0[b].sm[2 * j + 1]);
+            const __m512 dv0 = d0, dn0 = dmin0;
+            /* the two sub-blocks' mins as a pair of 16-bit words per row, for vpmaddwd (kept as a float vector's bits) */
+            const __m512 mab0 = _mm512_castsi512_ps(scale_pair(row_nibble(w0[b].sm[2 * j], 4), row_nibble(w0[b].sm[2 * j + 1], 4)));
             /* the two sub-blocks' scales as a pair of 16-bit words per row, for vpmaddwd */
             const __m512i kab0 = scale_pair(row_nibble(w0[b].sm[2 * j], 0), row_nibble(w0[b].sm[2 * j + 1], 0));
             {
-                /* the sums of 16 (off holds -32 x each) */
                 const __m512 dx = _mm512_set1_ps(xb0->d);
-                const __m512 xa = _mm512_set1_ps((float)(-xb0->off[0] / 32)), xs = _mm512_set1_ps((float)(-xb0->off[1] / 32));
+                const __m512i nsab = neg_sum_pair(xb0->off);
                 __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(weigh_pair(dot0_0_0, dot0_0_1, kab0)), dv0);
-                p0 = _mm512_fnmadd_ps(ma0, xa, p0);
-                p0 = _mm512_fnmadd_ps(mb0, xs, p0);
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_castps_si512(mab0), nsab)), dn0, p0);
                 acc0_0 = _mm512_fmadd_ps(p0, dx, acc0_0);
             }
         }
