@@ -60,6 +60,28 @@ typedef struct woolly_fit_candidates {
 void woolly_fit_affine_min(const float *x, const float *w, int n, int nmax, const woolly_fit_candidates *cand,
                            float *a_out, float *m_out);
 
+/* quant_kmin.c: the fit of the K-quants with a scale and a min per sub-block (Q2_K, Q4_K, Q5_K), the
+ * formats' ranges as parameters; each format's file packs the block it gives. */
+enum { WOOLLY_KMIN_SUB_MAX = 32, WOOLLY_KMIN_NSUB_MAX = WOOLLY_QK_K / 16 };
+
+typedef struct woolly_kmin_format {
+    int sub;                                 /* values per sub-block (16 or 32) */
+    int scale_max;                           /* the largest integer scale and min */
+    int nmax;                                /* the largest q */
+    const woolly_fit_candidates *candidates; /* the first step's candidate steps */
+} woolly_kmin_format;
+
+typedef struct woolly_kmin_block {
+    float d, dmin; /* as stored (f16-rounded) */
+    uint16_t d16, dmin16;
+    uint8_t sc[WOOLLY_KMIN_NSUB_MAX], m[WOOLLY_KMIN_NSUB_MAX]; /* per sub-block */
+    uint8_t q[WOOLLY_QK_K];
+} woolly_kmin_block;
+
+/* One block of 256 values x (importance qw, or NULL) fitted as format f: factors, scales, mins and q. */
+void woolly_kmin_quantize_block(const woolly_kmin_format *f, const float *x, const float *qw,
+                                woolly_kmin_block *k);
+
 /* A list of levels a block's values are scaled to (Q3_K's integers -4 .. 3, the IQ4 grid), ascending,
  * with the n - 1 midpoints between neighbours (quant_fit.c). */
 typedef struct woolly_levels {
