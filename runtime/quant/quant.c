@@ -1,5 +1,6 @@
 /* The public conversions of quant.h: dispatch on the type, plus the plain formats (F32, F16, BF16) and
- * Q8_0. The K-quants live in quant_q45k.c and quant_q6k.c, the other 32-value formats in quant_legacy.c. */
+ * Q8_0. The K-quants live in quant_q2k.c, quant_q3k_iq4xs.c, quant_q45k.c (the three with mins sharing
+ * quant_kmin.c's fit) and quant_q6k.c, the other 32-value formats in quant_legacy.c. */
 #include "quant.h"
 
 #include <math.h>
