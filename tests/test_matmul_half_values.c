@@ -1,0 +1,104 @@
+/* Every finite F16 and BF16 value through every float kernel of those weights this CPU runs (GGUF rows, F32
+ * activations, every level and tile): a row holds one value and zeros, so each output is one product, and
+ * it must be that product rounded once to F32, the bits an exact widening of the weight gives. Random
+ * weights rarely reach the subnormals, the zeros of either sign or the largest values, and a widening
+ * done otherwise than by the conversion instruction (in integer, with the exponent's rebias folded into a
+ * scale: bench/journal/2026-12-06-zen5-6.md) is exact only if it gets those right too. Activations far
+ * from 1 check the scale's range. The row length leaves a tail after the 16- and 32-value steps, and the
+ * value's column moves along it, so the masked loads are checked too. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+enum { K = 45, M = 5 };
+
+/* The activations: magnitudes from 2^-20 to about 2^70 and both signs, each token's values alike. */
+static const float X_SCALE[M] = {1.0f, -3.0e4f, 1.0e-3f, 7.5e20f, -1.0f / 1048576.0f};
+
+static float x_at(int t, int c)
+{
+    return X_SCALE[t] * (1.0f + (float)c / 64.0f);
+}
+
+/* The finite values of a 16-bit format (exponent field not all ones), in rows of K with the value at
+ * column r % K; returns the row count. */
+static int64_t finite_rows(enum woolly_type wtype, uint16_t **out)
+{
+    uint16_t *w = calloc((size_t)65536 * K, sizeof *w);
+    cr_assert_not_null(w);
+    int64_t rows = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const bool finite = wtype == WOOLLY_TYPE_F16 ? (h & 0x7C00) != 0x7C00 : (h & 0x7F80) != 0x7F80;
+        if (finite) {
+            w[rows * K + rows % K] = (uint16_t)h;
+            rows++;
+        }
+    }
+    *out = w;
+    return rows;
+}
+
+static void check_type(enum woolly_type wtype)
+{
+    uint16_t *w;
+    const int64_t rows = finite_rows(wtype, &w);
+    float *x = malloc(sizeof(float) * M * K), *y = malloc(sizeof(float) * M * rows);
+    cr_assert(x && y);
+    for (int t = 0; t < M; t++)
+        for (int c = 0; c < K; c++)
+            x[t * K + c] = x_at(t, c);
+    int n_all, checked = 0;
+    const woolly_kernel *all = woolly_kernel_list(&n_all);
+    for (int i = 0; i < n_all; i++) {
+        const woolly_kernel *k = &all[i];
+        if ((k->op != WOOLLY_OP_GEMV && k->op != WOOLLY_OP_GEMM) || k->wtype != wtype ||
+            k->act != WOOLLY_ACT_F32 || k->layout || !woolly_kernel_runs(k))
+            continue;
+        const int64_t m = k->op == WOOLLY_OP_GEMV ? 1 : M;
+        memset(y, 0, sizeof(float) * M * rows);
+        const woolly_matmul_args a = {.w = w,
+                                      .w_row_bytes = K * sizeof *w,
+                                      .x = x,
+                                      .x_row_bytes = K * sizeof *x,
+                                      .y = y,
+                                      .y_stride = (size_t)rows,
+                                      .k = K,
+                                      .m = m,
+                                      .r0 = 0,
+                                      .r1 = rows};
+        k->matmul(&a);
+        int64_t bad = 0;
+        for (int64_t t = 0; t < m; t++)
+            for (int64_t r = 0; r < rows; r++) {
+                const uint16_t h = w[r * K + r % K];
+                const double wv = wtype == WOOLLY_TYPE_F16 ? woolly_f16_to_f32(h) : woolly_bf16_to_f32(h);
+                const float want = (float)(wv * (double)x_at((int)t, (int)(r % K)));
+                const float got = y[t * rows + r];
+                if (got != want && bad++ < 3)
+                    cr_log_error("%s: value 0x%04x, token %d: %.9g, want %.9g", k->name, h, (int)t, got,
+                                 want);
+            }
+        cr_expect_eq(bad, 0, "%s: %lld of %lld products not exact", k->name, (long long)bad,
+                     (long long)(m * rows));
+        checked++;
+    }
+    fprintf(stderr, "%s: %d kernels, %lld values each\n", wtype == WOOLLY_TYPE_F16 ? "F16" : "BF16", checked,
+            (long long)rows);
+    cr_expect_geq(checked, 2, "the scalar GEMV and GEMM at least");
+    free(w);
+    free(x);
+    free(y);
+}
+
+Test(matmul_half_values, every_f16_value_exact)
+{
+    check_type(WOOLLY_TYPE_F16);
+}
+
+Test(matmul_half_values, every_bf16_value_exact)
+{
+    check_type(WOOLLY_TYPE_BF16);
+}
