@@ -121,7 +121,8 @@ def expand_layouts(spec):
         fmt = spec["format"][v["format"]]
         assert name.startswith(v["format"] + "_r"), f"layout {name}: name must be <weights>_r<rows>"
         assert name == f"{v['format']}_r{v['rows']}", f"layout {name}: rows = {v['rows']} disagrees with the name"
-        assert fmt["block"] > 1, f"layout {name}: only block formats are interleaved"
+        assert fmt["block"] > 1 or v["format"] in ("f16", "bf16"), \
+            f"layout {name}: only block formats and the 16-bit floats are interleaved"
         assert "encoding" in v, f"layout {name}: no encoding (how its bytes hold the quants)"
         # one repack template per format: the rows and the encoding are its parameters
         layouts[name] = dict(kind="layout", name=name, template=f"repack/{v['format']}.c.j2", isa="scalar",

@@ -190,6 +190,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q3k_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_f16_r16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/repack_bf16_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r16.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r8.c
     ${WOOLLY_GENERATED_DIR}/kernels/repack_q40_r4.c
@@ -384,6 +386,8 @@ if(TRUE)
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q3k_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_iq4xs_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q80_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_f16_r16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_repack_bf16_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_repack_q40_r4.c
@@ -869,6 +873,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x128.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_4x48.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_4x48.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_6x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_6x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f16_gemm_avx512_4x4.c
@@ -1150,6 +1166,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x6.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x128.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_4x48.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_4x48.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_6x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_6x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_6x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f16_gemm_avx512_4x4.c

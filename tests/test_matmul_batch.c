@@ -157,13 +157,13 @@ Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
     check_type(WOOLLY_ISA_AVX512, WOOLLY_TYPE_IQ4_XS, "iq4xs_r16");
 }
 
-/* The float kernels of a slot (weights `wtype` on GGUF rows, activations `act`) at level `isa`: the same
- * property for F32, F16 and BF16 weights (a server's cached prompt prefix sends a prompt's last token
- * through the GEMV, where the whole prompt took the GEMM). */
-static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act)
+/* The float kernels of a slot (weights `wtype` on GGUF rows or in `layout`, activations `act`) at level
+ * `isa`: the same property for F32, F16 and BF16 weights (a server's cached prompt prefix sends a prompt's
+ * last token through the GEMV, where the whole prompt took the GEMM). */
+static void check_float_in(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act, const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
-    const int n = level_kernels(isa, wtype, act, NULL, kerns, MAX_KERNELS);
+    const int n = level_kernels(isa, wtype, act, layout, kerns, MAX_KERNELS);
     const char *level = woolly_isa_name(isa);
     if (woolly_isa_active() < isa) {
         cr_assert_eq(n, 0, "%s kernels run below the %s level", level, level);
@@ -176,6 +176,12 @@ static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly
      * blocks of k of the GEMMs' (1024). */
     check_batches(kerns, n, what, 1000, 70);
     kc_check_same_bits(kerns, n, 2320, 9, 70);
+    kc_check_same_bits(kerns, n, 1003, 7, 70); /* a k that ends in a part of the 16-row kernels' four chains */
+}
+
+static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act)
+{
+    check_float_in(isa, wtype, act, NULL);
 }
 
 Test(matmul_batch, float_kernels_agree_bit_for_bit)
@@ -186,6 +192,13 @@ Test(matmul_batch, float_kernels_agree_bit_for_bit)
         check_float(WOOLLY_ISA_AVX512, types[i], WOOLLY_ACT_F32);
         check_float(WOOLLY_ISA_AVX512, types[i], WOOLLY_ACT_F16);
     }
+}
+
+/* F16 and BF16 in 16 interleaved rows (matmul/avx512/half_r16.c.j2): the GEMVs and GEMMs of the layout. */
+Test(matmul_batch, avx512_half_r16_kernels_agree_bit_for_bit)
+{
+    check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_F16, WOOLLY_ACT_F32, "f16_r16");
+    check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_BF16, WOOLLY_ACT_F32, "bf16_r16");
 }
 
 /* The amx level's GEMMs beside the avx512 kernels of their layout: a whole step of tiles (32 tokens),

@@ -290,6 +290,16 @@ typedef struct {
 } woolly_block_q80_r16;
 _Static_assert(sizeof(woolly_block_q80_r16) == 544, "Q8_0 r16 block is 544 bytes");
 
+/* F16 and BF16 with 16 rows interleaved (layouts f16_r16, bf16_r16): the formats' block is one value, so
+ * block c of a group is value c of each of its 16 rows (row i's at v[i]), the values as GGUF has them.
+ * A group's rows are then read as one stream, column after column, where GGUF's rows are 16 streams
+ * (bench/journal/2026-12-06-zen5-6.md). */
+typedef struct {
+    uint16_t v[16];
+} woolly_block_f16_r16;
+typedef woolly_block_f16_r16 woolly_block_bf16_r16;
+_Static_assert(sizeof(woolly_block_f16_r16) == 32, "F16 r16 block is 32 bytes");
+
 /* The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) with G rows interleaved (layouts q40_r<G> ..
  * iq4nl_r<G>, G = 4, 8, 16): block b of a group is block b of each of its G rows; load h (0..3) holds
  * values 4h .. 4h + 3 of each row in its low nibbles and values 16 + 4h .. 16 + 4h + 3 in its high
