@@ -24,16 +24,37 @@ typedef woolly_block_f16_r16 wblock;
 
 void woolly_f16_f32_gemv_avx512_r16_1x128(const woolly_matmul_args *a);
 
-/* Stores (or adds) the rows of a group that exist. */
-static inline void store(const woolly_matmul_args *a, int64_t t, int64_t r, __m512 sum)
+/* A 64-byte load the compiler keeps in a register: folded into both the nibble mask and the shift it
+ * would be loaded twice, and loads (with the broadcasts) are the scarce resource of the tile (the
+ * fragments' decode uses it). */
+static inline __m512i load_once(const void *p)
 {
-    const int64_t n = a->r1 - r;
-    const __mmask16 rows = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+    __m512i v = _mm512_loadu_si512(p);
+#if !defined(WOOLLY_EMULATED_AVX512) /* no zmm registers to pin it in under emulation */
+    __asm__("" : "+v"(v));
+#endif
+    return v;
+}
+
+static inline const woolly_block_q8x32 *act_row(const woolly_matmul_args *a, int64_t t)
+{
+    return (const woolly_block_q8x32 *)((const char *)a->x + (size_t)t * a->x_row_bytes);
+}
+
+/* Stores the rows of a group that exist (or adds them to y). */
+static inline void store(const woolly_matmul_args *a, int64_t t, int64_t r, __mmask16 rows, __m512 acc)
+{
     float *y = a->y + (size_t)t * a->y_stride + (size_t)r;
     if (a->accumulate)
-        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(rows, y));
-    _mm512_mask_storeu_ps(y, rows, sum);
+        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(rows, y));
+    _mm512_mask_storeu_ps(y, rows, acc);
 }
+
+static inline __mmask16 row_mask(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
 
 /* Column c of a group: its 16 rows' values, widened to F32. */
 static inline __m512 widen(const wblock *b)
@@ -73,7 +94,7 @@ static inline void tile_1x8(const woolly_matmul_args *a, int64_t t0, int64_t r)
         }
     for (int t = 0; t < MT; t++)
         for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
 }
 
 /* Tokens [t0, t0 + 1) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -108,7 +129,7 @@ static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
         }
     for (int t = 0; t < MT; t++)
         for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
 }
 
 void woolly_f16_f32_gemv_avx512_r16_1x128(const woolly_matmul_args *a)
