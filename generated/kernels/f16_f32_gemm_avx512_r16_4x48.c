@@ -86,15 +86,17 @@ static inline void tile_1x3(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 1) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -121,15 +123,17 @@ static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 2) x groups at rows r, r + 16 .. (3) over all of k. */
@@ -156,15 +160,17 @@ static inline void tile_2x3(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 2) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -191,15 +197,17 @@ static inline void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 3) x groups at rows r, r + 16 .. (3) over all of k. */
@@ -226,15 +234,17 @@ static inline void tile_3x3(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 3) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -261,15 +271,17 @@ static inline void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 4) x groups at rows r, r + 16 .. (3) over all of k. */
@@ -296,15 +308,17 @@ static inline void tile_4x3(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 4) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -331,15 +345,17 @@ static inline void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + mt), mt <= MR, on the groups at r (3 or 1). */

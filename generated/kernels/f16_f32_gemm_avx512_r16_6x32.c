@@ -86,15 +86,17 @@ static inline void tile_1x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 1) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -121,15 +123,17 @@ static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 2) x groups at rows r, r + 16 .. (2) over all of k. */
@@ -156,15 +160,17 @@ static inline void tile_2x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 2) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -191,15 +197,17 @@ static inline void tile_2x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 3) x groups at rows r, r + 16 .. (2) over all of k. */
@@ -226,15 +234,17 @@ static inline void tile_3x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 3) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -261,15 +271,17 @@ static inline void tile_3x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 4) x groups at rows r, r + 16 .. (2) over all of k. */
@@ -296,15 +308,17 @@ static inline void tile_4x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 4) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -331,15 +345,17 @@ static inline void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 5) x groups at rows r, r + 16 .. (2) over all of k. */
@@ -366,15 +382,17 @@ static inline void tile_5x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 5) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -401,15 +419,17 @@ static inline void tile_5x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 6) x groups at rows r, r + 16 .. (2) over all of k. */
@@ -436,15 +456,17 @@ static inline void tile_6x2(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + 6) x groups at rows r, r + 16 .. (1) over all of k. */
@@ -471,15 +493,17 @@ static inline void tile_6x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
                 for (int t = 0; t < MT; t++)
                     acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
             }
-    for (int s = 0; c + s < k; s++) /* the last k mod 4 columns, each in its chain */
+    for (int s = 0; c + s < k; s++) /* an odd k's last column, in the even chain */
         for (int g = 0; g < GT; g++) {
             const __m512 wv = widen(&w[g][c + s]);
             for (int t = 0; t < MT; t++)
                 acc[t][g][s] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[t][c + s]), acc[t][g][s]);
         }
     for (int t = 0; t < MT; t++)
-        for (int g = 0; g < GT; g++)
-            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), _mm512_add_ps(acc[t][g][0], acc[t][g][1]));
+        for (int g = 0; g < GT; g++) {
+            const __m512 sum = _mm512_add_ps(acc[t][g][0], acc[t][g][1]);
+            store(a, t0 + t, r + 16 * g, row_mask(a->r1 - (r + 16 * g)), sum);
+        }
 }
 
 /* Tokens [t0, t0 + mt), mt <= MR, on the groups at r (2 or 1). */
