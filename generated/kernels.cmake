@@ -875,15 +875,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x64.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx512_r16_1x128.c
-    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx512_r16_1x128.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_4x48.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_4x48.c
-    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx512_r16_6x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx512_r16_6x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_4x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx512_6x4.c
@@ -1168,15 +1164,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_4x6.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x64.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx512_r16_1x128.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx512_r16_1x128.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_4x48.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_4x48.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx512_r16_6x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx512_r16_6x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_4x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx512_6x4.c
