@@ -160,7 +160,8 @@ Test(matmul_batch, avx512_q2_k_q3_k_iq4_xs_kernels_agree_bit_for_bit)
 /* The float kernels of a slot (weights `wtype` on GGUF rows or in `layout`, activations `act`) at level
  * `isa`: the same property for F32, F16 and BF16 weights (a server's cached prompt prefix sends a prompt's
  * last token through the GEMV, where the whole prompt took the GEMM). */
-static void check_float_in(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act, const char *layout)
+static void check_float_in(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act,
+                           const char *layout)
 {
     kc_matmul_kernel kerns[MAX_KERNELS];
     const int n = level_kernels(isa, wtype, act, layout, kerns, MAX_KERNELS);
@@ -176,7 +177,7 @@ static void check_float_in(enum woolly_isa isa, enum woolly_type wtype, enum woo
      * blocks of k of the GEMMs' (1024). */
     check_batches(kerns, n, what, 1000, 70);
     kc_check_same_bits(kerns, n, 2320, 9, 70);
-    kc_check_same_bits(kerns, n, 1003, 7, 70); /* a k that ends in a part of the 16-row kernels' four chains */
+    kc_check_same_bits(kerns, n, 1003, 7, 70); /* an odd k: the 16-row kernels' last column in one chain */
 }
 
 static void check_float(enum woolly_isa isa, enum woolly_type wtype, enum woolly_act act)

@@ -1,11 +1,12 @@
-/* Every finite F16 and BF16 value through every float kernel of those weights this CPU runs (GGUF rows, F32
- * activations, every level, tile and layout): a row holds one value and zeros, so each output is one product,
- * and it must be that product rounded once to F32, the bits an exact widening of the weight gives. Random
- * weights rarely reach the subnormals, the zeros of either sign or the largest values, and a widening
- * done otherwise than by the conversion instruction (in integer, with the exponent's rebias folded into a
- * scale: bench/journal/2026-12-06-zen5-6.md) is exact only if it gets those right too. Activations far
- * from 1 check the scale's range. The row length leaves a tail after the 16- and 32-value steps, and the
- * value's column moves along it, so the masked loads are checked too. */
+/* Every finite F16 and BF16 value through every float kernel of those weights this CPU runs (F32
+ * activations, every level and tile, on GGUF rows and in the 16-row layouts): a row holds one value and
+ * zeros, so each output is one product, and it must be that product rounded once to F32, the bits an exact
+ * widening of the weight gives. Random weights rarely reach the subnormals, the zeros of either sign or
+ * the largest values; a widening done otherwise than by the conversion instruction (one tried in integer:
+ * bench/journal/2026-12-06-zen5-6.md) is exact only if it gets those right too, and activations from 2^-20
+ * to about 2^70 would expose a scale folded into them. The row length (45) leaves a tail after the row
+ * kernels' 16-value steps and an odd column after the layouts' pairs of columns, and the value's column
+ * moves along it, so the masked loads and the tails are checked too. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

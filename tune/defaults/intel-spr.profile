@@ -92,8 +92,9 @@ default BF16 amx tokens=17+ kernel=bf16_bf16_gemm_amx_32x32
 # F16 --tokens 512 --threads 2: 114-175 GMAC/s on the four shapes against 61-82 for the avx512 level's
 # f16_f32_gemm_avx512_4x6 (the arrangement 16x64 behind at 81-117).
 default F16 amx tokens=17+ kernel=f16_f32_gemm_amx_32x32_x3
-# F16 weights stay on GGUF rows here, which those tiles read: one token and 2-16 on the row kernels the
-# spec defaulted to before its 16-row layout (f16_r16), which was measured on the Zen 5 only.
+# F16 weights stay on GGUF rows here, which those tiles read: one token, 2-16, and 17+ where the amx level
+# does not run, on the row kernels the spec defaulted to before its 16-row layout (f16_r16), which was
+# measured on the Zen 5 only.
 default F16 avx512 tokens=1 kernel=f16_f32_gemv_avx512_1x12
 default F16 avx512 tokens=2-16 kernel=f16_f32_gemm_avx512_4x6
 default F16 avx512 tokens=17+ kernel=f16_f32_gemm_avx512_4x6
