@@ -989,6 +989,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(WOOLLY_GROUP_AVX512_AVX512BF16_FEATURES "avx512bf16")
   set(WOOLLY_GROUP_AVX512_AVX512BF16_FLAGS ${WOOLLY_FLAGS_AVX512} -mavx512bf16)
   set(WOOLLY_GROUP_AVX512_AVX512BF16_SOURCES
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_r16_8x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_r16_6x48.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_bf16_gemm_avx512_4x4.c
@@ -1272,6 +1275,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d96_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d128_k64.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_decode_avx512_d256_k64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_r16_1x64.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_r16_8x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_r16_6x48.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemv_avx512_1x8.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_bf16_gemm_avx512_4x4.c

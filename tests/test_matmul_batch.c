@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "kernel_check.h"
 #include "registry.h"
 
@@ -195,11 +196,16 @@ Test(matmul_batch, float_kernels_agree_bit_for_bit)
     }
 }
 
-/* F16 and BF16 in 16 interleaved rows (matmul/avx512/half_r16.c.j2): the GEMVs and GEMMs of the layout. */
+/* F16 and BF16 in 16 interleaved rows (matmul/avx512/half_r16.c.j2, and bf16_r16_dot.c.j2 on BF16
+ * activations where the CPU has AVX512-BF16): the GEMVs and GEMMs of the layout. */
 Test(matmul_batch, avx512_half_r16_kernels_agree_bit_for_bit)
 {
     check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_F16, WOOLLY_ACT_F32, "f16_r16");
     check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_BF16, WOOLLY_ACT_F32, "bf16_r16");
+    if (woolly_cpu_get()->features & WOOLLY_CPU_AVX512BF16)
+        check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_BF16, WOOLLY_ACT_BF16, "bf16_r16");
+    else
+        fprintf(stderr, "bf16_r16 x BF16 not run: no AVX512-BF16\n");
 }
 
 /* The amx level's GEMMs beside the avx512 kernels of their layout: a whole step of tiles (32 tokens),

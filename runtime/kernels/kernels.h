@@ -291,9 +291,11 @@ typedef struct {
 _Static_assert(sizeof(woolly_block_q80_r16) == 544, "Q8_0 r16 block is 544 bytes");
 
 /* F16 and BF16 with 16 rows interleaved (layouts f16_r16, bf16_r16): the formats' block is one value, so
- * block c of a group is value c of each of its 16 rows (row i's at v[i]), the values as GGUF has them.
- * A group's rows are then read as one stream, column after column, where GGUF's rows are 16 streams
- * (bench/journal/2026-12-06-zen5-6.md). */
+ * a group's rows are read as one stream, column after column, where GGUF's rows are 16 streams
+ * (bench/journal/2026-12-06-zen5-6.md). F16: block c of a group is value c of each of its 16 rows (row
+ * i's at v[i]), the values as GGUF has them. BF16 in column pairs: blocks 2j and 2j + 1 are values 2j
+ * and 2j + 1 of each row side by side (row i's pair at v[2i], v[2i + 1] of the two as one array), the
+ * operand of vdpbf16ps; an odd k's last block is value k - 1 of each row (row i's at v[i]). */
 typedef struct {
     uint16_t v[16];
 } woolly_block_f16_r16;
