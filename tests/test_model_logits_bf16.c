@@ -8,8 +8,9 @@
  * the F32-activation kernels add nothing visible to that (1.82e-5), BF16 activations (the avx512 and amx
  * kernels of such a class; llama.cpp takes BF16 weights' activations so) about 1.1e-5 more, and the
  * rounded attention tiles that come with them a little (on an Intel Xeon with AMX, 2026-12-01: 2.61e-5
- * with the avx512 level's FP16 P V tiles, 2.58-2.94e-5 with the amx level's BF16 tiles). Bar: 4e-5, 1.5x
- * the 2.6e-5 most of them land on. */
+ * with the avx512 level's FP16 P V tiles, 2.58-2.94e-5 with the amx level's BF16 tiles; on the Zen 5,
+ * whose class profile takes them too, with its BF16 attention tiles, 2026-12-06: 2.59e-5 decoding,
+ * 2.92-2.95e-5 in batches). Bar: 4e-5, 1.5x the 2.6e-5 most of them land on. */
 #include "model_logits_check.h"
 
 #define BF16_MAX_NMSE 4e-5

@@ -57,4 +57,15 @@ default IQ4_NL avx512 tokens=1 kernel=iq4nl_q8_gemv_avx512_r16_1x16_s2pf16kpg
 # It runs from 128 tokens, its min_tokens in the spec; fewer take the 2-16 step's 8x16_sbpf8k, ahead of
 # it there (llama-1b pp17 +11%, pp32 +4-9%: bench/journal/2026-12-05-zen5-5.md).
 default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
-end 13
+#
+# BF16 weights: BF16 activations (as llama.cpp takes them), on the 16-row layout's column pairs with
+# vdpbf16ps (matmul/avx512/bf16_r16_dot.c.j2), not the spec's F32 activations and FMAs. The weights are
+# BF16, so only the activations' rounding to 8 significant bits changes the results (the prompts' and
+# decode's alike). bench_matmul --shape S --weights BF16 --threads 2 --no-reference, GMAC/s at 512
+# tokens: 8192x2048 365.3 (8x32) against 152.6 for the spec's 4x48 on F32 activations, 2048x8192 355.5
+# against 143.4; 16 tokens 8x32 ahead of the other tiles on every shape of llama-1b; one token (GB/s)
+# 66.7 and 63.0 against 60.9 and 61.3 (codegen/kernels.toml; llama-1b in bench/journal/2026-12-06-zen5-7.md).
+default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_r16_1x64
+default BF16 avx512 tokens=2-16 kernel=bf16_bf16_gemm_avx512_r16_8x32
+default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_r16_8x32
+end 16
