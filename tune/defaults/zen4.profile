@@ -5,4 +5,10 @@ match x86_64 AuthenticAMD family 25 features avx512f
 # whose measurements set the spec's AVX-512 defaults, with BF16 attention tiles first as there (it has
 # AVX512-BF16 too).
 attn-rounded bf16,f16,i16
-end 1
+#
+# BF16 weights on BF16 activations, as on the Zen 5 (zen5.profile has the figures), which it has the
+# instructions for. Not measured on a Zen 4, as the attention tiles above.
+default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_r16_1x64
+default BF16 avx512 tokens=2-16 kernel=bf16_bf16_gemm_avx512_r16_8x32
+default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_r16_8x32
+end 4
