@@ -63,7 +63,8 @@ static inline __m512 widen(const wblock *pair, int s)
 {
     /* the layout's column pairs: row i's in 32-bit word i, the even column in the low half */
     const __m512i v = _mm512_loadu_si512(pair);
-    return _mm512_castsi512_ps(s ? _mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)) : _mm512_slli_epi32(v, 16));
+    return _mm512_castsi512_ps(s ? _mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))
+                                 : _mm512_slli_epi32(v, 16));
 }
 
 /* An odd k's last column, its 16 rows' values one a block (both layouts), widened to F32. */
