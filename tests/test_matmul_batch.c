@@ -196,12 +196,39 @@ Test(matmul_batch, float_kernels_agree_bit_for_bit)
     }
 }
 
-/* F16 and BF16 in 16 interleaved rows (matmul/avx512/half_r16.c.j2, and bf16_r16_dot.c.j2 on BF16
- * activations where the CPU has AVX512-BF16): the GEMVs and GEMMs of the layout. */
-Test(matmul_batch, avx512_half_r16_kernels_agree_bit_for_bit)
+/* F16 and BF16 in 16 interleaved rows on F32 activations: the avx2 level's kernels
+ * (matmul/avx2/half_r16.c.j2) and, where the CPU runs them, the avx512 level's (matmul/avx512/half_r16.c.j2),
+ * all together: the two templates sum a row's products in the same order, so the levels give the same bits
+ * too. */
+static void check_half_r16(enum woolly_type wtype, const char *layout)
 {
-    check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_F16, WOOLLY_ACT_F32, "f16_r16");
-    check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_BF16, WOOLLY_ACT_F32, "bf16_r16");
+    kc_matmul_kernel kerns[MAX_KERNELS];
+    const int n2 = level_kernels(WOOLLY_ISA_AVX2, wtype, WOOLLY_ACT_F32, layout, kerns, MAX_KERNELS);
+    const int n =
+        n2 + level_kernels(WOOLLY_ISA_AVX512, wtype, WOOLLY_ACT_F32, layout, kerns + n2, MAX_KERNELS - n2);
+    if (!woolly_isa_runs_at(WOOLLY_ISA_AVX2, woolly_isa_active())) {
+        cr_assert_eq(n, 0, "%s: x86 kernels run at the %s level", layout,
+                     woolly_isa_name(woolly_isa_active()));
+        return;
+    }
+    cr_assert_geq(n2, 2, "%s: %d avx2 kernels", layout, n2);
+    if (woolly_isa_runs_at(WOOLLY_ISA_AVX512, woolly_isa_active()))
+        cr_assert_geq(n - n2, 2, "%s: %d avx512 kernels", layout, n - n2);
+    char what[64];
+    snprintf(what, sizeof what, "%s x f32: %d", layout, n);
+    check_batches(kerns, n, what, 1000, 70);
+    kc_check_same_bits(kerns, n, 2320, 9, 70);
+    kc_check_same_bits(kerns, n, 1003, 7, 70); /* an odd k: the last column in one chain */
+    kc_check_same_bits(kerns, n, 64, 3, 8);    /* rows in one half group */
+    kc_check_same_bits(kerns, n, 64, 5, 45);   /* after a 32-row tile, a half group in each half */
+}
+
+/* F16 and BF16 in 16 interleaved rows (and bf16_r16_dot.c.j2 on BF16 activations where the CPU has
+ * AVX512-BF16): the GEMVs and GEMMs of the layout. */
+Test(matmul_batch, half_r16_kernels_agree_bit_for_bit)
+{
+    check_half_r16(WOOLLY_TYPE_F16, "f16_r16");
+    check_half_r16(WOOLLY_TYPE_BF16, "bf16_r16");
     if (woolly_cpu_get()->features & WOOLLY_CPU_AVX512BF16)
         check_float_in(WOOLLY_ISA_AVX512, WOOLLY_TYPE_BF16, WOOLLY_ACT_BF16, "bf16_r16");
     else
