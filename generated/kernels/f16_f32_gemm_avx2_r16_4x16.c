@@ -18,7 +18,7 @@
 
 #include "kernels.h"
 
-enum { MR = 4, NH = 2, CHAINS = 2 };
+enum { MR = 4, CHAINS = 2 };
 typedef woolly_block_f16_r16 wblock;
 
 void woolly_f16_f32_gemm_avx2_r16_4x16(const woolly_matmul_args *a);
@@ -665,10 +665,10 @@ static inline void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     }
 }
 
-/* Tokens [t0, t0 + mt), mt <= MR, on the rows at r (2 halves or 1). */
-static inline void tokens(const woolly_matmul_args *a, int64_t t0, int mt, int64_t r, int nh)
+/* Tokens [t0, t0 + mt), mt <= MR, on the half groups at r (2 or 1). */
+static inline void tokens(const woolly_matmul_args *a, int64_t t0, int mt, int64_t r, int ng)
 {
-    switch (mt * 8 + (nh == NH)) {
+    switch (mt * 8 + (ng == 2)) {
     case 1 * 8 + 1:
         tile_1x2(a, t0, r);
         break;
@@ -698,14 +698,14 @@ static inline void tokens(const woolly_matmul_args *a, int64_t t0, int mt, int64
     }
 }
 
-/* Row-outer: a tile's rows (8 x k values a half, 32 KiB of F16 at 2048 columns) stay in L2 while every
- * block of MR tokens passes over them. */
+/* Row-outer: a tile's rows (8 x k values a half group, 32 KiB of F16 at 2048 columns) stay in L2
+ * while every block of MR tokens passes over them. */
 void woolly_f16_f32_gemm_avx2_r16_4x16(const woolly_matmul_args *a)
 {
     for (int64_t r = a->r0; r < a->r1;) {
-        const int nh = a->r1 - r > 8 * (NH - 1) ? NH : 1;
+        const int ng = a->r1 - r > 8 ? 2 : 1;
         for (int64_t t0 = 0; t0 < a->m; t0 += MR)
-            tokens(a, t0, a->m - t0 < MR ? (int)(a->m - t0) : MR, r, nh);
-        r += 8 * nh;
+            tokens(a, t0, a->m - t0 < MR ? (int)(a->m - t0) : MR, r, ng);
+        r += 8 * ng;
     }
 }

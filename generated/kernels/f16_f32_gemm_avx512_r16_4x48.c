@@ -19,7 +19,7 @@
 
 #include "kernels.h"
 
-enum { MR = 4, NG = 3, CHAINS = 2 };
+enum { MR = 4, CHAINS = 2 };
 typedef woolly_block_f16_r16 wblock;
 
 void woolly_f16_f32_gemm_avx512_r16_4x48(const woolly_matmul_args *a);
@@ -369,7 +369,7 @@ static inline void tile_4x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
 /* Tokens [t0, t0 + mt), mt <= MR, on the groups at r (3 or 1). */
 static inline void tokens(const woolly_matmul_args *a, int64_t t0, int mt, int64_t r, int ng)
 {
-    switch (mt * 8 + (ng == NG)) {
+    switch (mt * 8 + (ng == 3)) {
     case 1 * 8 + 1:
         tile_1x3(a, t0, r);
         break;
@@ -399,12 +399,12 @@ static inline void tokens(const woolly_matmul_args *a, int64_t t0, int mt, int64
     }
 }
 
-/* Group-outer: a tile's groups (16 rows x k values each, 64 KiB at 2048 columns) stay in L2 while every
- * block of MR tokens passes over them. */
+/* Row-outer: a tile's rows (16 x k values a group, 64 KiB of F16 at 2048 columns) stay in L2
+ * while every block of MR tokens passes over them. */
 void woolly_f16_f32_gemm_avx512_r16_4x48(const woolly_matmul_args *a)
 {
     for (int64_t r = a->r0; r < a->r1;) {
-        const int ng = a->r1 - r > 16 * (NG - 1) ? NG : 1;
+        const int ng = a->r1 - r > 32 ? 3 : 1;
         for (int64_t t0 = 0; t0 < a->m; t0 += MR)
             tokens(a, t0, a->m - t0 < MR ? (int)(a->m - t0) : MR, r, ng);
         r += 16 * ng;

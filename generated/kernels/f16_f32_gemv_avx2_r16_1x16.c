@@ -18,7 +18,7 @@
 
 #include "kernels.h"
 
-enum { MR = 1, NH = 2, CHAINS = 2 };
+enum { MR = 1, CHAINS = 2 };
 typedef woolly_block_f16_r16 wblock;
 
 void woolly_f16_f32_gemv_avx2_r16_1x16(const woolly_matmul_args *a);
@@ -133,9 +133,9 @@ void woolly_f16_f32_gemv_avx2_r16_1x16(const woolly_matmul_args *a)
 {
     for (int64_t t = 0; t < a->m; t++)
         for (int64_t r = a->r0; r < a->r1;) {
-            if (a->r1 - r > 8 * (NH - 1)) {
+            if (a->r1 - r > 8) {
                 tile_1x2(a, t, r);
-                r += 8 * NH;
+                r += 16;
             } else {
                 tile_1x1(a, t, r);
                 r += 8;

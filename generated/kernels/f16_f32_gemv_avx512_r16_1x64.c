@@ -19,7 +19,7 @@
 
 #include "kernels.h"
 
-enum { MR = 1, NG = 4, CHAINS = 2 };
+enum { MR = 1, CHAINS = 2 };
 typedef woolly_block_f16_r16 wblock;
 
 void woolly_f16_f32_gemv_avx512_r16_1x64(const woolly_matmul_args *a);
@@ -148,9 +148,9 @@ void woolly_f16_f32_gemv_avx512_r16_1x64(const woolly_matmul_args *a)
 {
     for (int64_t t = 0; t < a->m; t++)
         for (int64_t r = a->r0; r < a->r1;) {
-            if (a->r1 - r > 16 * (NG - 1)) {
+            if (a->r1 - r > 48) {
                 tile_1x4(a, t, r);
-                r += 16 * NG;
+                r += 64;
             } else {
                 tile_1x1(a, t, r);
                 r += 16;
