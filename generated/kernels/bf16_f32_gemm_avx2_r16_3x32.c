@@ -12,8 +12,9 @@
  *
  * A (token, row) sums its products in two chains, the even columns' and the odd ones', each in column
  * order, then adds the two, as the avx512 kernels of the layout do: every kernel of this template and
- * those give a token the same bits, whatever the tile (tests/test_matmul_batch.c). With 16 registers a
- * GEMM tile holds 2 x tokens x halves accumulators beside one widened half and a broadcast. */
+ * those give a token the same bits, whatever the tile (tests/test_matmul_batch.c). A GEMV holds both
+ * chains at once; a GEMM tile runs one chain over all of k, then the other, so that AVX2's 16 registers
+ * hold its tokens x halves accumulators beside a widened half and the tokens' broadcasts. */
 #include <immintrin.h>
 
 #include "kernels.h"
@@ -45,7 +46,8 @@ static inline void store(const woolly_matmul_args *a, int64_t t, int64_t r, int6
 static inline __m256 widen(const wblock *pair, int s, int h)
 {
     /* the layout's column pairs: row i's in 32-bit word i, the even column in the low half; the odd one's
-     * bits cleared by two shifts rather than a mask, which would hold a register the 3x32 tile has not */
+     * bits cleared by two shifts rather than a mask, which holds a register (BF16's 3x32 GEMM ran at
+     * 43-48 GMAC/s with it, 60 with the shifts: bench/journal/2026-12-07-zen5.md) */
     const __m256i v = _mm256_loadu_si256((const __m256i *)((const uint32_t *)pair + 8 * h));
     return _mm256_castsi256_ps(_mm256_slli_epi32(s ? _mm256_srli_epi32(v, 16) : v, 16));
 }
