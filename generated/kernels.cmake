@@ -516,7 +516,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_r16_4x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_r16_2x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f16_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_f32_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/kernels/attn_q80_flash_avx2_any.c
@@ -680,7 +680,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_r16_4x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_r16_4x16.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_r16_3x32.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_r16_2x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f16_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_f32_flash_avx2_any.c
     ${WOOLLY_GENERATED_DIR}/tests/test_attn_q80_flash_avx2_any.c
