@@ -68,29 +68,40 @@ static inline void tile_1x4(const woolly_matmul_args *a, int64_t t0, int64_t r)
         w[i] = (const wblock *)((const char *)a->w + (size_t)(r + 16 * (i / 2)) * a->w_row_bytes);
     for (int t = 0; t < MT; t++)
         x[t] = (const float *)((const char *)a->x + (size_t)(t0 + t) * a->x_row_bytes);
-    __m256 acc[MT][HT][CHAINS];
-    for (int t = 0; t < MT; t++)
-        for (int i = 0; i < HT; i++)
-            for (int s = 0; s < CHAINS; s++)
-                acc[t][i][s] = _mm256_setzero_ps();
+    /* Both chains at once, written out as the GEMM's are (as arrays GCC kept them in memory). */
     const int64_t k = a->k;
+    __m256 acc0_0 = _mm256_setzero_ps();
+    __m256 acc0_1 = _mm256_setzero_ps();
+    __m256 acc1_0 = _mm256_setzero_ps();
+    __m256 acc1_1 = _mm256_setzero_ps();
+    __m256 acc2_0 = _mm256_setzero_ps();
+    __m256 acc2_1 = _mm256_setzero_ps();
+    __m256 acc3_0 = _mm256_setzero_ps();
+    __m256 acc3_1 = _mm256_setzero_ps();
     int64_t c = 0;
-    for (; c + CHAINS <= k; c += CHAINS)
-        for (int s = 0; s < CHAINS; s++)
-            for (int i = 0; i < HT; i++) {
-                const __m256 wv = widen(&w[i][c], s, (h0 + i) % 2);
-                for (int t = 0; t < MT; t++)
-                    acc[t][i][s] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(&x[t][c + s]), acc[t][i][s]);
-            }
-    if (c < k) /* an odd k's last column, in the even chain */
-        for (int i = 0; i < HT; i++) {
-            const __m256 wv = widen_last(&w[i][c], (h0 + i) % 2);
-            for (int t = 0; t < MT; t++)
-                acc[t][i][0] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(&x[t][c]), acc[t][i][0]);
-        }
-    for (int t = 0; t < MT; t++)
-        for (int i = 0; i < HT; i++)
-            store(a, t0 + t, r + 8 * i, a->r1 - (r + 8 * i), _mm256_add_ps(acc[t][i][0], acc[t][i][1]));
+    for (; c + CHAINS <= k; c += CHAINS) {
+        const __m256 x0 = _mm256_broadcast_ss(&x[0][c + 0]);
+        acc0_0 = _mm256_fmadd_ps(widen(&w[0][c], 0, (h0 + 0) % 2), x0, acc0_0);
+        acc1_0 = _mm256_fmadd_ps(widen(&w[1][c], 0, (h0 + 1) % 2), x0, acc1_0);
+        acc2_0 = _mm256_fmadd_ps(widen(&w[2][c], 0, (h0 + 2) % 2), x0, acc2_0);
+        acc3_0 = _mm256_fmadd_ps(widen(&w[3][c], 0, (h0 + 3) % 2), x0, acc3_0);
+        const __m256 x1 = _mm256_broadcast_ss(&x[0][c + 1]);
+        acc0_1 = _mm256_fmadd_ps(widen(&w[0][c], 1, (h0 + 0) % 2), x1, acc0_1);
+        acc1_1 = _mm256_fmadd_ps(widen(&w[1][c], 1, (h0 + 1) % 2), x1, acc1_1);
+        acc2_1 = _mm256_fmadd_ps(widen(&w[2][c], 1, (h0 + 2) % 2), x1, acc2_1);
+        acc3_1 = _mm256_fmadd_ps(widen(&w[3][c], 1, (h0 + 3) % 2), x1, acc3_1);
+    }
+    if (c < k) { /* an odd k's last column, in the even chain */
+        const __m256 xl = _mm256_broadcast_ss(&x[0][c]);
+        acc0_0 = _mm256_fmadd_ps(widen_last(&w[0][c], (h0 + 0) % 2), xl, acc0_0);
+        acc1_0 = _mm256_fmadd_ps(widen_last(&w[1][c], (h0 + 1) % 2), xl, acc1_0);
+        acc2_0 = _mm256_fmadd_ps(widen_last(&w[2][c], (h0 + 2) % 2), xl, acc2_0);
+        acc3_0 = _mm256_fmadd_ps(widen_last(&w[3][c], (h0 + 3) % 2), xl, acc3_0);
+    }
+    store(a, t0, r + 0, a->r1 - (r + 0), _mm256_add_ps(acc0_0, acc0_1));
+    store(a, t0, r + 8, a->r1 - (r + 8), _mm256_add_ps(acc1_0, acc1_1));
+    store(a, t0, r + 16, a->r1 - (r + 16), _mm256_add_ps(acc2_0, acc2_1));
+    store(a, t0, r + 24, a->r1 - (r + 24), _mm256_add_ps(acc3_0, acc3_1));
 }
 
 /* Tokens [t0, t0 + 1) x rows [r, r + 8) over all of k (whole tiles start groups; after them the call's
@@ -105,29 +116,22 @@ static inline void tile_1x1(const woolly_matmul_args *a, int64_t t0, int64_t r)
     w[0] = (const wblock *)((const char *)a->w + (size_t)(r - r % 16) * a->w_row_bytes);
     for (int t = 0; t < MT; t++)
         x[t] = (const float *)((const char *)a->x + (size_t)(t0 + t) * a->x_row_bytes);
-    __m256 acc[MT][HT][CHAINS];
-    for (int t = 0; t < MT; t++)
-        for (int i = 0; i < HT; i++)
-            for (int s = 0; s < CHAINS; s++)
-                acc[t][i][s] = _mm256_setzero_ps();
+    /* Both chains at once, written out as the GEMM's are (as arrays GCC kept them in memory). */
     const int64_t k = a->k;
+    __m256 acc0_0 = _mm256_setzero_ps();
+    __m256 acc0_1 = _mm256_setzero_ps();
     int64_t c = 0;
-    for (; c + CHAINS <= k; c += CHAINS)
-        for (int s = 0; s < CHAINS; s++)
-            for (int i = 0; i < HT; i++) {
-                const __m256 wv = widen(&w[i][c], s, (h0 + i) % 2);
-                for (int t = 0; t < MT; t++)
-                    acc[t][i][s] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(&x[t][c + s]), acc[t][i][s]);
-            }
-    if (c < k) /* an odd k's last column, in the even chain */
-        for (int i = 0; i < HT; i++) {
-            const __m256 wv = widen_last(&w[i][c], (h0 + i) % 2);
-            for (int t = 0; t < MT; t++)
-                acc[t][i][0] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(&x[t][c]), acc[t][i][0]);
-        }
-    for (int t = 0; t < MT; t++)
-        for (int i = 0; i < HT; i++)
-            store(a, t0 + t, r + 8 * i, a->r1 - (r + 8 * i), _mm256_add_ps(acc[t][i][0], acc[t][i][1]));
+    for (; c + CHAINS <= k; c += CHAINS) {
+        const __m256 x0 = _mm256_broadcast_ss(&x[0][c + 0]);
+        acc0_0 = _mm256_fmadd_ps(widen(&w[0][c], 0, (h0 + 0) % 2), x0, acc0_0);
+        const __m256 x1 = _mm256_broadcast_ss(&x[0][c + 1]);
+        acc0_1 = _mm256_fmadd_ps(widen(&w[0][c], 1, (h0 + 0) % 2), x1, acc0_1);
+    }
+    if (c < k) { /* an odd k's last column, in the even chain */
+        const __m256 xl = _mm256_broadcast_ss(&x[0][c]);
+        acc0_0 = _mm256_fmadd_ps(widen_last(&w[0][c], (h0 + 0) % 2), xl, acc0_0);
+    }
+    store(a, t0, r + 0, a->r1 - (r + 0), _mm256_add_ps(acc0_0, acc0_1));
 }
 
 void woolly_f16_f32_gemv_avx2_r16_1x32(const woolly_matmul_args *a)
