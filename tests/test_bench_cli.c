@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
+#include "isa.h"
 #include "testutil.h"
 
 static const char *tiny(void)
@@ -321,6 +323,50 @@ Test(bench_cli, roofline_judges_float_weights_by_the_fma_rate)
     cr_assert_eq(st, 0, "woolly %s failed:\n%s", cmd, err);
     cr_expect(strstr(out, "(GMAC/s against the f32 rate)") != NULL, "%s", out);
     free(out), free(err);
+}
+
+/* A BF16 model's prompt is judged against the level's BF16 dot product where it has one; where it has
+ * none (the avx2 level here, whatever the CPU) its kernels widen the weights to F32 for the FMA, and the
+ * FMA rate is the limit: never "no limit". */
+static void expect_bf16_prompt_limit(const char *model, const char *level)
+{
+    const int isa = level ? woolly_isa_from_name(level) : 0;
+    if (isa < 0 || (level && !woolly_isa_cpu_has(woolly_cpu_get(), (enum woolly_isa)isa)))
+        return; /* the level is refused on such a CPU (test_isa_levels) */
+    if (level)
+        setenv("WOOLLY_ISA", level, 1); /* the shell tu_run_cli starts passes it on */
+    char cmd[8192], *out, *err;
+    snprintf(cmd, sizeof cmd, "bench -m %s -p 16 -n 0 -r 1 -t 1 --roofline --format json", model);
+    const int st = tu_run_cli(cmd, &out, &err);
+    unsetenv("WOOLLY_ISA");
+    cr_assert_eq(st, 0, "WOOLLY_ISA=%s woolly %s failed (%d):\n%s\n%s", level ? level : "", cmd, st, out,
+                 err);
+    json_t *a = parse_tests(out, 1);
+    const json_t *r = json_object_get(json_array_get(a, 0), "roofline");
+    cr_assert(json_is_object(r), "%s", out);
+    const bool has_bf16 = num(r, "bf16_gmacs") > 0;
+    if (level && !strcmp(level, "avx2"))
+        cr_expect(!has_bf16, "the avx2 level measured a BF16 rate (%s)", str(r, "bf16_instr"));
+    const double expected = has_bf16 ? num(r, "bf16_gmacs") : num(r, "f32_gmacs");
+    cr_expect_gt(expected, 0.0, "%s: no BF16 or F32 rate measured", cmd);
+    cr_expect_eq(num(r, "limit"), expected, "%s: limit %g, bf16 %g, f32 %g", cmd, num(r, "limit"),
+                 num(r, "bf16_gmacs"), num(r, "f32_gmacs"));
+    cr_expect_gt(num(r, "percent_of_limit"), 0.0, "%s", cmd);
+    json_decref(a);
+    free(out), free(err);
+}
+
+Test(bench_cli, roofline_judges_bf16_weights_by_the_rate_their_kernels_run_at)
+{
+    char model[4096], args[8192];
+    snprintf(model, sizeof model, "%s", tu_tmp_path("bench-bf16.gguf"));
+    snprintf(args, sizeof args, "quantize -q %s %s BF16", tu_data("models/tiny-llama-f16.gguf"), model);
+    char *err;
+    const int st = tu_run_cli(args, NULL, &err);
+    cr_assert_eq(st, 0, "woolly %s failed:\n%s", args, err);
+    free(err);
+    expect_bf16_prompt_limit(model, NULL);
+    expect_bf16_prompt_limit(model, "avx2");
 }
 
 /* Decode at a depth reads the cache too: tiny's K and V are 128 values per layer and position each (its

@@ -137,6 +137,12 @@ static double kv_bytes_per_token(const bench_run *r, int64_t depth, int64_t n)
     return per_layer * ((r->kv_layers - r->kv_sliding_layers) * global + r->kv_sliding_layers * sliding / n);
 }
 
+void bench_settle_prompt_rate(bench_run *r, const bench_roof *roof)
+{
+    if (r->prompt_rate == BENCH_RATE_BF16 && roof->bf16_gmacs <= 0.0)
+        r->prompt_rate = BENCH_RATE_F32;
+}
+
 void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
 {
     t->has_roof = true;
@@ -145,8 +151,8 @@ void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t)
         t->work_per_token = r->macs_layers + r->macs_output / t->n;
         t->work_rate = t->work_per_token * t->mean_ts / 1e9;
         /* BF16 weights' prompts multiply BF16 (or F32) values: their ceiling is the BF16 rate, where the
-         * level has one (a CPU without it: no limit, as a level without an int8 dot product). F16 and
-         * F32 weights' GEMMs multiply-add in F32: the FMA rate. */
+         * level has one (bench_settle_prompt_rate: else the FMA rate). F16 and F32 weights' GEMMs
+         * multiply-add in F32: the FMA rate. */
         t->limit = r->prompt_rate == BENCH_RATE_BF16  ? roof->bf16_gmacs
                    : r->prompt_rate == BENCH_RATE_F32 ? roof->f32_gmacs
                                                       : roof->int8_gmacs;

@@ -10,7 +10,9 @@
  *   prefill (ppN)  rows x cols multiply-adds per token for every layer matrix (k of a layer's n
  *                  experts), plus the output matrix's
  *                  once per prompt (only the last token's logits are computed), x tokens/s, against the
- *                  int8 multiply-add rate of the instruction the active ISA level's kernels use.
+ *                  int8 multiply-add rate of the instruction the active ISA level's kernels use
+ *                  (of BF16 weights, the BF16 dot product's rate where the level has one, else the
+ *                  F32 FMA's; of F16 and F32 weights, the F32 FMA's).
  * Prefill's attention (float work that grows with the depth) and the small ops are not counted: the
  * figure is the matrices' share, a lower bound on the machine's use. */
 #ifndef WOOLLY_CLI_BENCH_ROOFLINE_H
@@ -28,6 +30,11 @@ int bench_work_per_token(const char *cmd, bench_run *r);
  * the best of the samples so far, its lowest kept beside it. Zero *best before the first sample.
  * Returns 0, or -1 after a message. */
 int bench_sample_roof(const char *cmd, int threads, bench_roof *best);
+
+/* Settles r->prompt_rate once the level's limits are known: BF16 weights' prompts run on the level's BF16
+ * dot product where it has one; where it has none (the avx2 level, an AVX-512 CPU without avx512bf16) their
+ * kernels widen the weights to F32 and multiply-add with the FMA, whose rate is then their limit. */
+void bench_settle_prompt_rate(bench_run *r, const bench_roof *roof);
 
 /* Sets t->roof, t->work_per_token, t->work_rate and t->limit from its mean tokens/s. */
 void bench_apply_roof(const bench_run *r, const bench_roof *roof, bench_test *t);

@@ -267,6 +267,7 @@ static int sample_roof(const char *cmd, int threads, bench_run *r, bench_roof *r
     }
     if (bench_sample_roof(cmd, threads, roof))
         return -1;
+    bench_settle_prompt_rate(r, roof);
     *rss_trackable = *rss_trackable && clear_peak_rss();
     return 0;
 }
