@@ -79,7 +79,7 @@ VARIANT_TOKENS = (
     ("wide", lambda v: "w"),                          # a few tokens walk several row groups at once
     ("split", lambda v: f"s{v}" if v > 1 else ""),    # accumulator chains per (token, group)
     ("unroll", lambda v: f"u{v}" if v > 1 else ""),   # weight blocks per pass of the block loop
-    ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes (AVX-512)
+    ("prefetch", lambda v: f"pf{v // 1024}k"),        # software prefetch distance in bytes
     ("prefetch_pages", lambda v: "pg"),               # ... a line a 4 KiB page, not every line
     ("prefetch_tokens", lambda v: f"t{v}"),           # ... only for calls of at most this many tokens
     ("pf", lambda v: "pf"),                           # software prefetch (AVX2, distance not named)

@@ -509,9 +509,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/kernels/f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_r16_1x32_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_r16_1x32_pf4k.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemv_avx2_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemv_avx2_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/kernels/f16_f32_gemm_avx2_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/kernels/bf16_f32_gemm_avx2_r16_4x16.c
@@ -673,9 +675,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     ${WOOLLY_GENERATED_DIR}/tests/test_f32_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_2x4.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_2x4.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_r16_1x32_pf2k.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_r16_1x32_pf4k.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_r16_1x32.c
-    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemv_avx2_r16_1x16.c
+    ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_r16_1x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemv_avx2_r16_1x16.c
     ${WOOLLY_GENERATED_DIR}/tests/test_f16_f32_gemm_avx2_r16_3x32.c
     ${WOOLLY_GENERATED_DIR}/tests/test_bf16_f32_gemm_avx2_r16_4x16.c
