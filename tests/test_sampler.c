@@ -225,6 +225,94 @@ Test(sampler, presence_and_frequency_penalties)
     cr_expect(strstr(err.msg, "frequency penalty") != NULL, "%s", err.msg);
 }
 
+/* logit_bias: added before everything else (penalties included), in greedy picks, in draws and in the
+ * probability vector speculative decoding compares; set again, it replaces; bad biases are refused. */
+Test(sampler, logit_bias_shifts_logits_before_the_other_steps)
+{
+    woolly_sampler_params p = plain(0.0f);
+    woolly_sampler *s = make(4, &p);
+    const float l[4] = {3.0f, 2.6f, 2.2f, 0.0f};
+    const woolly_token up = 3, down = 0;
+    const float plus = 3.5f, minus = -100.0f;
+    cr_assert_eq(woolly_sampler_set_logit_bias(s, &up, &plus, 1), 0, "%s", woolly_last_error());
+    cr_expect_eq(woolly_sampler_sample(s, l), 3, "0 + 3.5 beats 3.0");
+    cr_assert_eq(woolly_sampler_set_logit_bias(s, &down, &minus, 1), 0, "%s", woolly_last_error());
+    cr_expect_eq(woolly_sampler_sample(s, l), 1,
+                 "the new bias replaced the old: 0 is banned, 3 is back at 0");
+    cr_assert_eq(woolly_sampler_set_logit_bias(s, NULL, NULL, 0), 0, "%s", woolly_last_error());
+    cr_expect_eq(woolly_sampler_sample(s, l), 0, "no bias");
+    woolly_sampler_close(s);
+
+    /* before the repetition penalty: 2.6 + 0.6 = 3.2 > 1.75, then divided by 2 = 1.6 < 1.75 (the penalty
+     * first would leave 1.3 + 0.6 = 1.9) */
+    p.repeat_penalty = 2.0f;
+    p.repeat_last_n = 4;
+    s = make(4, &p);
+    const float l2[4] = {1.75f, 2.6f, 0.0f, 0.0f};
+    const woolly_token one = 1;
+    const float small = 0.6f;
+    cr_assert_eq(woolly_sampler_set_logit_bias(s, &one, &small, 1), 0);
+    cr_expect_eq(woolly_sampler_sample(s, l2), 1);
+    woolly_sampler_accept(s, 1);
+    cr_expect_eq(woolly_sampler_sample(s, l2), 0, "the bias came after the penalty");
+    woolly_sampler_close(s);
+
+    /* draws and probabilities: log-probabilities 0.5 / 0.5 / 0 / 0 shifted by log(3) on id 1 -> 1/4, 3/4 */
+    p = plain(1.0f);
+    s = make(4, &p);
+    const double want[4] = {0.25, 0.75, 0.0, 0.0};
+    const double half[4] = {0.5, 0.5, 0.0, 0.0};
+    float lg[4];
+    logits_of(half, 4, lg);
+    const float ln3 = logf(3.0f);
+    cr_assert_eq(woolly_sampler_set_logit_bias(s, &one, &ln3, 1), 0);
+    double freq[4];
+    frequencies(s, lg, 4, freq);
+    expect_freqs(freq, want, 4, "biased draws");
+    float probs[4];
+    woolly_error err = {{0}};
+    cr_assert_eq(woolly_sampler_probs(s, lg, probs, &err), 0, "%s", err.msg);
+    for (int i = 0; i < 4; i++)
+        cr_expect(fabs(probs[i] - want[i]) < 1e-6, "probs[%d] = %g, expected %g", i, probs[i], want[i]);
+
+    static const struct {
+        woolly_token ids[2];
+        float bias[2];
+        int32_t n;
+        const char *message;
+    } BAD[] = {{{4, 0}, {1.0f, 0}, 1, "token id 4 is outside [0, 4)"},
+               {{-1, 0}, {1.0f, 0}, 1, "token id -1 is outside"},
+               {{2, 2}, {1.0f, 2.0f}, 2, "token 2 is given twice"},
+               {{1, 0}, {NAN, 0}, 1, "not a finite number"},
+               {{1, 0}, {INFINITY, 0}, 1, "not a finite number"},
+               {{1, 0}, {1.0f, 0}, -1, "-1 biases"}};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        cr_expect_eq(woolly_sampler_set_logit_bias(s, BAD[i].ids, BAD[i].bias, BAD[i].n), -1, "case %zu", i);
+        cr_expect(strstr(woolly_last_error(), BAD[i].message) != NULL, "case %zu: %s", i,
+                  woolly_last_error());
+    }
+    /* a refused set leaves the earlier biases, and the penalties' scratch counts, as they were */
+    cr_assert_eq(woolly_sampler_probs(s, lg, probs, &err), 0, "%s", err.msg);
+    cr_expect(fabs(probs[1] - 0.75) < 1e-6, "probs[1] = %g after the refused sets", probs[1]);
+    woolly_sampler_close(s);
+
+    /* the duplicate check borrows the penalties' per-id counts: a refused set must leave them at 0, or the
+     * frequency penalty of a token in the window would count the duplicates too (2 - 0.5 x 1, not x 3) */
+    p = plain(1.0f);
+    p.frequency_penalty = 0.5f;
+    p.repeat_last_n = 4;
+    s = make(2, &p);
+    const woolly_token twice[2] = {1, 1};
+    const float b2[2] = {0.0f, 0.0f};
+    cr_expect_eq(woolly_sampler_set_logit_bias(s, twice, b2, 2), -1);
+    woolly_sampler_accept(s, 1);
+    const float l3[2] = {0.0f, 2.0f};
+    cr_assert_eq(woolly_sampler_probs(s, l3, probs, &err), 0, "%s", err.msg);
+    const double p1 = 1.0 / (1.0 + exp(-1.5));
+    cr_expect(fabs(probs[1] - p1) < 1e-6, "probs[1] = %g, expected %g", probs[1], p1);
+    woolly_sampler_close(s);
+}
+
 Test(sampler, the_seed_makes_draws_reproducible)
 {
     float logits[64];

@@ -344,6 +344,62 @@ Test(server_api, seeded_sampling_is_reproducible)
     free(model);
 }
 
+/* The token texts of a completion's choice i (logprobs 1). */
+static const json_t *choice_tokens(json_t *body, size_t i)
+{
+    const json_t *t = json_object_get(
+        json_object_get(json_array_get(json_object_get(body, "choices"), i), "logprobs"), "tokens");
+    cr_assert(json_is_array(t), "no logprobs.tokens in choice %zu", i);
+    return t;
+}
+
+/* logit_bias steers every choice's tokens: +100 on " upon" (id 407: "Once upon a time" is BOS 403 407
+ * 261 378) makes it every token; -100 on " a" (261), greedy's fourth token, changes only that one. */
+Test(server_api, logit_bias_steers_the_sampled_tokens)
+{
+    char *model = stories();
+    th_server s;
+    th_start(&s, NULL, "-m %s -c 128", model);
+    const char *base = "\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"logprobs\":1";
+    char *req = th_fmt("{%s,\"temperature\":0}", base);
+    th_resp r = th_post(&s, "/v1/completions", req);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    json_t *plain = th_json(&r);
+    const json_t *want = choice_tokens(plain, 0);
+    cr_assert_eq(json_array_size(want), 4);
+    cr_assert_str_eq(json_string_value(json_array_get(want, 3)), " a", "the test's premise: %s", r.body);
+    th_resp_free(&r);
+    free(req);
+
+    req = th_fmt("{%s,\"temperature\":0.8,\"seed\":5,\"n\":2,\"logit_bias\":{\"407\":100}}", base);
+    r = th_post(&s, "/v1/completions", req);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    json_t *b = th_json(&r);
+    for (size_t c = 0; c < 2; c++)
+        cr_expect_str_eq(
+            json_string_value(json_object_get(json_array_get(json_object_get(b, "choices"), c), "text")),
+            " upon upon upon upon", "choice %zu: %s", c, r.body);
+    json_decref(b);
+    th_resp_free(&r);
+    free(req);
+
+    req = th_fmt("{%s,\"temperature\":0,\"logit_bias\":{\"261\":-100}}", base);
+    r = th_post(&s, "/v1/completions", req);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    b = th_json(&r);
+    const json_t *got = choice_tokens(b, 0);
+    for (size_t i = 0; i < 3; i++)
+        cr_expect_str_eq(json_string_value(json_array_get(got, i)),
+                         json_string_value(json_array_get(want, i)), "token %zu: %s", i, r.body);
+    cr_expect_str_neq(json_string_value(json_array_get(got, 3)), " a", "%s", r.body);
+    json_decref(b);
+    json_decref(plain);
+    th_resp_free(&r);
+    free(req);
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    free(model);
+}
+
 Test(server_api, models_health_tokenize_detokenize_metrics)
 {
     char *model = stories();
@@ -441,6 +497,16 @@ Test(server_api, bad_requests_get_their_4xx)
          "stop"},
         {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": 5}", 400, "stop"},
         {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stream\": \"yes\"}", 400, "stream"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": [5]}", 400, "logit_bias"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"512\": 1}}", 400,
+         "not a token id in [0, 512)"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"the\": 1}}", 400, "'the'"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"5\": -101}}", 400,
+         "outside [-100, 100]"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"5\": \"-1\"}}", 400,
+         "must be a number"},
+        {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"5\": 1, \"005\": 2}}", 400,
+         "twice"},
         {"POST", "/v1/completions", "{\"prompt\": \"a\\u0000b\"}", 400, "JSON"},
         {"POST", "/v1/completions", "{\"prompt\": [1, 2, 99999]}", 400, "99999"},
         {"POST", "/v1/completions", "{\"prompt\": [\"a\", \"b\"]}", 400, "batch"},

@@ -266,6 +266,11 @@ woolly_sampler *woolly_sampler_open(const woolly_model *m, const woolly_sampler_
 void woolly_sampler_close(woolly_sampler *s);
 /* Picks a token from n_vocab logits (not modified). Does not record it: see woolly_sampler_accept. */
 woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits);
+/* OpenAI's logit_bias: adds bias[i] to the logit of token ids[i] before every other step, penalties and
+ * a grammar's mask included (within the API's [-100, 100]: -100 all but bans a token, +100 all but forces
+ * it). Replaces the biases set before; n 0 clears them. Copies the arrays. 0, or -1 with a message (an id
+ * outside the vocabulary, an id given twice, a bias that is not finite, n < 0). */
+int woolly_sampler_set_logit_bias(woolly_sampler *s, const woolly_token *ids, const float *bias, int32_t n);
 /* Records a token (prompt or generated) in the repetition-penalty window. */
 void woolly_sampler_accept(woolly_sampler *s, woolly_token t);
 void woolly_sampler_reset(woolly_sampler *s);

@@ -19,6 +19,9 @@ struct woolly_sampler {
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
     uint64_t rng; /* xorshift64* state, never 0 */
+    woolly_token *bias_id; /* the logit biases: bias[i] added to token bias_id[i]'s logit */
+    float *bias;
+    int32_t n_bias;
 
     /* the grammar, when one constrains the output */
     woolly_gmatch *gm;
@@ -128,6 +131,8 @@ void woolly_sampler_close(woolly_sampler *s)
     free(s->cand);
     free(s->count);
     free(s->history);
+    free(s->bias_id);
+    free(s->bias);
     woolly_gmatch_free(s->gm);
     free(s->eog);
     free(s->eog_cand);
@@ -178,6 +183,46 @@ int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const w
 bool woolly_sampler_grammar_done(const woolly_sampler *s)
 {
     return s->gm && s->grammar_done;
+}
+
+int woolly_sampler_set_logit_bias(woolly_sampler *s, const woolly_token *ids, const float *bias, int32_t n)
+{
+    woolly_error err = {{0}};
+    if (n < 0 || (n > 0 && (!ids || !bias))) {
+        woolly_fail(&err, "logit bias: %d biases (the arrays %s)", (int)n, n < 0 ? "given" : "missing");
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    for (int32_t i = 0; i < n && !err.msg[0]; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            woolly_fail(&err, "logit bias: token id %d is outside [0, %d)", (int)ids[i], (int)s->n_vocab);
+        else if (!isfinite(bias[i]))
+            woolly_fail(&err, "logit bias: the bias of token %d is %g, not a finite number", (int)ids[i],
+                        (double)bias[i]);
+        else if (s->count[ids[i]]++) /* count is all 0 between penalty passes: a scratch set of ids */
+            woolly_fail(&err, "logit bias: token %d is given twice", (int)ids[i]);
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < s->n_vocab)
+            s->count[ids[i]] = 0;
+    woolly_token *new_id = NULL;
+    float *new_bias = NULL;
+    if (!err.msg[0] && n > 0 &&
+        (!(new_id = malloc(sizeof *new_id * (size_t)n)) ||
+         !(new_bias = malloc(sizeof *new_bias * (size_t)n))))
+        woolly_fail(&err, "logit bias: out of memory for %d biases", (int)n);
+    if (err.msg[0]) {
+        free(new_id);
+        free(new_bias);
+        woolly_set_last_error(&err);
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++)
+        new_id[i] = ids[i], new_bias[i] = bias[i];
+    free(s->bias_id);
+    free(s->bias);
+    s->bias_id = new_id, s->bias = new_bias, s->n_bias = n;
+    return 0;
 }
 
 void woolly_sampler_reset(woolly_sampler *s)
@@ -253,6 +298,13 @@ static void select_top(candidate *c, int32_t n, int32_t k)
     }
 }
 
+/* Step 0 (c[id] at index id). */
+static void apply_bias(woolly_sampler *s)
+{
+    for (int32_t i = 0; i < s->n_bias; i++)
+        s->cand[s->bias_id[i]].v += s->bias[i];
+}
+
 static void apply_penalty(woolly_sampler *s)
 {
     const woolly_sampler_params *p = &s->p;
@@ -318,6 +370,7 @@ woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
     int32_t n = s->n_vocab;
     for (int32_t i = 0; i < n; i++)
         c[i] = (candidate){logits[i], i};
+    apply_bias(s);
     apply_penalty(s);
     if (!s->gm)
         return sample_candidates(s, n);
@@ -408,6 +461,7 @@ int woolly_sampler_probs(woolly_sampler *s, const float *logits, float *probs, w
     const int32_t n_vocab = s->n_vocab;
     for (int32_t i = 0; i < n_vocab; i++)
         c[i] = (candidate){logits[i], i};
+    apply_bias(s);
     apply_penalty(s);
     for (int32_t i = 0; i < n_vocab; i++)
         probs[i] = 0.0f;

@@ -1,7 +1,9 @@
-/* Token sampling: repetition penalty, top-k, min-p, temperature, top-p, then a draw from a seeded
- * generator. Everything it needs is allocated when it is created; sampling a token allocates nothing.
+/* Token sampling: logit biases, repetition penalty, top-k, min-p, temperature, top-p, then a draw from a
+ * seeded generator. Everything it needs is allocated when it is created (or its biases set); sampling a
+ * token allocates nothing.
  *
  * The order, fixed and documented because the filters do not commute:
+ *   0. the logit biases (woolly_sampler_set_logit_bias) are added to their tokens' logits;
  *   1. penalties over the last repeat_last_n accepted tokens: the repetition penalty (each distinct id
  *      once: a positive logit is divided by it, a negative one multiplied), then OpenAI's presence and
  *      frequency penalties (logit -= presence_penalty + frequency_penalty * occurrences);
@@ -11,7 +13,7 @@
  *   5. softmax at temperature temp;
  *   6. top-p: keep the most likely tokens until their probability mass reaches top_p (at least one);
  *   7. draw one in proportion to its probability.
- * With a grammar, step 0 keeps only the tokens the grammar allows (an end-of-generation token only where
+ * With a grammar, a step after the biases keeps only the tokens the grammar allows (an end-of-generation token only where
  * the output may end) before everything else, and the picked token advances the grammar. */
 #ifndef WOOLLY_SAMPLER_H
 #define WOOLLY_SAMPLER_H

@@ -168,6 +168,7 @@ static int make_jobs(const srv_app *app, woolly_token *ids, int32_t n, srv_gen_r
         }
         j->sp = g->sp;
         j->sp.seed = seed + (uint64_t)c;
+        j->bias = g->bias;
         j->max_tokens = g->max_tokens;
         j->ignore_eos = g->ignore_eos;
         j->context_shift = app->context_shift;

@@ -32,11 +32,21 @@ typedef enum srv_finish {
 
 #define SRV_MAX_SPELLED 4
 
+/* A request's logit_bias (OpenAI's): bias[i] added to token id[i]'s logit before sampling
+ * (woolly_sampler_set_logit_bias). */
+#define SRV_MAX_LOGIT_BIAS 1024
+typedef struct srv_logit_bias {
+    int32_t n;
+    woolly_token id[SRV_MAX_LOGIT_BIAS];
+    float bias[SRV_MAX_LOGIT_BIAS];
+} srv_logit_bias;
+
 typedef struct srv_job {
     /* What to do; fixed once submitted. */
     woolly_token *prompt; /* owned */
     int32_t n_prompt;
     woolly_sampler_params sp;
+    srv_logit_bias bias;
     int32_t max_tokens; /* 0: until the context is full */
     bool ignore_eos;
     char *stop[SRV_MAX_STOP]; /* owned */

@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,48 @@ static int parse_max_tokens(const json_t *body, const srv_gen_rules *rules, srv_
                             "'%s' is %lld, more than this server's limit of %d tokens per request", KEYS[k],
                             n, (int)rules->max_tokens_limit);
         r->max_tokens = (int32_t)n;
+    }
+    return 0;
+}
+
+/* logit_bias: an object of token ids (as the keys' decimal text) to biases in [-100, 100]. */
+static int parse_logit_bias(const json_t *body, const srv_gen_rules *rules, srv_gen_request *r,
+                            srv_error *err)
+{
+    const json_t *lb = json_object_get(body, "logit_bias");
+    if (!lb || json_is_null(lb))
+        return 0;
+    if (!json_is_object(lb))
+        return srv_fail(err, 400, "invalid_type", "logit_bias",
+                        "invalid type for 'logit_bias': expected an object of token ids to biases, got %s",
+                        srv_json_type_name(lb));
+    if (json_object_size(lb) > SRV_MAX_LOGIT_BIAS)
+        return srv_fail(err, 400, "invalid_value", "logit_bias",
+                        "'logit_bias' holds %zu tokens; at most %d are allowed", json_object_size(lb),
+                        SRV_MAX_LOGIT_BIAS);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)lb, key, v)
+    {
+        char *end;
+        errno = 0;
+        const long long id = strtoll(key, &end, 10);
+        if (end == key || *end || errno || id < 0 || id >= rules->n_vocab || !isdigit((unsigned char)key[0]))
+            return srv_fail(err, 400, "invalid_value", "logit_bias",
+                            "'logit_bias' key '%s' is not a token id in [0, %d)", key, (int)rules->n_vocab);
+        if (!json_is_number(v))
+            return srv_fail(err, 400, "invalid_type", "logit_bias",
+                            "'logit_bias[\"%s\"]' must be a number, not %s", key, srv_json_type_name(v));
+        const double b = json_number_value(v);
+        if (!(b >= -100.0 && b <= 100.0))
+            return srv_fail(err, 400, "invalid_value", "logit_bias",
+                            "'logit_bias[\"%s\"]' is %g, outside [-100, 100]", key, b);
+        for (int32_t i = 0; i < r->bias.n; i++) /* "07" and "7" */
+            if (r->bias.id[i] == (woolly_token)id)
+                return srv_fail(err, 400, "invalid_value", "logit_bias",
+                                "'logit_bias' gives token %lld twice", id);
+        r->bias.id[r->bias.n] = (woolly_token)id;
+        r->bias.bias[r->bias.n++] = (float)b;
     }
     return 0;
 }
@@ -354,8 +398,8 @@ int srv_gen_request_parse(const char *body, size_t len, enum srv_gen_kind kind, 
     }
     long long keep = SRV_KEEP_DEFAULT;
     if (unsupported(root, kind, err) || parse_n(root, r, err) || parse_logprobs(root, kind, r, err) ||
-        parse_sampling(root, rules, r, err) || parse_max_tokens(root, rules, r, err) ||
-        parse_stop(root, r, err) || parse_constraint(root, r, err) ||
+        parse_sampling(root, rules, r, err) || parse_logit_bias(root, rules, r, err) ||
+        parse_max_tokens(root, rules, r, err) || parse_stop(root, r, err) || parse_constraint(root, r, err) ||
         srv_json_integer(root, "n_keep", -1, INT32_MAX, &keep, err) < 0)
         goto done;
     r->n_keep = (int32_t)keep;

@@ -35,6 +35,7 @@ typedef struct srv_gen_request {
     bool include_usage; /* stream_options.include_usage */
     bool ignore_eos;    /* an extension: generate past end-of-generation tokens */
     woolly_sampler_params sp;
+    srv_logit_bias bias;
     bool seed_given;
     int32_t max_tokens; /* the request's, else the server's limit; 0 only with a limit of 0 */
     int n_stop;

@@ -102,6 +102,7 @@ int srv_slot_attach(srv_slot *s, srv_job *j)
     if (j->embed)
         return 0; /* nothing is sampled */
     if (!(s->smp = woolly_sampler_open(s->model, &j->sp)) ||
+        woolly_sampler_set_logit_bias(s->smp, j->bias.id, j->bias.bias, j->bias.n) ||
         (j->grammar && woolly_sampler_set_grammar(s->smp, s->model, j->grammar))) {
         fail(s, woolly_last_error());
         return -1;
