@@ -100,6 +100,29 @@ Test(cli_run, a_context_beyond_the_trained_length_is_allowed_with_a_warning)
     free(err);
 }
 
+/* --logit-bias: +100 on " upon" (id 407: "Once upon a time" is BOS 403 407 261 378) makes it every token;
+ * -100 on " a" (261), greedy's fourth token, changes only that one. */
+Test(cli_run, logit_bias_steers_the_tokens)
+{
+    char args[16384], *out, *err;
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 4 --temp 0", stories());
+    cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
+    cr_assert_str_eq(trim(out), "Once upon a time, there was a", "the test's premise");
+    free(out), free(err);
+    snprintf(args, sizeof args,
+             "run -m %s -p \"Once upon a time\" -n 4 --temp 0.8 --seed 3 --logit-bias 407+100", stories());
+    cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
+    cr_expect_str_eq(trim(out), "Once upon a time upon upon upon upon");
+    free(out), free(err);
+    snprintf(args, sizeof args, "run -m %s -p \"Once upon a time\" -n 4 --temp 0 --logit-bias 5+0.5,261-100",
+             stories());
+    cr_assert_eq(tu_run_cli(args, &out, &err), 0, "%s", err);
+    const char *t = trim(out);
+    cr_expect(!strncmp(t, "Once upon a time, there was", 27) && strcmp(t, "Once upon a time, there was a"),
+              "%s", t);
+    free(out), free(err);
+}
+
 Test(cli_run, bad_input)
 {
     char args[16384];
@@ -127,6 +150,14 @@ Test(cli_run, bad_input)
     expect_failure(args, "--temp -1 is out of range");
     snprintf(args, sizeof args, "run -m %s -p hi --kv-type q8", stories());
     expect_failure(args, "--kv-type 'q8'");
+    snprintf(args, sizeof args, "run -m %s -p hi --logit-bias 407+101", stories());
+    expect_failure(args, "--logit-bias '407+101': expected ID+B or ID-B items");
+    snprintf(args, sizeof args, "run -m %s -p hi --logit-bias 407+1,", stories());
+    expect_failure(args, "--logit-bias '407+1,'");
+    snprintf(args, sizeof args, "run -m %s -p hi --logit-bias 999+1", stories());
+    expect_failure(args, "token id 999 is outside [0, 512)");
+    snprintf(args, sizeof args, "run -m %s -p hi --logit-bias 7+1,7-1", stories());
+    expect_failure(args, "token 7 is given twice");
     expect_failure("run -p hi", "-m MODEL is required");
     expect_failure("run -m /no/such/model.gguf -p hi", "/no/such/model.gguf");
 }

@@ -397,6 +397,25 @@ Test(server_api, logit_bias_steers_the_sampled_tokens)
     th_resp_free(&r);
     free(req);
     cr_expect_eq(th_stop(&s, NULL), 0);
+
+    /* serve's --logit-bias is the default of requests that give none; one that gives any replaces it */
+    th_start(&s, NULL, "-m %s -c 128 --logit-bias 407+100", model);
+    static const struct {
+        const char *bias, *text;
+    } DEFAULTS[] = {{"", " upon upon upon upon"},
+                    {",\"logit_bias\":{}", ", there was a"},
+                    {",\"logit_bias\":{\"261\":100}", " a a a a"}};
+    for (size_t i = 0; i < sizeof DEFAULTS / sizeof DEFAULTS[0]; i++) {
+        req = th_fmt("{%s,\"temperature\":0%s}", base, DEFAULTS[i].bias);
+        r = th_post(&s, "/v1/completions", req);
+        cr_assert_eq(r.status, 200, "%s", r.body);
+        b = th_json(&r);
+        cr_expect_str_eq(json_string_value(json_object_get(choice0(b), "text")), DEFAULTS[i].text, "%s", req);
+        json_decref(b);
+        th_resp_free(&r);
+        free(req);
+    }
+    cr_expect_eq(th_stop(&s, NULL), 0);
     free(model);
 }
 

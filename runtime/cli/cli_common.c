@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -284,18 +285,73 @@ void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o)
                        "subtract X from the logits of tokens seen in the window; 0 = off (default 0)", NULL});
     cli_add(t, (cli_flag){NULL, "--frequency-penalty", CLI_FLOAT, &o->p.frequency_penalty, -100, 100, "X",
                           "subtract X per occurrence in the window; 0 = off (default 0)", NULL});
+    o->logit_bias = NULL;
+    o->n_bias = 0;
+    cli_add(t, (cli_flag){NULL, "--logit-bias", CLI_STR, &o->logit_bias, 0, 0, "ID(+|-)B[,...]",
+                          "add B (in [-100, 100]) to token ID's logit before the other steps: 13+1.5 favours "
+                          "token 13, 2-100 all but bans token 2 (default: none)",
+                          NULL});
     cli_add(t, (cli_flag){NULL, "--seed", CLI_U64, &o->p.seed, 0, 0, "S",
                           "random seed (default: from the clock, printed)", &o->seed_given});
 }
 
-void cli_sampling_finish(const char *cmd, cli_sampling_opts *o)
+/* --logit-bias's list: "ID+B" or "ID-B" items separated by commas. */
+static int parse_logit_bias(const char *cmd, cli_sampling_opts *o)
 {
-    if (o->seed_given || o->p.temp == 0.0f)
-        return;
+    o->n_bias = 0;
+    for (const char *s = o->logit_bias; s && *s;) {
+        char *end;
+        errno = 0;
+        const long id = isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1;
+        double b = 0.0;
+        bool ok = id >= 0 && errno == 0 && id <= INT32_MAX && (*end == '+' || *end == '-');
+        if (ok) {
+            const char *num = end;
+            errno = 0;
+            b = strtod(num, &end);
+            ok = end > num + 1 && errno == 0 && ((*end == ',' && end[1]) || *end == 0) && b >= -100.0 &&
+                 b <= 100.0;
+        }
+        if (!ok) {
+            fprintf(
+                stderr,
+                "woolly %s: --logit-bias '%s': expected ID+B or ID-B items separated by commas, each B in "
+                "[-100, 100] (at '%.*s')\n",
+                cmd, o->logit_bias, (int)strcspn(s, ","), s);
+            return -1;
+        }
+        if (o->n_bias == CLI_MAX_LOGIT_BIAS) {
+            fprintf(stderr, "woolly %s: --logit-bias: more than %d tokens\n", cmd, CLI_MAX_LOGIT_BIAS);
+            return -1;
+        }
+        o->bias_id[o->n_bias] = (woolly_token)id;
+        o->bias[o->n_bias++] = (float)b;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int cli_sampling_finish(const char *cmd, cli_sampling_opts *o, bool pick_seed)
+{
+    if (parse_logit_bias(cmd, o))
+        return -1;
+    if (!pick_seed || o->seed_given || o->p.temp == 0.0f)
+        return 0;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     o->p.seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
     fprintf(stderr, "woolly %s: seed %llu\n", cmd, (unsigned long long)o->p.seed);
+    return 0;
+}
+
+woolly_sampler *cli_open_sampler(const woolly_model *m, const cli_sampling_opts *o)
+{
+    woolly_sampler *s = woolly_sampler_open(m, &o->p);
+    if (s && woolly_sampler_set_logit_bias(s, o->bias_id, o->bias, o->n_bias)) {
+        woolly_sampler_close(s);
+        return NULL;
+    }
+    return s;
 }
 
 /* ---- helpers -------------------------------------------------------------------------------------- */

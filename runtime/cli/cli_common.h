@@ -86,16 +86,26 @@ woolly_kv_type cli_kv_type(const char *name);
 void cli_context_params(const char *cmd, const cli_context_opts *o, const woolly_model *m,
                         woolly_context_params *p);
 
+#define CLI_MAX_LOGIT_BIAS 1024
+
 typedef struct cli_sampling_opts {
     woolly_sampler_params p;
     int seed_given;
+    const char *logit_bias; /* --logit-bias as given, or NULL */
+    int32_t n_bias;         /* and parsed (cli_sampling_finish): bias[i] added to token bias_id[i]'s logit */
+    woolly_token bias_id[CLI_MAX_LOGIT_BIAS];
+    float bias[CLI_MAX_LOGIT_BIAS];
 } cli_sampling_opts;
 
 /* --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
- * --frequency-penalty, --seed. */
+ * --frequency-penalty, --logit-bias, --seed. */
 void cli_add_sampling_flags(cli_table *t, cli_sampling_opts *o);
-/* Picks a seed from the clock when none was given (reported on stderr so a run can be repeated). */
-void cli_sampling_finish(const char *cmd, cli_sampling_opts *o);
+/* Parses --logit-bias ("ID(+|-)BIAS[,...]", each BIAS in [-100, 100]; a token's id is checked when the
+ * sampler takes it) and, when `pick_seed`, picks a seed from the clock when none was given (reported on
+ * stderr so a run can be repeated). 0, or -1 after a message. */
+int cli_sampling_finish(const char *cmd, cli_sampling_opts *o, bool pick_seed);
+/* m's sampler with o's parameters and logit biases; NULL with woolly_last_error set. */
+woolly_sampler *cli_open_sampler(const woolly_model *m, const cli_sampling_opts *o);
 
 /* ---- helpers -------------------------------------------------------------------------------------- */
 

@@ -219,7 +219,10 @@ int woolly_cmd_chat(int argc, char **argv)
     char *tmpl_text = NULL;
     if (!cli_template_finish(cmd, &tmpl_opts, &forced, &tmpl_text))
         return 2;
-    cli_sampling_finish(cmd, &samp);
+    if (cli_sampling_finish(cmd, &samp, true)) {
+        free(tmpl_text);
+        return 2;
+    }
 
     woolly_model *m = cli_open_model(cmd, model_path, &ctx_opts, NULL);
     if (!m) {
@@ -245,7 +248,7 @@ int woolly_cmd_chat(int argc, char **argv)
     cli_context_params(cmd, &ctx_opts, m, &cp);
     if (speculate)
         cli_spec_context_params(&spec_opts, &cp);
-    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p))) {
+    if (!(c = woolly_context_open(m, &cp)) || !(smp = cli_open_sampler(m, &samp))) {
         cli_api_error(cmd);
         goto done;
     }

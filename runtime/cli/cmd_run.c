@@ -85,7 +85,8 @@ int woolly_cmd_run(int argc, char **argv)
         fprintf(stderr, "woolly %s: the prompt is empty\n", cmd);
         return 2;
     }
-    cli_sampling_finish(cmd, &samp);
+    if (cli_sampling_finish(cmd, &samp, true))
+        return 2;
     if (grammar_path && schema_path) {
         fprintf(stderr, "woolly %s: --grammar-file and --json-schema exclude each other\n", cmd);
         return 2;
@@ -129,7 +130,7 @@ int woolly_cmd_run(int argc, char **argv)
         fprintf(stderr, "woolly %s: the prompt has no tokens\n", cmd);
         goto done;
     }
-    if (!(c = woolly_context_open(m, &cp)) || !(smp = woolly_sampler_open(m, &samp.p)) ||
+    if (!(c = woolly_context_open(m, &cp)) || !(smp = cli_open_sampler(m, &samp)) ||
         (grammar && woolly_sampler_set_grammar(smp, m, grammar))) {
         cli_api_error(cmd);
         goto done;

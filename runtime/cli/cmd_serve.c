@@ -158,8 +158,13 @@ int woolly_cmd_serve(int argc, char **argv)
     sc.api_key = api_key;
     sc.max_body = (size_t)max_body;
     sc.max_header = (size_t)max_header;
+    if (cli_sampling_finish(cmd, &samp, false))
+        return 2;
     sc.defaults = samp.p;
     sc.fixed_seed = samp.seed_given > 0;
+    sc.bias_ids = samp.bias_id;
+    sc.bias = samp.bias;
+    sc.n_bias = samp.n_bias;
     char *tmpl_text = NULL;
     if (!cli_template_finish(cmd, &tmpl_opts, &sc.chat_family, &tmpl_text))
         return 2;
@@ -204,7 +209,8 @@ int woolly_cmd_serve(int argc, char **argv)
         return 1;
     }
     if (woolly_server_start(s, &sc, &err)) {
-        fprintf(stderr, "woolly %s: %s%s: %s\n", cmd, dm ? "--draft " : "", dm ? spec.draft : "", err.msg);
+        fprintf(stderr, "woolly %s: %s%s%s%s\n", cmd, dm ? "--draft " : "", dm ? spec.draft : "",
+                dm ? ": " : "", err.msg);
         woolly_server_close(s);
         woolly_model_close(dm);
         woolly_model_close(m);

@@ -136,8 +136,11 @@ static int parse_logit_bias(const json_t *body, const srv_gen_rules *rules, srv_
                             srv_error *err)
 {
     const json_t *lb = json_object_get(body, "logit_bias");
-    if (!lb || json_is_null(lb))
+    if (!lb || json_is_null(lb)) {
+        if (rules->default_bias)
+            r->bias = *rules->default_bias;
         return 0;
+    }
     if (!json_is_object(lb))
         return srv_fail(err, 400, "invalid_type", "logit_bias",
                         "invalid type for 'logit_bias': expected an object of token ids to biases, got %s",

@@ -22,6 +22,7 @@ enum srv_gen_kind { SRV_GEN_CHAT, SRV_GEN_COMPLETION };
 typedef struct srv_gen_rules {
     const char *model_id;           /* the one model name requests may give */
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
+    const srv_logit_bias *default_bias; /* for a request without logit_bias, or NULL: none */
     int32_t n_vocab;                /* token ids of a prompt must be below it */
     int32_t max_tokens_limit;       /* the most tokens one request may ask for, and what it gets without
                                        asking */

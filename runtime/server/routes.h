@@ -29,6 +29,7 @@ typedef struct srv_app {
     woolly_model *model;
     long long created; /* when the model was loaded (the models list's "created") */
     srv_gen_rules rules;
+    srv_logit_bias default_bias; /* rules.default_bias points here */
     bool chat_bos;   /* prepend BOS to a rendered chat (the template does not write it) */
     bool fixed_seed; /* a request without a seed takes rules.defaults.seed, else a fresh one */
     bool context_shift; /* a full context forgets old tokens instead of ending the request */

@@ -125,6 +125,18 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
                 "woolly serve: warning: the model's chat template is not one Woolly recognizes; chat requests "
                 "get a 400 naming --chat-template (%s); completions work\n",
                 woolly_chat_family_choices());
+    if (c->n_bias < 0 || c->n_bias > SRV_MAX_LOGIT_BIAS)
+        return woolly_fail(err, "the default logit biases: %d tokens, at most %d", (int)c->n_bias,
+                           SRV_MAX_LOGIT_BIAS);
+    for (int32_t i = 0; i < c->n_bias; i++) /* the request's range; the sampler below checks the rest */
+        if (!(c->bias[i] >= -100.0f && c->bias[i] <= 100.0f))
+            return woolly_fail(err, "the default logit bias of token %d is %g, outside [-100, 100]",
+                               (int)c->bias_ids[i], (double)c->bias[i]);
+    woolly_sampler *probe = woolly_sampler_open(m, &c->defaults);
+    const int refused = !probe || woolly_sampler_set_logit_bias(probe, c->bias_ids, c->bias, c->n_bias);
+    woolly_sampler_close(probe);
+    if (refused) /* a token the vocabulary lacks, or given twice: refused now rather than in every request */
+        return woolly_fail(err, "the default sampling parameters: %s", woolly_last_error());
     s->parallel = c->parallel > 0 ? c->parallel : woolly_server_default_parallel(m, &c->ctx);
     const srv_scheduler_config sc = {.n_slots = s->parallel,
                                      .queue_cap = c->queue,
@@ -141,8 +153,14 @@ int woolly_server_start(woolly_server *s, const woolly_server_config *c, woolly_
     a->created = (long long)time(NULL);
     /* A prompt of token ids costs about 48 bytes a token in the JSON tree: a full context's worth is
      * allowed beside the cost bound of the body's size. */
+    a->default_bias.n = c->n_bias;
+    if (c->n_bias > 0) {
+        memcpy(a->default_bias.id, c->bias_ids, sizeof *c->bias_ids * (size_t)c->n_bias);
+        memcpy(a->default_bias.bias, c->bias, sizeof *c->bias * (size_t)c->n_bias);
+    }
     a->rules = (srv_gen_rules){.model_id = s->cfg.model_id,
                                .defaults = c->defaults,
+                               .default_bias = c->n_bias > 0 ? &a->default_bias : NULL,
                                .n_vocab = woolly_model_n_vocab(m),
                                .max_tokens_limit = c->max_tokens > 0 ? c->max_tokens : n_ctx,
                                .json_room = (size_t)64 * (size_t)n_ctx,

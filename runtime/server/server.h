@@ -33,6 +33,11 @@ typedef struct woolly_server_config {
     const char *replica;       /* the replica's name in /metrics; NULL: host:port */
     woolly_sampler_params defaults; /* for the sampling fields a request leaves out */
     bool fixed_seed;                /* requests without a seed use defaults.seed, not a fresh one each */
+    /* the logit_bias of requests that give none: bias[i] added to token bias_ids[i]'s logit (at most
+     * SRV_MAX_LOGIT_BIAS; the caller keeps the arrays) */
+    const woolly_token *bias_ids;
+    const float *bias;
+    int32_t n_bias;
     int chat_family;                /* enum woolly_chat_family, or -1: recognized from the model */
     const char *chat_template;      /* Jinja text rendered instead of the model's template, or NULL */
     bool context_shift; /* a full context forgets the oldest tokens after the kept ones (the request's

@@ -165,6 +165,26 @@ Test(server_limits, an_empty_api_key_is_refused)
     free(cmd);
 }
 
+/* A default logit bias the model's vocabulary cannot take stops the server before it serves, with the
+ * token named (not a 500 in every request); a malformed one is a usage error. */
+Test(server_limits, a_default_logit_bias_outside_the_vocabulary_is_refused_at_start)
+{
+    char *args = th_fmt("serve -m %s --port 0 --logit-bias 999+1", stories());
+    char *err = NULL;
+    cr_expect_eq(tu_run_cli(args, NULL, &err), 1);
+    cr_expect(strstr(err,
+                     "woolly serve: the default sampling parameters: logit bias: token id 999 is outside "
+                     "[0, 512)") != NULL,
+              "%s", err);
+    free(err);
+    free(args);
+    args = th_fmt("serve -m %s --port 0 --logit-bias 7=1", stories());
+    cr_expect_eq(tu_run_cli(args, NULL, &err), 2);
+    cr_expect(strstr(err, "--logit-bias '7=1'") != NULL, "%s", err);
+    free(err);
+    free(args);
+}
+
 Test(server_limits, a_fifo_as_the_model_is_refused_at_once)
 {
     const char *fifo = tu_tmp_path("model.fifo");
