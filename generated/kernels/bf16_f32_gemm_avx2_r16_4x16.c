@@ -14,7 +14,8 @@
  * order, then adds the two, as the avx512 kernels of the layout do: every kernel of this template and
  * those give a token the same bits, whatever the tile (tests/test_matmul_batch.c). A GEMV holds both
  * chains at once; a GEMM tile runs one chain over all of k, then the other, so that AVX2's 16 registers
- * hold its tokens x halves accumulators beside a widened half and the tokens' broadcasts. */
+ * hold its tokens x halves accumulators beside a widened half and the tokens' broadcasts.
+ */
 #include <immintrin.h>
 
 #include "kernels.h"

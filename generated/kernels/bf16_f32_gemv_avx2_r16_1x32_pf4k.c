@@ -16,10 +16,11 @@
  * chains at once; a GEMM tile runs one chain over all of k, then the other, so that AVX2's 16 registers
  * hold its tokens x halves accumulators beside a widened half and the tokens' broadcasts.
  *
- * Each group's stream is prefetched 4096 bytes (64 column pairs) ahead, a line
- * per pair: at 8 rows a vector, a line takes twice the avx512 kernels' instructions, so fewer of the
+ * The GEMV prefetches each group's stream 4096 bytes ahead (64 column pairs), a line per
+ * pair: at 8 rows a vector, a line takes twice the avx512 kernels' instructions, so fewer of the
  * stream's misses fit in the out-of-order window, and the hardware prefetcher alone held this GEMV at
- * 44-51 GB/s where the avx512 one read 54-56 (bench/journal/2026-12-07-zen5-2.md). */
+ * 44-51 GB/s where the avx512 one read 54-56 (bench/journal/2026-12-07-zen5-2.md).
+ */
 #include <immintrin.h>
 
 #include "kernels.h"
