@@ -13,8 +13,8 @@
  *   5. softmax at temperature temp;
  *   6. top-p: keep the most likely tokens until their probability mass reaches top_p (at least one);
  *   7. draw one in proportion to its probability.
- * With a grammar, a step after the biases keeps only the tokens the grammar allows (an end-of-generation token only where
- * the output may end) before everything else, and the picked token advances the grammar. */
+ * With a grammar, a step between 0 and 1 keeps only the tokens the grammar allows (an end-of-generation
+ * token only where the output may end), and the picked token advances the grammar. */
 #ifndef WOOLLY_SAMPLER_H
 #define WOOLLY_SAMPLER_H
 
