@@ -11,10 +11,11 @@
  * at n_kv 4096 and 16384, and decode at 262144 (512 MiB of F16 K and V: read from DRAM, as a decode
  * step at depth reads them, even past an L3 of 260 MiB), with the kernel the forward pass takes beside
  * int8 matmuls (woolly_kernel_choose_attn: rounded tiles where they pay), for comparing a change side by
- * side.
+ * side. `bench_attn --decode D,G,N` measures decode alone on one shape (head dimension D, group G, N
+ * positions) with that same kernel, repeated for `perf`.
  * The caches are mapped in huge pages, as the runtime's are.
  *
- *   bench_attn [--variants | --quick] */
+ *   bench_attn [--variants | --quick | --decode D,G,N] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +100,8 @@ static double measure(const woolly_kernel *kern, const shape *s, int prefill)
               .out = out,
               .out_stride = (size_t)s->hd,
               .out_row_stride = q_row,
-              .ml = NULL},
+              .ml = NULL,
+              .decode_l2_blocks = woolly_kernel_attn_decode_l2()}, /* as the run takes it */
              k,
              v,
              hb * (size_t)s->n_kv,
@@ -144,6 +146,15 @@ int main(int argc, char **argv)
 {
     const int variants = argc > 1 && !strcmp(argv[1], "--variants");
     const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    shape one = {0, 0, 0};
+    if (argc > 1 && !strcmp(argv[1], "--decode")) {
+        long long d, g, n;
+        if (argc < 3 || sscanf(argv[2], "%lld,%lld,%lld", &d, &g, &n) != 3 || d < 1 || g < 1 || n < 1) {
+            fprintf(stderr, "bench_attn: --decode takes D,G,N (head dimension, group, positions)\n");
+            return 2;
+        }
+        one = (shape){d, g, n};
+    }
     woolly_error err;
     if (woolly_isa_init(&err)) {
         fprintf(stderr, "bench_attn: %s\n", err.msg);
@@ -166,6 +177,18 @@ int main(int argc, char **argv)
         return 0;
     }
     static const enum woolly_type CACHES[] = {WOOLLY_TYPE_F16, WOOLLY_TYPE_Q8_0};
+    if (one.hd) {
+        const woolly_kernel *best =
+            woolly_kernel_choose_attn(WOOLLY_TYPE_F16, (int)one.hd, woolly_attn_act(1u << WOOLLY_ACT_Q8));
+        if (!best) {
+            fprintf(stderr, "bench_attn: no F16 attention kernel for head dimension %lld\n",
+                    (long long)one.hd);
+            return 1;
+        }
+        for (int r = 0; r < 5; r++)
+            report(best, &one, 0);
+        return 0;
+    }
     if (quick) {
         for (size_t c = 0; c < 2; c++)
             for (int64_t n_kv = 4096; n_kv <= 262144; n_kv *= n_kv < 16384 ? 4 : 16) {
