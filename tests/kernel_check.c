@@ -553,6 +553,20 @@ void kc_check_attn(woolly_attn_fn fn, const char *name, enum woolly_type cache_t
               name, (long long)hd, (long long)g, (long long)nq, (long long)c->pos0, (long long)c->kv0,
               (long long)c->kv1, (long long)c->window, (long long)c->ring, e, max_nmse);
 
+    /* A lone query's path prefetches into L2 as far ahead as its caller says (a CPU class's profile), or
+     * not at all: the same bits whatever it says. */
+    if (nq == 1) {
+        static const int32_t L2[] = {WOOLLY_ATTN_NO_L2_PREFETCH, 1, WOOLLY_ATTN_MAX_L2_BLOCKS};
+        for (size_t i = 0; i < sizeof L2 / sizeof L2[0]; i++) {
+            woolly_attn_args b = a;
+            b.decode_l2_blocks = L2[i];
+            b.out = split;
+            fn(&b);
+            cr_assert(!memcmp(split, out, rows * q_stride * sizeof *out),
+                      "%s: decode_l2_blocks %d changed the output", name, (int)L2[i]);
+        }
+    }
+
     /* The same range split in two (as two threads would run it), combined from the partial form. */
     const int64_t mid = c->kv0 + (c->kv1 - c->kv0) / 2;
     int ran[2] = {0, 0};

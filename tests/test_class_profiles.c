@@ -62,7 +62,7 @@ Test(class_profiles, a_cpu_matches_its_class_only)
 }
 
 /* A class profile with rows at the scalar level, which every build has: Q4_K's defaults move from F32 to
- * int8 activations, and BF16 attention tiles come first. */
+ * int8 activations, BF16 attention tiles come first, and the one-query path prefetches nothing into L2. */
 static const char VALID[] = "woolly-default-profile 1\n"
                             "class test\n"
                             "match x86_64 TestVendor family 1,2 model 3 features avx2,fma lacks avx512f\n"
@@ -71,7 +71,8 @@ static const char VALID[] = "woolly-default-profile 1\n"
                             "default Q4_K scalar tokens=2-16 kernel=q4k_q8_gemm_scalar_4x1\n"
                             "default Q4_K scalar tokens=17+ kernel=q4k_q8_gemm_scalar_4x1\n"
                             "attn-rounded bf16,f16,i16\n"
-                            "end 4\n";
+                            "attn-decode-l2-ahead none\n"
+                            "end 5\n";
 
 static int parse_text(const char *text, size_t len, woolly_class_profile *p, woolly_error *err)
 {
@@ -96,6 +97,7 @@ Test(class_profiles, the_format_reads_its_rows_and_matches_by_signature)
     cr_assert_eq(p.n_rounded_attn, 3);
     cr_expect(p.rounded_attn[0] == WOOLLY_ACT_BF16 && p.rounded_attn[1] == WOOLLY_ACT_F16 &&
               p.rounded_attn[2] == WOOLLY_ACT_I16);
+    cr_expect_eq(p.attn_decode_l2, WOOLLY_ATTN_NO_L2_PREFETCH);
     static const struct {
         const char *sig;
         bool match;
@@ -158,16 +160,22 @@ Test(class_profiles, a_malformed_profile_is_rejected_whole)
     expect_rejected("tokens=17+", "tokens=2-16", "a second default for Q4_K weights at scalar, tokens=2-16");
     /* the GEMV's activations without the GEMM's: a repacked matrix would have no GEMM */
     expect_rejected(
-        "default Q4_K scalar tokens=17+ kernel=q4k_q8_gemm_scalar_4x1\nattn-rounded bf16,f16,i16\nend 4",
-        "attn-rounded bf16,f16,i16\nend 3",
+        "default Q4_K scalar tokens=17+ kernel=q4k_q8_gemm_scalar_4x1\nattn-rounded bf16,f16,i16\n"
+        "attn-decode-l2-ahead none\nend 5",
+        "attn-rounded bf16,f16,i16\nattn-decode-l2-ahead none\nend 4",
         "default q4k_f32_gemm_scalar_4x1 and GEMV q4k_q8_gemv_scalar_1x1 differ");
     expect_rejected("attn-rounded bf16,f16,i16", "attn-rounded bf16,f32", "'f32' is not a rounded");
     expect_rejected("attn-rounded bf16,f16,i16", "attn-rounded bf16,bf16", "listed twice");
     expect_rejected("attn-rounded bf16,f16,i16\n", "attn-rounded bf16\nattn-rounded f16\n",
                     "a second attn-rounded");
     expect_rejected("# a comment", "layout Q4_K 256x768 rows", "not a default profile's row");
-    expect_rejected("end 4", "end 3", "does not count the 4 rows");
-    expect_rejected("end 4\n", "end 4\n# more\n", "text after the end line");
+    expect_rejected("ahead none", "ahead 0", "'attn-decode-l2-ahead none|N' (N from 1 to 16)");
+    expect_rejected("ahead none", "ahead 17", "(N from 1 to 16)");
+    expect_rejected("ahead none", "ahead far", "(N from 1 to 16)");
+    expect_rejected("ahead none", "ahead 2 3", "(N from 1 to 16)");
+    expect_rejected("ahead none\n", "ahead none\nattn-decode-l2-ahead 2\n", "a second attn-decode-l2-ahead");
+    expect_rejected("end 5", "end 4", "does not count the 5 rows");
+    expect_rejected("end 5\n", "end 5\n# more\n", "text after the end line");
     expect_rejected("\n# a", "\n\n# a", "empty word");
 #if defined(__x86_64__)
     expect_rejected("default Q4_K scalar tokens=2-16 kernel=q4k_q8_gemm_scalar_4x1",
@@ -262,6 +270,7 @@ Test(class_profiles, a_class_overrides_the_spec_and_a_tuned_step_overrides_the_c
     enum woolly_act order[3];
     cr_assert_eq(woolly_kernel_attn_rounded_order(order), 3);
     cr_expect_eq(order[0], WOOLLY_ACT_BF16);
+    cr_expect_eq(woolly_kernel_attn_decode_l2(), WOOLLY_ATTN_NO_L2_PREFETCH);
     /* a malformed one leaves the defaults as they were */
     cr_expect_neq(woolly_kernel_defaults_from(VALID, strlen(VALID) - 1, "test.profile", &err), 0);
     cr_expect_str_eq(woolly_kernel_defaults_class(), "test");

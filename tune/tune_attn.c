@@ -113,6 +113,7 @@ static woolly_attn_layer bench_layer(const attn_bench *b)
         .kernel = b->k,
         .kernel_decode = b->k,
         .q_per_call = b->q_per_call,
+        .decode_l2_blocks = woolly_kernel_attn_decode_l2(), /* as the run will */
         .n_split = b->split,
         .part = b->part,
         .ml = b->ml,

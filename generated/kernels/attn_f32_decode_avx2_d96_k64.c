@@ -210,7 +210,7 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
     }
 }
 
-enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch, unless the caller says otherwise */ };
 /* The q.k of one K row per step (KR 1) runs as VL steps in a straight line for rows of up to this many
  * FMAs (NV x the group's heads), else as a loop. */
 enum { DEC_QK_UNROLLED_FMAS = 32 };
@@ -293,6 +293,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
         l[g] = 0.0f;
     }
     const size_t rb = a->kv_row_bytes;
+    /* positions ahead for the L2 prefetch below (< 0: none) */
+    const int64_t l2_ahead = (a->decode_l2_blocks ? a->decode_l2_blocks : DEC_PF_L2) * (int64_t)BK;
     const int64_t end = a->pos0 + 1 < a->kv1 ? a->pos0 + 1 : a->kv1;
     /* From the window's first position (a bound of the loop, not a mask), in blocks on the grid of whole
      * multiples of BK: a ring cache's block is contiguous (its rows from kc, vc). */
@@ -320,12 +322,14 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                 }
             /* and K's and V's rows DEC_PF_L2 blocks ahead into L2 only. From DRAM (a model's cache at
              * depth, which the weights streamed in between have pushed out of L3) the stream then
-             * runs ahead of the compute: 1.07-1.14x for the AVX-512 and AVX2 kernels (2 to 8 blocks
-             * ahead alike); with the whole cache in L2 or L3, as only a benchmark that reads it again
-             * and again has it, 0.88-0.99x. A Q8_0 cache gained nothing
-             * (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one process"). */
-            if (j0 + DEC_PF_L2 * BK + jc < end) {
-                const char *kl2 = row + DEC_PF_L2 * BK * rb, *vl2 = vc + (size_t)(jc + DEC_PF_L2 * BK) * rb;
+             * runs ahead of the compute: 1.07-1.14x for the AVX-512 and AVX2 kernels on an Intel Xeon
+             * (2 to 8 blocks ahead alike); with the whole cache in L2 or L3, as only a benchmark that
+             * reads it again and again has it, 0.88-0.99x. A Q8_0 cache gained nothing
+             * (bench/journal/2026-11-26-intel-xeon.md, "Decode attention side by side in one process").
+             * On a Zen 5 the stream ran faster without it, from DRAM too: its class profile turns it off
+             * (decode_l2_blocks; tune/defaults/zen5.profile). */
+            if (l2_ahead > 0 && j0 + l2_ahead + jc < end) {
+                const char *kl2 = row + (size_t)l2_ahead * rb, *vl2 = vc + (size_t)(jc + l2_ahead) * rb;
                 for (size_t l = 0; l < VL * rb; l += 64) {
                     __builtin_prefetch(kl2 + l, 0, 2);
                     __builtin_prefetch(vl2 + l, 0, 2);

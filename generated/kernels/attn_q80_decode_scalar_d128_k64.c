@@ -142,7 +142,7 @@ static inline __attribute__((always_inline)) void softmax_rows(float (*s)[BK], i
     }
 }
 
-enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch */ };
+enum { NV = D / VL, DEC_PF_L2 = 4 /* blocks ahead for the L2 prefetch, unless the caller says otherwise */ };
 /* The q.k of one K row per step (KR 1) runs as VL steps in a straight line for rows of up to this many
  * FMAs (NV x the group's heads), else as a loop. */
 enum { DEC_QK_UNROLLED_FMAS = 32 };

@@ -212,6 +212,21 @@ static int parse_rounded_row(parse_ctx *c, char **w, int n, woolly_error *err)
     }
 }
 
+/* "attn-decode-l2-ahead none|N": the one-query attention path's L2 prefetch, off or N blocks ahead */
+static int parse_decode_l2_row(parse_ctx *c, char **w, int n, woolly_error *err)
+{
+    woolly_class_profile *p = c->p;
+    int64_t v = 0;
+    if (n != 2 || (strcmp(w[1], "none") && woolly_profile_parse_i64(w[1], 1, WOOLLY_ATTN_MAX_L2_BLOCKS, &v)))
+        return woolly_fail(err,
+                           "an attn-decode-l2-ahead row is 'attn-decode-l2-ahead none|N' (N from 1 to %d)",
+                           WOOLLY_ATTN_MAX_L2_BLOCKS);
+    if (p->attn_decode_l2)
+        return woolly_fail(err, "a second attn-decode-l2-ahead row");
+    p->attn_decode_l2 = v ? (int32_t)v : WOOLLY_ATTN_NO_L2_PREFETCH;
+    return 0;
+}
+
 static int parse_row(void *ctx, char **w, int n, woolly_error *err)
 {
     parse_ctx *c = ctx;
@@ -219,7 +234,11 @@ static int parse_row(void *ctx, char **w, int n, woolly_error *err)
         return parse_default_row(c, w, n, err);
     if (!strcmp(w[0], "attn-rounded"))
         return parse_rounded_row(c, w, n, err);
-    return woolly_fail(err, "'%.40s' is not a default profile's row (default, attn-rounded, end)", w[0]);
+    if (!strcmp(w[0], "attn-decode-l2-ahead"))
+        return parse_decode_l2_row(c, w, n, err);
+    return woolly_fail(
+        err, "'%.40s' is not a default profile's row (default, attn-rounded, attn-decode-l2-ahead, end)",
+        w[0]);
 }
 
 /* ---- the whole ---------------------------------------------------------------------------------- */

@@ -20,6 +20,9 @@
  *   attn-rounded bf16,f16,i16                  the operand formats of rounded attention tiles in the
  *                                              order they are tried (woolly_kernel_choose_attn); the
  *                                              spec's is f16,i16
+ *   attn-decode-l2-ahead none                  the one-query attention path's prefetch of K and V into
+ *                                              L2: none, or N blocks ahead (1 to 16); the kernels' own
+ *                                              distance otherwise
  *   end 2                                      the number of rows: a cut file fails
  *
  * It is read by the profile reader (profile_text.h) and held to its rules, and checked against this
@@ -70,6 +73,9 @@ typedef struct woolly_class_profile {
     int n_defaults;
     enum woolly_act rounded_attn[WOOLLY_CLASS_MAX_ROUNDED]; /* valid when n_rounded_attn > 0 */
     int n_rounded_attn;                                     /* 0: the spec's order */
+    /* The one-query attention path's L2 prefetch (woolly_attn_args.decode_l2_blocks): 0 the kernels'
+     * own distance, WOOLLY_ATTN_NO_L2_PREFETCH none, else blocks ahead. */
+    int32_t attn_decode_l2;
 } woolly_class_profile;
 
 /* Parses and checks a class profile's text (len bytes) against the kernels ks[0 .. n_ks) of this build

@@ -651,7 +651,15 @@ typedef struct woolly_attn_args {
      * the tiles' by their rounding of the operands. 1: it takes the tiles like any other: a prompt's
      * token, whose logits must not depend on how the prompt was cut into calls. */
     int32_t one_query_tiles;
+    /* The one-query path's prefetch of K and V into L2, in KV blocks ahead: 0 its own distance
+     * (templates/attn/decode.c.j2), WOOLLY_ATTN_NO_L2_PREFETCH none (a CPU class that streams the cache
+     * faster without it: woolly_kernel_attn_decode_l2), else that many blocks. */
+    int32_t decode_l2_blocks;
 } woolly_attn_args;
+
+#define WOOLLY_ATTN_NO_L2_PREFETCH (-1)
+/* The most blocks ahead a class profile may set (attn-decode-l2-ahead). */
+#define WOOLLY_ATTN_MAX_L2_BLOCKS 16
 
 typedef void (*woolly_attn_fn)(const woolly_attn_args *a);
 

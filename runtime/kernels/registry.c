@@ -199,6 +199,7 @@ static struct {
     bool is_default[N_KERNELS], is_small_default[N_KERNELS];
     enum woolly_act rounded_attn[WOOLLY_CLASS_MAX_ROUNDED];
     int n_rounded_attn;
+    int32_t attn_decode_l2; /* woolly_attn_args.decode_l2_blocks: 0 the kernels' own */
 } g_defaults;
 
 /* The spec's order of rounded attention tiles: FP16 P V tiles wherever they run, then int16 tiles (the
@@ -228,6 +229,7 @@ static void apply_class(const woolly_class_profile *p)
         g_defaults.n_rounded_attn = p->n_rounded_attn;
         memcpy(g_defaults.rounded_attn, p->rounded_attn, sizeof p->rounded_attn);
     }
+    g_defaults.attn_decode_l2 = p->attn_decode_l2;
 }
 
 static void spec_defaults(void)
@@ -239,6 +241,7 @@ static void spec_defaults(void)
     g_defaults.class_name[0] = 0;
     g_defaults.n_rounded_attn = sizeof SPEC_ROUNDED_ATTN / sizeof SPEC_ROUNDED_ATTN[0];
     memcpy(g_defaults.rounded_attn, SPEC_ROUNDED_ATTN, sizeof SPEC_ROUNDED_ATTN);
+    g_defaults.attn_decode_l2 = 0;
     g_defaults.resolved = true;
 }
 
@@ -344,6 +347,12 @@ int woolly_kernel_attn_rounded_order(enum woolly_act out[3])
     woolly_isa_init(NULL);
     memcpy(out, g_defaults.rounded_attn, (size_t)g_defaults.n_rounded_attn * sizeof *out);
     return g_defaults.n_rounded_attn;
+}
+
+int32_t woolly_kernel_attn_decode_l2(void)
+{
+    woolly_isa_init(NULL);
+    return g_defaults.attn_decode_l2;
 }
 
 enum woolly_isa woolly_isa_active(void)

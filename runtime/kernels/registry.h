@@ -94,6 +94,10 @@ bool woolly_kernel_is_small_default(const woolly_kernel *k);
  * woolly_kernel_choose_attn): their count (at most 3), the formats in out. */
 int woolly_kernel_attn_rounded_order(enum woolly_act out[3]);
 
+/* What the one-query attention path takes for its L2 prefetch on this CPU (woolly_attn_args'
+ * decode_l2_blocks): 0, the kernels' own distance, unless its class's profile says otherwise. */
+int32_t woolly_kernel_attn_decode_l2(void);
+
 /* Takes the defaults of the class a CPU with this signature (woolly_cpu_signature's line) belongs to, in
  * place of this CPU's: tests fake a CPU's class this way. 0, or -1 with a message if a shipped profile
  * is malformed (the spec's defaults then stand). */

@@ -38,6 +38,7 @@ static woolly_attn_args head_args(const woolly_attn_layer *a, const woolly_seq_r
         .out_row_stride = q_dim,
         .ml = NULL,
         .one_query_tiles = !r->generated,
+        .decode_l2_blocks = a->decode_l2_blocks,
     };
 }
 

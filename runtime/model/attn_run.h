@@ -49,6 +49,7 @@ typedef struct woolly_attn_layer {
     const woolly_kernel *kernel;        /* for a prompt's run, of one query or several (prefill) */
     const woolly_kernel *kernel_decode; /* for a generated token (decode) */
     int32_t q_per_call;                 /* queries per kernel call of a run */
+    int32_t decode_l2_blocks;           /* kernel_decode's L2 prefetch (woolly_attn_args) */
     /* 1: no split. Else the batch is one generated token (one run) whose visible cache positions (its
      * window's, with one) are split into n_split (<= WOOLLY_ATTN_MAX_PARTS) chunks per KV head, each
      * leaving its partial result in part and ml. */

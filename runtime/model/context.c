@@ -192,6 +192,7 @@ static int init_attn(woolly_context *c, woolly_error *err)
                            kv_name(c->params.kv_type), hd);
     c->attn = c->attn_decode = def;
     c->attn_q_per_call = def->tile_m;
+    c->attn_decode_l2 = woolly_kernel_attn_decode_l2();
     const woolly_profile_attn *dec =
         woolly_profile_find_attn(c->model->profile, cache, hd, WOOLLY_ATTN_DECODE, c->params.n_threads);
     const woolly_profile_attn *pre =

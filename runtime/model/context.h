@@ -65,6 +65,7 @@ struct woolly_context {
     const woolly_kernel *attn;        /* attention of a run of several queries of one sequence (prefill) */
     const woolly_kernel *attn_decode; /* attention of a lone query over its sequence's cache (decode) */
     int32_t attn_q_per_call;          /* queries per kernel call of a run: attn's query tile, or tuned */
+    int32_t attn_decode_l2;           /* attn_decode's L2 prefetch (woolly_attn_args.decode_l2_blocks) */
     woolly_small_ops ops;             /* SwiGLU and RMSNorm of the active level */
     int32_t attn_parts;       /* rows of s.att_part: the most KV chunks one token's attention is split into */
     int32_t attn_split;       /* 0: automatic; else the KV chunks per head of every single-token attention

@@ -185,6 +185,7 @@ static void attention(woolly_context *c, int32_t layer, const woolly_seq_run *ru
         .kernel = c->attn,
         .kernel_decode = c->attn_decode,
         .q_per_call = c->attn_q_per_call,
+        .decode_l2_blocks = c->attn_decode_l2,
         .n_split = 1,
         .part = c->s.att_part,
         .ml = c->s.att_ml,

@@ -11,6 +11,14 @@ match x86_64 AuthenticAMD family 26
 # 157.2 F32, 16x64 260.1 against 152.2; Q8_0 cache 265.7 and 251.5.
 attn-rounded bf16,f16,i16
 #
+# Decode attention (one query over the cache): no prefetch of K and V into L2 beside the L1 one of the
+# next block. Its instructions cost the path a fifth of its speed with the cache near and bought nothing
+# from DRAM: `bench_attn --decode 128,4,N` (one thread) 32.8-33.2 GB/s against 25.1-25.9 at 512
+# positions, 17.4-20.9 against 17.3-18.0 at 262144; group 1 30.1-30.5 against 22.1-23.1 from DRAM.
+# `woolly bench -p 0 -n N -d 4096 -t 2`, six rounds in turns: qwen3-4b 16.64 -> 18.72 t/s (medians,
+# 5 of 6 ahead), llama-1b 68.69 -> 70.45 (4 of 6) (bench/journal/2026-12-07-zen5-3.md).
+attn-decode-l2-ahead none
+#
 # 2-16 tokens (a server step, a speculative verification): the spec's 8x16 streaming 8 KiB ahead, for
 # every format (codegen/kernels.toml gives the figures). The 4 KiB tile this row chose over the spec's
 # 2 KiB one on 2026-12-04 lost to it: spec_costs.sh on llama-1b, three runs, a 4-token pass 1.35-1.43
@@ -68,4 +76,4 @@ default Q6_K avx512 tokens=17+ kernel=q6k_q8_gemm_avx512_r16_4x48_panel
 default BF16 avx512 tokens=1 kernel=bf16_bf16_gemv_avx512_r16_1x64
 default BF16 avx512 tokens=2-16 kernel=bf16_bf16_gemm_avx512_r16_8x32
 default BF16 avx512 tokens=17+ kernel=bf16_bf16_gemm_avx512_r16_8x32
-end 16
+end 17
