@@ -15,8 +15,8 @@ attn-rounded bf16,f16,i16
 # next block. Its instructions cost the path a fifth of its speed with the cache near and bought nothing
 # from DRAM: `bench_attn --decode 128,4,N` (one thread) 32.8-33.2 GB/s against 25.1-25.9 at 512
 # positions, 17.4-20.9 against 17.3-18.0 at 262144; group 1 30.1-30.5 against 22.1-23.1 from DRAM.
-# `woolly bench -p 0 -n N -d 4096 -t 2`, six rounds in turns: qwen3-4b 16.64 -> 18.72 t/s (medians,
-# 5 of 6 ahead), llama-1b 68.69 -> 70.45 (4 of 6) (bench/journal/2026-12-07-zen5-3.md).
+# `woolly bench -p 0 -n N -d 4096 -t 2`, nine rounds in turns: qwen3-4b 17.10 -> 18.57 t/s (medians,
+# 9 of 9 ahead), llama-1b 67.35 -> 69.65 (7 of 9) (bench/journal/2026-12-07-zen5-3.md).
 attn-decode-l2-ahead none
 #
 # 2-16 tokens (a server step, a speculative verification): the spec's 8x16 streaming 8 KiB ahead, for
