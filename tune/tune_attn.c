@@ -37,6 +37,7 @@ typedef struct attn_bench {
     int32_t n_layers, layer; /* layers of cache rotated over, and the next one a call reads */
     woolly_seq_run run;      /* the queries: run.n of them, at positions run.pos0 .. */
     float *q, *out, *part, *ml;
+    int32_t decode_l2; /* the one-query path's L2 prefetch, as the run takes it (registry.h) */
     /* the candidate */
     const woolly_kernel *k;
     int32_t q_per_call, split;
@@ -62,6 +63,7 @@ static int bench_open(attn_bench *b, const woolly_tune_model *m, enum woolly_typ
 {
     memset(b, 0, sizeof *b);
     b->m = m, b->pool = pool;
+    b->decode_l2 = woolly_kernel_attn_decode_l2();
     b->run = (woolly_seq_run){.row0 = 0, .n = n_q, .seq = 0, .pos0 = positions - n_q, .generated = n_q == 1};
     const size_t per_layer = woolly_kv_cache_bytes(cache, positions, 1, m->n_head_kv, m->head_dim);
     double layers = per_layer ? ceil(rotate_bytes / (double)per_layer) : 1;
@@ -113,7 +115,7 @@ static woolly_attn_layer bench_layer(const attn_bench *b)
         .kernel = b->k,
         .kernel_decode = b->k,
         .q_per_call = b->q_per_call,
-        .decode_l2_blocks = woolly_kernel_attn_decode_l2(), /* as the run will */
+        .decode_l2_blocks = b->decode_l2,
         .n_split = b->split,
         .part = b->part,
         .ml = b->ml,

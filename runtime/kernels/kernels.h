@@ -653,7 +653,8 @@ typedef struct woolly_attn_args {
     int32_t one_query_tiles;
     /* The one-query path's prefetch of K and V into L2, in KV blocks ahead: 0 its own distance
      * (templates/attn/decode.c.j2), WOOLLY_ATTN_NO_L2_PREFETCH none (a CPU class that streams the cache
-     * faster without it: woolly_kernel_attn_decode_l2), else that many blocks. */
+     * faster without it: woolly_kernel_attn_decode_l2), else that many blocks. F16 and F32 caches: a
+     * Q8_0 cache's path has no L2 prefetch. */
     int32_t decode_l2_blocks;
 } woolly_attn_args;
 
