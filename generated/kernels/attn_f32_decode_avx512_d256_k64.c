@@ -5,8 +5,8 @@
  * f32, head dimension 256, KV blocks of 64 positions. It is the same code in every
  * tile variant of those, so it is compiled once, here, and they call it:
  *   attn_f32_flash_avx512_d256_b16x64
- * It takes one query of a group of 1, 2, 4 or 8 heads (another group: it returns 0, and the tiles take
- * the call), since a tile of one query row would spend most of its work on decoding, storing and
+ * It takes one query of a group of 1 to DEC_MAX_GROUP (8) heads (a larger group: it returns 0, and the
+ * tiles take the call), since a tile of one query row would spend most of its work on decoding, storing and
  * transposing K: the K and V rows are converted in registers; each head's q.k of VL positions are VL
  * partial vectors, summed across by one transpose-reduce into a score vector (KR rows at a time where the
  * group's q vectors do not fit in the registers, so each q load serves KR rows); the online softmax runs
@@ -225,8 +225,10 @@ enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output ve
  * passes that tile a row (head dimension 96 at 8 lanes: 12 vectors in two passes of 6, not 8 and 4). */
 #define DEC_NVD_CAP(gp) (DEC_ACC / (gp) < 1 ? 1 : DEC_ACC / (gp) < NV ? DEC_ACC / (gp) : NV)
 #define DEC_NVD(gp) (NV / ((NV + DEC_NVD_CAP(gp) - 1) / DEC_NVD_CAP(gp)))
-_Static_assert(NV % DEC_NVD(1) == 0 && NV % DEC_NVD(2) == 0 && NV % DEC_NVD(4) == 0 && NV % DEC_NVD(8) == 0,
+_Static_assert(NV % DEC_NVD(1) == 0 && NV % DEC_NVD(2) == 0 && NV % DEC_NVD(3) == 0 && NV % DEC_NVD(4) == 0 &&
+                   NV % DEC_NVD(5) == 0 && NV % DEC_NVD(6) == 0 && NV % DEC_NVD(7) == 0 && NV % DEC_NVD(8) == 0,
                "the passes over V tile a row for every group");
+_Static_assert(DEC_MAX_GROUP == 8, "woolly_attn_f32_decode_avx512_d256_k64 below has a case for each group of up to DEC_MAX_GROUP");
 _Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
                "q.k steps of KR rows tile VL rows");
 
@@ -282,7 +284,9 @@ static inline __attribute__((always_inline)) void pv_row(const char *row, int d0
 /* The one-query path for a group of G heads (a constant after inlining). */
 static inline __attribute__((always_inline)) void decode_one(const woolly_attn_args *a, const int G)
 {
-    const int gp = G < DEC_PV_HEADS ? G : DEC_PV_HEADS; /* heads per pass over V */
+    /* heads per pass over V: at most DEC_PV_HEADS, in passes as equal as they can be (a group of 6 in
+     * two passes of 3 rather than 4 and 2), the last one short where they cannot */
+    const int gp = (G + (G + DEC_PV_HEADS - 1) / DEC_PV_HEADS - 1) / ((G + DEC_PV_HEADS - 1) / DEC_PV_HEADS);
     const int nvd = DEC_NVD(gp); /* output vectors per pass over V */
     const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
     _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
@@ -372,14 +376,16 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
             for (int j = nk; j < nkv; j++)
                 s[g][j] = -INFINITY;
         softmax_rows(s, nkv, G, v_exp, m, l, c); /* the G heads side by side */
-        /* gp heads at a time (a group of 8 on AVX2 in two halves: 8 accumulators and 8 broadcasts at once
-         * left gcc short of registers, 0.75x), nvd output vectors of each per pass over the block's V. */
+        /* gp heads at a time (gn in the last pass; a group of 8 on AVX2 in two halves: 8 accumulators and
+         * 8 broadcasts at once left gcc short of registers, 0.75x), nvd output vectors of each per pass
+         * over the block's V. */
 #pragma GCC unroll 8
         for (int g0 = 0; g0 < G; g0 += gp)
             for (int d0 = 0; d0 < D; d0 += VL * nvd) {
+                const int gn = G - g0 < gp ? G - g0 : gp;
                 vf acc[DEC_MAX_GROUP][NVD_MAX];
 #pragma GCC unroll 8
-                for (int g = 0; g < gp; g++) {
+                for (int g = 0; g < gn; g++) {
                     const vf cg = v_set1(c[g0 + g]);
 #pragma GCC unroll 16
                     for (int v = 0; v < nvd; v++)
@@ -393,12 +399,12 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
                     const char *row = vc + (size_t)j * rb;
                     for (size_t l = 0; l < rb; l += 64)
                         __builtin_prefetch(row + BK * rb + l);
-                    pv_row(row, d0, nvd, gp, s + g0, j, acc);
+                    pv_row(row, d0, nvd, gn, s + g0, j, acc);
                 }
                 for (int j = npf; j < nk; j++)
-                    pv_row(vc + (size_t)j * rb, d0, nvd, gp, s + g0, j, acc);
+                    pv_row(vc + (size_t)j * rb, d0, nvd, gn, s + g0, j, acc);
 #pragma GCC unroll 8
-                for (int g = 0; g < gp; g++)
+                for (int g = 0; g < gn; g++)
 #pragma GCC unroll 16
                     for (int v = 0; v < nvd; v++)
                         v_store(&o[g0 + g][d0 + v * VL], acc[g][v]);
@@ -418,14 +424,21 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
     }
 }
 
-/* A call of one query (n_q == 1) that did not ask for the tiles: 1 once its group of 1, 2, 4 or 8 heads is
- * done, 0 (nothing done) for another group. */
+/* A call of one query (n_q == 1) that did not ask for the tiles: 1 once its group of 1 to 8 heads is done,
+ * 0 (nothing done) for a larger group. Every group size has its own copy of the path, with the loops over
+ * its heads unrolled: Qwen2.5's 6 and 7, Llama 3.2 3B's and Granite 3 MoE's 3 and the 5 of Qwen2.5's
+ * larger sizes as much as the 4 of most others (a group without its copy took the tiles' path, which
+ * read the cache at half the rate). */
 int woolly_attn_f32_decode_avx512_d256_k64(const woolly_attn_args *a)
 {
     switch (a->n_group) {
     case 1: decode_one(a, 1); return 1;
     case 2: decode_one(a, 2); return 1;
+    case 3: decode_one(a, 3); return 1;
     case 4: decode_one(a, 4); return 1;
+    case 5: decode_one(a, 5); return 1;
+    case 6: decode_one(a, 6); return 1;
+    case 7: decode_one(a, 7); return 1;
     case 8: decode_one(a, 8); return 1;
     default: return 0;
     }

@@ -20,7 +20,7 @@
  * A head dimension need not be a multiple of the ISA's NVO output vectors (96 at 16 lanes: 6 vectors):
  * P V then takes passes of NVO_ROW vectors, the largest count up to NVO that tiles a row.
  *
- * One query (decode) of a group of 1, 2, 4 or 8 heads takes its own path unless the call asks for the
+ * One query (decode) of a group of 1 to 8 heads takes its own path unless the call asks for the
  * tiles' numbers (one_query_tiles: a prompt's token): woolly_attn_q80_decode_avx2_d64_k64
  * (attn/decode.c.j2), the same code for every tile variant of this ISA, cache and head dimension (its
  * KV blocks are its own, [attn_decode] in the spec), so it is compiled once for them all and called here. */

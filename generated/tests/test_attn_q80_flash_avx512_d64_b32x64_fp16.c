@@ -6,7 +6,7 @@
  * at and above a KV block and several blocks; prefill blocks of queries that fill a query tile partly,
  * exactly and over it, with the causal diagonal just before, on and after KV tile boundaries, from the
  * start of the cache and deep in it; query groups of 1, 2, 4 and 8 heads. The tiled kernels decode one
- * query of 1, 2, 4 or 8 heads on a path of their own, so decode also runs with a group of 16 (the tiles'
+ * query of 1 to 8 heads on a path of their own, so decode also runs with a group of 16 (the tiles'
  * path) and over a range that starts inside the cache (a chunk of the KV split); with a sliding window
  * narrower and wider than a KV block, and in a ring cache whose end the window crosses. */
 #include "harness.h"

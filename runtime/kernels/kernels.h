@@ -78,7 +78,7 @@
  *           not a kernel but a part of several, the one-query path that every tiled attention kernel of
  *           that cache, ISA, head dimension and KV block calls (_fp16: P V in half precision, as the
  *           _fp16 tiles); int woolly_<name>(const woolly_attn_args *a) takes a call of one query of a
- *           group of 1, 2, 4 or 8 heads and returns 1, or returns 0 for another group. Not in the registry.
+ *           group of 1 to 8 heads and returns 1, or returns 0 for a larger group. Not in the registry.
  *   pack    pack_<activations>_<isa>
  *   ops     ops_<op>_<isa>, e.g. ops_swiglu_avx512
  *   layout  <weights>_r<G>, its routines repack_<layout> and unpack_<layout>
