@@ -212,7 +212,8 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
 {
     /* heads per pass over V: at most DEC_PV_HEADS, in passes as equal as they can be (a group of 6 in
      * two passes of 3 rather than 4 and 2), the last one short where they cannot */
-    const int gp = (G + (G + DEC_PV_HEADS - 1) / DEC_PV_HEADS - 1) / ((G + DEC_PV_HEADS - 1) / DEC_PV_HEADS);
+    const int pv_passes = (G + DEC_PV_HEADS - 1) / DEC_PV_HEADS;
+    const int gp = (G + pv_passes - 1) / pv_passes;
     const int nvd = DEC_NVD(gp); /* output vectors per pass over V */
     const int kr = DEC_QK_ACC / G < 1 ? 1 : DEC_QK_ACC / G; /* K rows per q.k step */
     _Alignas(64) float s[DEC_MAX_GROUP][BK]; /* scores, then probabilities, of the block */
