@@ -232,10 +232,11 @@ enum { NVD_MAX = (int)NV < (int)DEC_ACC ? (int)NV : (int)DEC_ACC }; /* output ve
  * passes that tile a row (head dimension 96 at 8 lanes: 12 vectors in two passes of 6, not 8 and 4). */
 #define DEC_NVD_CAP(gp) (DEC_ACC / (gp) < 1 ? 1 : DEC_ACC / (gp) < NV ? DEC_ACC / (gp) : NV)
 #define DEC_NVD(gp) (NV / ((NV + DEC_NVD_CAP(gp) - 1) / DEC_NVD_CAP(gp)))
-_Static_assert(NV % DEC_NVD(1) == 0 && NV % DEC_NVD(2) == 0 && NV % DEC_NVD(3) == 0 && NV % DEC_NVD(4) == 0 &&
-                   NV % DEC_NVD(5) == 0 && NV % DEC_NVD(6) == 0 && NV % DEC_NVD(7) == 0 && NV % DEC_NVD(8) == 0,
+_Static_assert(NV % DEC_NVD(1) == 0 && NV % DEC_NVD(2) == 0 && NV % DEC_NVD(3) == 0 &&
+                   NV % DEC_NVD(4) == 0 && NV % DEC_NVD(5) == 0 && NV % DEC_NVD(6) == 0 &&
+                   NV % DEC_NVD(7) == 0 && NV % DEC_NVD(8) == 0,
                "the passes over V tile a row for every group");
-_Static_assert(DEC_MAX_GROUP == 8, "woolly_attn_f16_decode_avx512_d128_k64 below has a case for each group of up to DEC_MAX_GROUP");
+_Static_assert(DEC_MAX_GROUP == 8, "the entry point below has a case for each group up to DEC_MAX_GROUP");
 _Static_assert(VL % DEC_QK_ACC == 0 && (DEC_QK_ACC & (DEC_QK_ACC - 1)) == 0,
                "q.k steps of KR rows tile VL rows");
 
@@ -435,8 +436,9 @@ static inline __attribute__((always_inline)) void decode_one(const woolly_attn_a
 /* A call of one query (n_q == 1) that did not ask for the tiles: 1 once its group of 1 to 8 heads is done,
  * 0 (nothing done) for a larger group. Every group size has its own copy of the path, with the loops over
  * its heads unrolled: Qwen2.5's 6 and 7, Llama 3.2 3B's and Granite 3 MoE's 3 and the 5 of Qwen2.5's
- * larger sizes as much as the 4 of most others (a group without its copy took the tiles' path, which
- * read the cache at half the rate). */
+ * larger sizes as much as the 4 of most others. A group without its copy would take the tiles' path,
+ * which on a Zen 5 read the cache 1.12x (a group of 7) to 1.71x (3) slower at AVX-512 and 1.46x to
+ * 2.75x at AVX2 (bench/journal/2026-12-07-zen5-4.md). */
 int woolly_attn_f16_decode_avx512_d128_k64(const woolly_attn_args *a)
 {
     switch (a->n_group) {
