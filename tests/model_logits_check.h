@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "registry.h"
 #include "testutil.h"
 #include "woolly.h"
 
@@ -82,21 +83,45 @@ typedef struct ref {
     float *logits; /* [n_tokens][n_vocab] */
 } ref;
 
-static inline ref load_ref(const char *model)
+/* A reference: the token ids (text, comma-separated) and their float64 logits as float32. */
+static inline ref load_ref_files(const char *tokens_path, const char *logits_path)
 {
-    char rel[256];
     ref r;
-    snprintf(rel, sizeof rel, "refs/%s.tokens.txt", model);
-    char *txt = tu_read_file(tu_data(rel), NULL);
+    char *txt = tu_read_file(tokens_path, NULL);
     r.n_tokens = tu_parse_ids(txt, &r.ids);
     free(txt);
     size_t size;
-    snprintf(rel, sizeof rel, "refs/%s.ref64.f32", model);
-    r.logits = (float *)tu_read_file(tu_data(rel), &size);
+    r.logits = (float *)tu_read_file(logits_path, &size);
     cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "%s: reference size %zu",
-              model, size);
+              logits_path, size);
     r.n_vocab = (int)(size / sizeof(float) / (size_t)r.n_tokens);
     return r;
+}
+
+/* The reference of a model of ../shared/testdata. */
+static inline ref load_ref(const char *model)
+{
+    char tokens[512], logits[512], rel[256];
+    snprintf(rel, sizeof rel, "refs/%s.tokens.txt", model);
+    snprintf(tokens, sizeof tokens, "%s", tu_data(rel));
+    snprintf(rel, sizeof rel, "refs/%s.ref64.f32", model);
+    snprintf(logits, sizeof logits, "%s", tu_data(rel));
+    return load_ref_files(tokens, logits);
+}
+
+/* A model `woolly synth SYNTH_ARGS` writes into the tests' temporary directory as name, once per process
+ * (path: the caller's static buffer, empty until then). The tests of shapes the test data lacks check it
+ * against a reference committed beside them (tests/data/<shape>/README.md says how each was made). */
+static inline const char *synth_model(char *path, size_t size, const char *name, const char *synth_args)
+{
+    if (!path[0]) {
+        snprintf(path, size, "%s", tu_tmp_path(name));
+        char args[1024], *err;
+        snprintf(args, sizeof args, "synth %s -q -o %s", synth_args, path);
+        cr_assert_eq(tu_run_cli(args, NULL, &err), 0, "woolly %s: %s", args, err);
+        free(err);
+    }
+    return path;
 }
 
 static inline void free_ref(ref *r)
@@ -307,6 +332,42 @@ static inline int cpu_runs(const char *isa)
     if (!strcmp(isa, "avx512"))
         return avx2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni;
     return 1;
+}
+
+/* Forces the ISA level in this process (WOOLLY_ISA): 1 once it is active, 0 (and a line that says so,
+ * and a check that the level is refused rather than silently replaced) where this CPU cannot run it. */
+static inline int enter_level(const char *level, const char *model)
+{
+    setenv("WOOLLY_ISA", level, 1);
+    woolly_error err = {{0}};
+    if (!cpu_runs(level)) {
+        cr_expect(woolly_isa_init(&err) != 0, "WOOLLY_ISA=%s accepted on a CPU without it", level);
+        fprintf(stderr, "NMSE %s WOOLLY_ISA=%-6s: this CPU cannot run it, not measured\n", model, level);
+        return 0;
+    }
+    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    cr_assert(!strcmp(woolly_isa_name(woolly_isa_active()), level), "WOOLLY_ISA=%s: %s active", level,
+              woolly_isa_name(woolly_isa_active()));
+    return 1;
+}
+
+/* The logits of a synthesized shape's model (synth_model) at batches of 512 (the tiles), 1 (the one-query
+ * path) and 7, with the given cache, against its reference: each at most bar, and printed. */
+static inline void expect_synth_batches(woolly_model *m, const ref *r, woolly_kv_type kv, const char *model,
+                                        const char *level, const char *kv_name, double bar)
+{
+    static const int BATCHES[] = {512, 1, 7};
+    for (size_t b = 0; b < sizeof BATCHES / sizeof BATCHES[0]; b++) {
+        float *x = api_logits_kv(m, r, BATCHES[b], 2, r->n_tokens, kv);
+        const double e = mean_nmse(x, r->logits, r->n_tokens, r->n_vocab);
+        fprintf(stderr, "NMSE %s WOOLLY_ISA=%-6s --kv-type %-4s batch %3d: %.3g (bar %.2g)\n", model, level,
+                kv_name, BATCHES[b], e, bar);
+        cr_expect_leq(e, bar,
+                      "%s, WOOLLY_ISA=%s, %s cache, batch %d: NMSE %.3g exceeds %.2g (if woolly synth's output "
+                      "changed, remake the reference as the README beside it says)",
+                      model, level, kv_name, BATCHES[b], e, bar);
+        free(x);
+    }
 }
 
 static inline void check_cli_levels(const model_case *mc)

@@ -30,42 +30,15 @@
 static const char *gqa8_model(void)
 {
     static char path[512];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "%s", tu_tmp_path("qwen3-gqa8.gguf"));
-        char args[1024], *err;
-        snprintf(args, sizeof args, "synth " SYNTH_ARGS " -q -o %s", path);
-        cr_assert_eq(tu_run_cli(args, NULL, &err), 0, "woolly %s: %s", args, err);
-        free(err);
-    }
-    return path;
-}
-
-static ref gqa8_ref(void)
-{
-    ref r;
-    char *txt = tu_read_file(GQA8_DATA "qwen3-g8.tokens.txt", NULL);
-    r.n_tokens = tu_parse_ids(txt, &r.ids);
-    free(txt);
-    size_t size;
-    r.logits = (float *)tu_read_file(GQA8_DATA "qwen3-g8.ref64.f32", &size);
-    cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "reference size %zu", size);
-    r.n_vocab = (int)(size / sizeof(float) / (size_t)r.n_tokens);
-    return r;
+    return synth_model(path, sizeof path, "qwen3-gqa8.gguf", SYNTH_ARGS);
 }
 
 static void check_level(const char *level)
 {
-    setenv("WOOLLY_ISA", level, 1);
-    woolly_error err = {{0}};
-    if (!cpu_runs(level)) { /* not measured here; the level is refused, not silently replaced */
-        cr_expect_neq(woolly_isa_init(&err), 0, "WOOLLY_ISA=%s accepted on a CPU without it", level);
-        fprintf(stderr, "NMSE qwen3-gqa8 WOOLLY_ISA=%-6s: this CPU cannot run it, not measured\n", level);
+    if (!enter_level(level, "qwen3-gqa8"))
         return;
-    }
-    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
-    cr_assert_str_eq(woolly_isa_name(woolly_isa_active()), level);
-
-    ref r = gqa8_ref();
+    woolly_error err = {{0}};
+    ref r = load_ref_files(GQA8_DATA "qwen3-g8.tokens.txt", GQA8_DATA "qwen3-g8.ref64.f32");
     woolly_model *m = woolly_model_load(gqa8_model(), &err);
     cr_assert(m != NULL, "%s", err.msg);
     cr_assert_eq(m->cfg.head_dim, 128);
@@ -74,7 +47,6 @@ static void check_level(const char *level)
                  r.n_vocab);
     static const woolly_kv_type KV[] = {WOOLLY_KV_F16, WOOLLY_KV_Q8_0};
     static const char *const KV_NAME[] = {"f16", "q8_0"};
-    static const int BATCHES[] = {512, 1, 7};
     for (size_t j = 0; j < sizeof KV / sizeof KV[0]; j++) {
         woolly_context_params p = woolly_context_default_params();
         p.kv_type = KV[j];
@@ -86,17 +58,7 @@ static void check_level(const char *level)
                 c->attn->name, c->attn_decode->name);
         woolly_context_close(c);
         const double bar = KV[j] == WOOLLY_KV_Q8_0 ? GQA8_Q8_0_MAX_NMSE : GQA8_MAX_NMSE;
-        for (size_t b = 0; b < sizeof BATCHES / sizeof BATCHES[0]; b++) {
-            float *x = api_logits_kv(m, &r, BATCHES[b], 2, r.n_tokens, KV[j]);
-            const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
-            fprintf(stderr, "NMSE qwen3-gqa8 WOOLLY_ISA=%-6s --kv-type %-4s batch %3d: %.3g (bar %.2g)\n", level,
-                    KV_NAME[j], BATCHES[b], e, bar);
-            cr_expect_leq(e, bar,
-                          "WOOLLY_ISA=%s, %s cache, batch %d: NMSE %.3g exceeds %.2g (if woolly synth's output "
-                          "changed, remake the reference: tests/data/gqa8/README.md)",
-                          level, KV_NAME[j], BATCHES[b], e, bar);
-            free(x);
-        }
+        expect_synth_batches(m, &r, KV[j], "qwen3-gqa8", level, KV_NAME[j], bar);
     }
     woolly_model_close(m);
     free_ref(&r);

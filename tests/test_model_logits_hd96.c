@@ -24,27 +24,7 @@
 static const char *hd96_model(void)
 {
     static char path[512];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "%s", tu_tmp_path("phi3-hd96.gguf"));
-        char args[1024], *err;
-        snprintf(args, sizeof args, "synth " SYNTH_ARGS " -q -o %s", path);
-        cr_assert_eq(tu_run_cli(args, NULL, &err), 0, "woolly %s: %s", args, err);
-        free(err);
-    }
-    return path;
-}
-
-static ref hd96_ref(void)
-{
-    ref r;
-    char *txt = tu_read_file(HD96_DATA "phi3-hd96.tokens.txt", NULL);
-    r.n_tokens = tu_parse_ids(txt, &r.ids);
-    free(txt);
-    size_t size;
-    r.logits = (float *)tu_read_file(HD96_DATA "phi3-hd96.ref64.f32", &size);
-    cr_assert(r.n_tokens > 0 && size % ((size_t)r.n_tokens * sizeof(float)) == 0, "reference size %zu", size);
-    r.n_vocab = (int)(size / sizeof(float) / (size_t)r.n_tokens);
-    return r;
+    return synth_model(path, sizeof path, "phi3-hd96.gguf", SYNTH_ARGS);
 }
 
 /* The tiled kernel of head dimension 96 at the forced level (or, beside int8 matmuls, its rounded-operand
@@ -60,22 +40,16 @@ static void expect_tiled_d96(const woolly_kernel *k, const char *what, enum wool
 
 static void check_level(const char *level)
 {
-    setenv("WOOLLY_ISA", level, 1);
-    woolly_error err = {{0}};
-    if (!cpu_runs(level)) { /* not measured here; the level is refused, not silently replaced */
-        cr_expect_neq(woolly_isa_init(&err), 0, "WOOLLY_ISA=%s accepted on a CPU without it", level);
-        fprintf(stderr, "NMSE phi3-hd96 WOOLLY_ISA=%-6s: this CPU cannot run it, not measured\n", level);
+    if (!enter_level(level, "phi3-hd96"))
         return;
-    }
-    cr_assert_eq(woolly_isa_init(&err), 0, "%s", err.msg);
+    woolly_error err = {{0}};
     const enum woolly_isa isa = woolly_isa_active();
-    cr_assert_str_eq(woolly_isa_name(isa), level);
     for (int c = 0; c < 3; c++) {
         const enum woolly_type t = c == 0 ? WOOLLY_TYPE_F16 : c == 1 ? WOOLLY_TYPE_F32 : WOOLLY_TYPE_Q8_0;
         expect_tiled_d96(woolly_kernel_choose_attn(t, 96, WOOLLY_ACT_F32), "registry, F32 tiles", isa);
     }
 
-    ref r = hd96_ref();
+    ref r = load_ref_files(HD96_DATA "phi3-hd96.tokens.txt", HD96_DATA "phi3-hd96.ref64.f32");
     woolly_model *m = woolly_model_load(hd96_model(), &err);
     cr_assert(m != NULL, "%s", err.msg);
     cr_assert_eq(m->cfg.head_dim, 96);
@@ -83,7 +57,6 @@ static void check_level(const char *level)
                  r.n_vocab);
     static const woolly_kv_type KV[] = {WOOLLY_KV_F16, WOOLLY_KV_F32, WOOLLY_KV_Q8_0};
     static const char *const KV_NAME[] = {"f16", "f32", "q8_0"};
-    static const int BATCHES[] = {512, 1, 7};
     for (size_t j = 0; j < sizeof KV / sizeof KV[0]; j++) {
         woolly_context_params p = woolly_context_default_params();
         p.kv_type = KV[j];
@@ -97,17 +70,7 @@ static void check_level(const char *level)
         const double bar = KV[j] == WOOLLY_KV_Q8_0 ? HD96_Q8_0_MAX_NMSE
                            : !strcmp(level, "scalar") ? SCALAR_MAX_NMSE
                                                       : HD96_MAX_NMSE;
-        for (size_t b = 0; b < sizeof BATCHES / sizeof BATCHES[0]; b++) {
-            float *x = api_logits_kv(m, &r, BATCHES[b], 2, r.n_tokens, KV[j]);
-            const double e = mean_nmse(x, r.logits, r.n_tokens, r.n_vocab);
-            fprintf(stderr, "NMSE phi3-hd96 WOOLLY_ISA=%-6s --kv-type %-4s batch %3d: %.3g (bar %.2g)\n", level,
-                    KV_NAME[j], BATCHES[b], e, bar);
-            cr_expect_leq(e, bar,
-                          "WOOLLY_ISA=%s, %s cache, batch %d: NMSE %.3g exceeds %.2g (if woolly synth's output "
-                          "changed, remake the reference: tests/data/hd96/README.md)",
-                          level, KV_NAME[j], BATCHES[b], e, bar);
-            free(x);
-        }
+        expect_synth_batches(m, &r, KV[j], "phi3-hd96", level, KV_NAME[j], bar);
     }
     woolly_model_close(m);
     free_ref(&r);
