@@ -9,7 +9,6 @@
 #include "model_logits_check.h"
 
 #include "context.h"
-#include "registry.h"
 
 /* Two layers, 8 query heads of 128 sharing 1 KV head, Q8_0 matrices. */
 #define SYNTH_ARGS                                                                                           \
