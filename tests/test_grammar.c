@@ -1,7 +1,8 @@
 /* The grammar engine: GBNF parsing (errors with line and column), matching by bytes (partial UTF-8
  * characters included), left recursion refused, and token masks over a vocabulary trie agreeing with
- * matching each token's text on its own. */
+ * matching each token's text on its own; and the bounds on what a client's grammar may cost. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,4 +190,105 @@ Test(grammar, trie_mask_matches_token_by_token)
     woolly_gmatch_free(m);
     woolly_grammar_free(g);
     woolly_vocab_trie_free(t);
+}
+
+/* Bounds on what a client's grammar may cost (the server compiles the grammars and schemas its clients
+ * send): each refused with a message or run without a deep recursion, never a crash or a hang. */
+
+static char *repeat_text(const char *head, const char *unit, int n, const char *tail)
+{
+    const size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *s = malloc(hl + ul * (size_t)n + tl + 1);
+    cr_assert(s);
+    memcpy(s, head, hl);
+    for (int i = 0; i < n; i++)
+        memcpy(s + hl + ul * (size_t)i, unit, ul);
+    memcpy(s + hl + ul * (size_t)n, tail, tl + 1);
+    return s;
+}
+
+Test(grammar_bounds, groups_nest_at_most_256_deep)
+{
+    char *deep = repeat_text("root ::= ", "(", 256, "\"a\"");
+    char *ok = malloc(strlen(deep) + 257);
+    strcpy(ok, deep);
+    memset(ok + strlen(deep), ')', 256);
+    ok[strlen(deep) + 256] = 0;
+    cr_expect_eq(classify(ok, "a"), 1);
+    char *deeper = repeat_text("root ::= ", "(", 257, "\"a\"");
+    expect_error(deeper, "groups nested more than 256 deep");
+    char *far = repeat_text("root ::= ", "(", 100000, "\"a\""); /* once overflowed the parser's stack */
+    expect_error(far, "groups nested more than 256 deep");
+    free(deep), free(ok), free(deeper), free(far);
+}
+
+/* A grammar of n rules, each beginning with the next (r0 ::= r1 "a"? ...): every walk over the rules goes
+ * n deep. text: the head rules; each rule i of the chain is `r<i> ::= r<i+1> <unit>`, the last `last`. */
+static char *chain(int n, const char *head, const char *unit, const char *last)
+{
+    char *s = malloc((size_t)n * (40 + strlen(unit)) + strlen(head) + strlen(last) + 40);
+    cr_assert(s);
+    size_t at = (size_t)sprintf(s, "%s\n", head);
+    for (int i = 0; i < n; i++)
+        at += (size_t)sprintf(s + at, "r%d ::= r%d%s\n", i, i + 1, unit);
+    sprintf(s + at, "r%d ::= %s\n", n, last);
+    return s;
+}
+
+Test(grammar_bounds, long_rule_chains_compile_and_match)
+{
+    enum { N = 200000 }; /* deeper than a thread's stack would take, one call a rule, under the sanitizers */
+    char *plain = chain(N, "root ::= r0 \"y\"", "", "\"x\"");
+    cr_expect_eq(classify(plain, "xy"), 1);
+    cr_expect_eq(classify(plain, "x"), 0);
+    /* every rule empty once the last is: found in one pass over the uses, not a pass a link */
+    char *empty = chain(N, "root ::= r0 \"y\"", " \"a\"?", "\"x\"?");
+    woolly_grammar *g = compile(empty);
+    /* but its start has a way to go on at each of the N rules' "a"?: more than a matcher follows */
+    woolly_error err = {{0}};
+    cr_expect_null(woolly_gmatch_open(g, &err));
+    cr_expect(strstr(err.msg, "more than 4096 ways to go on"), "%s", err.msg);
+    woolly_grammar_free(g);
+    char *short_empty = chain(1000, "root ::= r0 \"y\"", " \"a\"?", "\"x\"?");
+    cr_expect_eq(classify(short_empty, "y"), 1);
+    cr_expect_eq(classify(short_empty, "xaay"), 1);
+    free(short_empty);
+    /* the last rule leads back to the first through empty rules: left recursion, found N rules deep */
+    char *cycle = chain(N, "root ::= r0 \"y\"", " \"a\"?", "\"x\"? | r0 \"z\"");
+    expect_error(cycle, "left-recursive");
+    free(plain), free(empty), free(cycle);
+}
+
+Test(grammar_bounds, a_rule_named_like_a_helper_is_its_own)
+{
+    /* `"a"*` makes a helper rule named after root; a rule of the same name is another rule */
+    cr_expect_eq(classify("root ::= \"a\"* root-1\nroot-1 ::= \"b\"", "aab"), 1);
+    cr_expect_eq(classify("root ::= (\"a\" | \"c\") root-1 root-2\nroot-1 ::= \"b\"\nroot-2 ::= \"d\"", "cbd"),
+                 1);
+}
+
+Test(grammar_bounds, a_grammar_too_ambiguous_to_follow_fails_with_a_reason)
+{
+    /* each letter may open up to 24 more roots: the ways to parse "aaaa..." grow exponentially */
+    woolly_grammar *g = compile("root ::= [a-z] root{,24}");
+    woolly_gmatch *m = woolly_gmatch_open(g, NULL);
+    cr_assert(m);
+    cr_expect_null(woolly_gmatch_failure(m));
+    int accepted = 0;
+    while (accepted < 64 && woolly_gmatch_accept(m, "a", 1) == 0)
+        accepted++;
+    cr_assert_lt(accepted, 64, "the matcher followed 64 letters of an exponentially ambiguous grammar");
+    const char *why = woolly_gmatch_failure(m);
+    cr_assert(why && strstr(why, "ways to go on"), "the failure says why: %s", why ? why : "(none)");
+    /* failed, it allows nothing: the output ends there */
+    static const char *const vocab[] = {"a", "b"};
+    const uint32_t lens[] = {1, 1};
+    woolly_vocab_trie *t = woolly_vocab_trie_build(2, vocab, lens, NULL);
+    int32_t n_allowed = -1;
+    cr_assert(woolly_gmatch_mask(m, t, &n_allowed));
+    cr_expect_eq(n_allowed, 0);
+    cr_expect(!woolly_gmatch_allows(m, "b", 1));
+    woolly_vocab_trie_free(t);
+    woolly_gmatch_free(m);
+    woolly_grammar_free(g);
 }

@@ -5,7 +5,8 @@
  *
  * Rule names are letters, digits, '-' and '_'. A rule ends where the next `name ::=` begins. Literals
  * and classes take the escapes \n \r \t \\ \" \' \[ \] \- \^ \xHH \uHHHH \UHHHHHHHH; `.` is any character;
- * `#` starts a comment. Repetition {m}, {m,}, {m,n}, {,n} bounds are at most 10000. Text is UTF-8. */
+ * `#` starts a comment. Repetition {m}, {m,}, {m,n}, {,n} bounds are at most 10000, and groups nest at most
+ * 256 deep. Text is UTF-8. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,16 @@
 #include "grammar_impl.h"
 
 #define GBNF_MAX_REPEAT 10000u
+/* Groups nest at most this deep: the parser descends one call per group, and a client's grammar of
+ * thousands of '(' would otherwise overflow the thread's stack. */
+#define GBNF_MAX_NESTING 256u
 
 typedef struct parser {
     const char *s, *end, *p;
     gbuilder b;
     woolly_error *err;
     bool failed;
+    uint32_t depth; /* groups open around the parse position */
 } parser;
 
 static void where(const parser *ps, const char *at, uint32_t *line, uint32_t *col)
@@ -251,9 +256,15 @@ static void parse_item(parser *ps, uint32_t rule, uint32_t alt)
         ps->p++;
         buf[n++] = gb_class(&ps->b, NULL, 0, true);
     } else if (c == '(') {
+        if (ps->depth == GBNF_MAX_NESTING) {
+            fail_at(ps, at, "groups nested more than %u deep", GBNF_MAX_NESTING);
+            return;
+        }
         ps->p++;
         uint32_t g = gb_helper_rule(&ps->b, rule);
+        ps->depth++;
         parse_alternates(ps, g, true);
+        ps->depth--;
         if (ps->failed)
             return;
         if (ps->p >= ps->end || *ps->p != ')') {

@@ -54,6 +54,9 @@ void woolly_gmatch_free(woolly_gmatch *m);
 void woolly_gmatch_reset(woolly_gmatch *m);
 /* Whether the text so far is a whole sentence of the language (an end of text is allowed here). */
 bool woolly_gmatch_can_end(const woolly_gmatch *m);
+/* NULL, or why the matcher failed: a state would hold more parse stacks than it may (a grammar too
+ * ambiguous to follow), or memory ran out. A failed matcher allows nothing from then on. */
+const char *woolly_gmatch_failure(const woolly_gmatch *m);
 /* Whether some continuation exists (false only when the text so far can only end). */
 bool woolly_gmatch_can_continue(const woolly_gmatch *m);
 /* Whether bytes would keep the text a prefix of the language (the matcher does not move). */

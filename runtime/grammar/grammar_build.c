@@ -42,6 +42,7 @@ void gb_free(gbuilder *b)
     free(b->rules);
     free(b->ranges);
     free(b->classes);
+    free(b->named);
     memset(b, 0, sizeof *b);
 }
 
@@ -57,11 +58,56 @@ static uint32_t new_rule(gbuilder *b, char *name)
     return b->n_rules++;
 }
 
+static uint32_t name_hash(const char *name, size_t len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of name in b->named: its rule's index + 1 there, or 0 where it would go. */
+static uint32_t *name_slot(gbuilder *b, const char *name, size_t len)
+{
+    uint32_t i = name_hash(name, len) & (b->cap_named - 1);
+    for (; b->named[i]; i = (i + 1) & (b->cap_named - 1)) {
+        const char *n = b->rules[b->named[i] - 1].name;
+        if (strlen(n) == len && !memcmp(n, name, len))
+            break;
+    }
+    return &b->named[i];
+}
+
+/* Room for one more named rule in the table, at most half full (a grammar of thousands of rules, as a
+ * client may send, is looked up in constant time a name). */
+static bool name_room(gbuilder *b)
+{
+    if ((b->n_named + 1) * 2 <= b->cap_named)
+        return true;
+    const uint32_t old_cap = b->cap_named, cap = old_cap ? old_cap * 2 : 64;
+    uint32_t *old = b->named, *t = calloc(cap, sizeof *t);
+    if (!t)
+        return false;
+    b->named = t;
+    b->cap_named = cap;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i]) {
+            const char *n = b->rules[old[i] - 1].name;
+            *name_slot(b, n, strlen(n)) = old[i];
+        }
+    free(old);
+    return true;
+}
+
 uint32_t gb_named_rule(gbuilder *b, const char *name, size_t len, uint32_t line, uint32_t col)
 {
-    for (uint32_t r = 0; r < b->n_rules; r++)
-        if (strlen(b->rules[r].name) == len && !memcmp(b->rules[r].name, name, len))
-            return r;
+    if (!name_room(b)) {
+        b->oom = true;
+        return UINT32_MAX;
+    }
+    uint32_t *slot = name_slot(b, name, len);
+    if (*slot)
+        return *slot - 1;
     char *s = malloc(len + 1);
     if (s) {
         memcpy(s, name, len);
@@ -71,6 +117,8 @@ uint32_t gb_named_rule(gbuilder *b, const char *name, size_t len, uint32_t line,
     if (r != UINT32_MAX) {
         b->rules[r].line = line;
         b->rules[r].col = col;
+        *slot = r + 1;
+        b->n_named++;
     }
     return r;
 }
@@ -165,7 +213,8 @@ void gb_repeat(gbuilder *b, uint32_t r, uint32_t alt, uint32_t x, uint32_t min, 
 bool gclass_intersects(const woolly_grammar *g, uint32_t cls, uint32_t lo, uint32_t hi)
 {
     const gclass *c = &g->classes[cls];
-    const grange *r = g->ranges + c->off;
+    /* ranges is NULL in a grammar whose only class is `.` */
+    const grange *r = c->n ? g->ranges + c->off : NULL;
     if (!c->negated) {
         for (uint32_t i = 0; i < c->n; i++)
             if (r[i].lo <= hi && r[i].hi >= lo)
@@ -215,38 +264,126 @@ int32_t woolly_grammar_n_rules(const woolly_grammar *g)
     return (int32_t)g->n_rules;
 }
 
-/* Left recursion: rule r reaches itself through the first elements of its alternatives, skipping
- * elements that can match the empty string. The matcher would expand such a rule forever. */
-static int find_left_cycle(const woolly_grammar *g, const bool *nullable, uint8_t *color, uint32_t *path,
-                           uint32_t depth, uint32_t r, woolly_error *err)
+/* The rules that can match the empty string: an alternative is empty once every element of it is a
+ * reference to such a rule. A worklist over each rule's uses, so that a long chain of rules, each empty
+ * only if the next one is, takes one pass rather than one per link. */
+static int find_nullable(const woolly_grammar *g, bool *nullable)
 {
-    color[r] = 1;
-    path[depth] = r;
-    for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
-        for (uint32_t p = g->alt_start[a]; GE_KIND(g->elems[p]) == GE_REF; p++) {
-            const uint32_t s = GE_ARG(g->elems[p]);
-            if (color[s] == 1) {
-                char chain[384] = "";
-                size_t n = 0;
-                uint32_t from = depth;
-                while (path[from] != s)
-                    from--;
-                for (uint32_t i = from; i <= depth && n < sizeof chain - 1; i++)
-                    n += (size_t)snprintf(chain + n, sizeof chain - n, "%s -> ", g->names[path[i]]);
-                if (n < sizeof chain - 1)
-                    snprintf(chain + n, sizeof chain - n, "%s", g->names[s]);
-                return woolly_fail(err,
-                                   "grammar: rule '%s' is left-recursive (it reaches itself before matching "
-                                   "a character: %s); rewrite it with repetition",
-                                   g->names[s], chain);
+    const uint32_t n_alts = g->rule_alt[g->n_rules];
+    uint32_t *left = calloc(n_alts, sizeof *left);                /* an alternative's elements not empty yet */
+    uint32_t *alt_rule = malloc(sizeof *alt_rule * (n_alts + 1)); /* the rule of each alternative */
+    uint32_t *use_at = calloc(g->n_rules + 1, sizeof *use_at);    /* rule s's uses: use_alt[use_at[s]..] */
+    uint32_t *use_alt = NULL, *queue = malloc(sizeof *queue * (g->n_rules + 1));
+    int rc = -1;
+    if (!left || !alt_rule || !use_at || !queue)
+        goto done;
+    uint32_t n_uses = 0;
+    for (uint32_t r = 0; r < g->n_rules; r++)
+        for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+            alt_rule[a] = r;
+            for (uint32_t p = g->alt_start[a]; g->elems[p] != GE_END; p++) {
+                left[a]++;
+                if (GE_KIND(g->elems[p]) == GE_REF) {
+                    use_at[GE_ARG(g->elems[p]) + 1]++;
+                    n_uses++;
+                }
             }
-            if (color[s] == 0 && find_left_cycle(g, nullable, color, path, depth + 1, s, err))
-                return -1;
-            if (!nullable[s])
-                break;
         }
-    color[r] = 2;
-    return 0;
+    for (uint32_t r = 0; r < g->n_rules; r++)
+        use_at[r + 1] += use_at[r];
+    use_alt = malloc(sizeof *use_alt * (n_uses + 1));
+    uint32_t *fill = calloc(g->n_rules, sizeof *fill);
+    if (!use_alt || !fill) {
+        free(fill);
+        goto done;
+    }
+    for (uint32_t a = 0; a < n_alts; a++)
+        for (uint32_t p = g->alt_start[a]; g->elems[p] != GE_END; p++)
+            if (GE_KIND(g->elems[p]) == GE_REF) {
+                const uint32_t t = GE_ARG(g->elems[p]);
+                use_alt[use_at[t] + fill[t]++] = a;
+            }
+    free(fill);
+    uint32_t n_queue = 0;
+    for (uint32_t a = 0; a < n_alts; a++)
+        if (left[a] == 0 && !nullable[alt_rule[a]]) {
+            nullable[alt_rule[a]] = true;
+            queue[n_queue++] = alt_rule[a];
+        }
+    while (n_queue > 0) { /* a class element never empties, so its alternative's count stays above 0 */
+        const uint32_t t = queue[--n_queue];
+        for (uint32_t u = use_at[t]; u < use_at[t + 1]; u++) {
+            const uint32_t a = use_alt[u], r = alt_rule[a];
+            if (--left[a] == 0 && !nullable[r]) {
+                nullable[r] = true;
+                queue[n_queue++] = r;
+            }
+        }
+    }
+    rc = 0;
+done:
+    free(left);
+    free(alt_rule);
+    free(use_at);
+    free(use_alt);
+    free(queue);
+    return rc;
+}
+
+/* Left recursion: rule r reaches itself through the first elements of its alternatives, skipping
+ * elements that can match the empty string. The matcher would expand such a rule forever. A depth-first
+ * search with a stack of its own (path, and at each depth the element it goes on from), since a chain of
+ * rules goes as deep as it is long. */
+static int find_left_cycle(const woolly_grammar *g, const bool *nullable, uint8_t *color, uint32_t *path,
+                           uint32_t *next, uint32_t r0, woolly_error *err)
+{
+    /* next[d]: the element of path[d]'s alternatives to look at next, as an index into elems, or the
+     * alternative's end once it stops on an element that cannot be empty */
+    uint32_t depth = 0;
+    path[0] = r0;
+    color[r0] = 1;
+    uint32_t *alt = next + g->n_rules + 1; /* alt[d]: the alternative of path[d] under way */
+    alt[0] = g->rule_alt[r0];
+    next[0] = alt[0] < g->rule_alt[r0 + 1] ? g->alt_start[alt[0]] : UINT32_MAX;
+    for (;;) {
+        const uint32_t r = path[depth];
+        uint32_t p = next[depth];
+        if (p == UINT32_MAX || GE_KIND(g->elems[p]) != GE_REF) { /* this alternative is done: the next one */
+            if (++alt[depth] < g->rule_alt[r + 1]) {
+                next[depth] = g->alt_start[alt[depth]];
+                continue;
+            }
+            color[r] = 2;
+            if (depth == 0)
+                return 0;
+            depth--;
+            continue;
+        }
+        const uint32_t s = GE_ARG(g->elems[p]);
+        /* past s next time, if s can be empty; else this alternative ends here */
+        next[depth] = nullable[s] ? p + 1 : UINT32_MAX;
+        if (color[s] == 1) {
+            char chain[384] = "";
+            size_t n = 0;
+            uint32_t from = depth;
+            while (path[from] != s)
+                from--;
+            for (uint32_t i = from; i <= depth && n < sizeof chain - 1; i++)
+                n += (size_t)snprintf(chain + n, sizeof chain - n, "%s -> ", g->names[path[i]]);
+            if (n < sizeof chain - 1)
+                snprintf(chain + n, sizeof chain - n, "%s", g->names[s]);
+            return woolly_fail(err,
+                               "grammar: rule '%s' is left-recursive (it reaches itself before matching "
+                               "a character: %s); rewrite it with repetition",
+                               g->names[s], chain);
+        }
+        if (color[s] == 0) {
+            color[s] = 1;
+            path[++depth] = s;
+            alt[depth] = g->rule_alt[s];
+            next[depth] = alt[depth] < g->rule_alt[s + 1] ? g->alt_start[alt[depth]] : UINT32_MAX;
+        }
+    }
 }
 
 static int check_left_recursion(const woolly_grammar *g, woolly_error *err)
@@ -254,32 +391,20 @@ static int check_left_recursion(const woolly_grammar *g, woolly_error *err)
     bool *nullable = calloc(g->n_rules, sizeof *nullable);
     uint8_t *color = calloc(g->n_rules, 1);
     uint32_t *path = malloc(sizeof *path * (g->n_rules + 1));
+    uint32_t *next = malloc(sizeof *next * 2 * (g->n_rules + 1));
     int rc = 0;
-    if (!nullable || !color || !path) {
+    if (!nullable || !color || !path || !next || find_nullable(g, nullable)) {
         rc = woolly_fail(err, "grammar: out of memory");
         goto done;
     }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < g->n_rules; r++) {
-            if (nullable[r])
-                continue;
-            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && !nullable[r]; a++) {
-                uint32_t p = g->alt_start[a];
-                while (GE_KIND(g->elems[p]) == GE_REF && nullable[GE_ARG(g->elems[p])])
-                    p++;
-                if (g->elems[p] == GE_END)
-                    nullable[r] = changed = true;
-            }
-        }
-    }
     for (uint32_t r = 0; r < g->n_rules && !rc; r++)
         if (color[r] == 0)
-            rc = find_left_cycle(g, nullable, color, path, 0, r, err);
+            rc = find_left_cycle(g, nullable, color, path, next, r, err);
 done:
     free(nullable);
     free(color);
     free(path);
+    free(next);
     return rc;
 }
 

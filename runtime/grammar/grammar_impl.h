@@ -37,10 +37,9 @@ struct woolly_grammar {
 static inline bool gclass_matches(const woolly_grammar *g, uint32_t cls, uint32_t cp)
 {
     const gclass *c = &g->classes[cls];
-    const grange *r = g->ranges + c->off;
     bool in = false;
-    for (uint32_t i = 0; i < c->n; i++)
-        if (cp >= r[i].lo && cp <= r[i].hi) {
+    for (uint32_t i = 0; i < c->n; i++) /* a grammar of classes without ranges (`.`) has ranges NULL */
+        if (cp >= g->ranges[c->off + i].lo && cp <= g->ranges[c->off + i].hi) {
             in = true;
             break;
         }
@@ -75,6 +74,8 @@ typedef struct gbuilder {
     uint32_t n_ranges, cap_ranges;
     gclass *classes;
     uint32_t n_classes, cap_classes;
+    uint32_t *named;    /* open addressing over the named rules (helpers are not looked up): index + 1 */
+    uint32_t n_named, cap_named;
     bool oom;
 } gbuilder;
 

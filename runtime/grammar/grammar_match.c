@@ -13,6 +13,14 @@
 #define GM_MAX_STATES (1u << 15)
 #define GM_MAX_POOL (1u << 22)
 #define GM_MAX_MASKS 256u
+/* The most parse stacks one state may hold. An ambiguous grammar (`root ::= [a-z] root{,24}`) can reach
+ * a different set of stacks for every prefix, their count growing exponentially with its length, and a
+ * long run of rules that can match nothing (r0 ::= r1 "a"?, r1 ::= r2 "a"?, ...) one a rule; each token's
+ * mask walks them all: past this the matcher fails (it allows nothing) rather than hang. The grammars of
+ * JSON Schemas keep a few dozen. */
+#define GM_MAX_STACKS 4096
+#define GM_STR(x) #x
+#define GM_XSTR(x) GM_STR(x)
 #define GM_DEAD 0u
 #define NO_POS UINT32_MAX
 
@@ -44,8 +52,11 @@ struct woolly_gmatch {
     uint32_t stamp;
     uint32_t *tmp;
     uint32_t n_tmp, cap_tmp;
+    uint32_t *work; /* expand's stack of frames to visit */
+    uint32_t n_work, cap_work;
     uint32_t start, cur;
-    bool oom;
+    bool failed;    /* out of memory, or a state of more than GM_MAX_STACKS stacks: nothing is allowed */
+    bool ambiguous; /* the latter */
     const woolly_vocab_trie *mask_trie;
     uint32_t n_masks;
     uint32_t *walk;     /* [max_depth + 1] states along the trie path */
@@ -84,7 +95,7 @@ static bool rehash_nodes(woolly_gmatch *m, uint32_t cap)
 static uint32_t node(woolly_gmatch *m, uint32_t pos, uint32_t parent)
 {
     if (m->n_nodes * 2 >= m->node_ht_cap && !rehash_nodes(m, m->node_ht_cap * 2)) {
-        m->oom = true;
+        m->failed = true;
         return 0;
     }
     uint32_t i = mix(pos, parent) & (m->node_ht_cap - 1);
@@ -94,7 +105,7 @@ static uint32_t node(woolly_gmatch *m, uint32_t pos, uint32_t parent)
             return m->node_ht[i];
     }
     if (!grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof *m->nodes)) {
-        m->oom = true;
+        m->failed = true;
         return 0;
     }
     m->nodes[m->n_nodes] = (gnode){pos, parent, 0};
@@ -104,34 +115,55 @@ static uint32_t node(woolly_gmatch *m, uint32_t pos, uint32_t parent)
 
 static void emit(woolly_gmatch *m, uint32_t id)
 {
+    if (m->n_tmp >= (uint32_t)GM_MAX_STACKS) {
+        m->failed = m->ambiguous = true;
+        return;
+    }
     if (!grow((void **)&m->tmp, &m->cap_tmp, m->n_tmp + 1, sizeof *m->tmp)) {
-        m->oom = true;
+        m->failed = true;
         return;
     }
     m->tmp[m->n_tmp++] = id;
 }
 
-/* Adds to tmp the stacks with a character class on top that frame id stands for. */
+static void push_work(woolly_gmatch *m, uint32_t id)
+{
+    if (!grow((void **)&m->work, &m->cap_work, m->n_work + 1, sizeof *m->work)) {
+        m->failed = true;
+        return;
+    }
+    m->work[m->n_work++] = id;
+}
+
+/* Adds to tmp the stacks with a character class on top that frame id stands for. A depth-first walk
+ * with a stack of its own, not the thread's: a chain of rules each of which begins with the next one
+ * (r0 ::= r1 ..., r1 ::= r2 ..., as a client's grammar may have by the thousand) goes as deep as it is
+ * long. */
 static void expand(woolly_gmatch *m, uint32_t id)
 {
-    if (m->nodes[id].mark == m->stamp)
-        return;
-    m->nodes[id].mark = m->stamp;
-    if (id == 0) {
-        emit(m, 0);
-        return;
-    }
     const woolly_grammar *g = m->g;
-    const uint32_t pos = m->nodes[id].pos, parent = m->nodes[id].parent, e = g->elems[pos];
-    switch (GE_KIND(e)) {
-    case GE_CLASS: emit(m, id); return;
-    case GE_END: expand(m, parent); return;
-    default: {
-        const uint32_t r = GE_ARG(e);
-        const uint32_t ret = g->elems[pos + 1] == GE_END ? parent : node(m, pos + 1, parent);
-        for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && !m->oom; a++)
-            expand(m, node(m, g->alt_start[a], ret));
-    }
+    m->n_work = 0;
+    push_work(m, id);
+    while (m->n_work > 0 && !m->failed) {
+        id = m->work[--m->n_work];
+        if (m->nodes[id].mark == m->stamp)
+            continue;
+        m->nodes[id].mark = m->stamp;
+        if (id == 0) {
+            emit(m, 0);
+            continue;
+        }
+        const uint32_t pos = m->nodes[id].pos, parent = m->nodes[id].parent, e = g->elems[pos];
+        switch (GE_KIND(e)) {
+        case GE_CLASS: emit(m, id); break;
+        case GE_END: push_work(m, parent); break;
+        default: {
+            const uint32_t r = GE_ARG(e);
+            const uint32_t ret = g->elems[pos + 1] == GE_END ? parent : node(m, pos + 1, parent);
+            for (uint32_t a = g->rule_alt[r + 1]; a-- > g->rule_alt[r] && !m->failed;)
+                push_work(m, node(m, g->alt_start[a], ret)); /* the first alternative on top */
+        }
+        }
     }
 }
 
@@ -161,10 +193,10 @@ static bool rehash_states(woolly_gmatch *m, uint32_t cap)
 /* The state of the n frames ids (sorted, distinct) with partial; GM_DEAD if there are none. */
 static uint32_t intern_state(woolly_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t partial)
 {
-    if (n == 0 || m->oom)
+    if (n == 0 || m->failed)
         return GM_DEAD;
     if (m->n_states * 2 >= m->state_ht_cap && !rehash_states(m, m->state_ht_cap * 2)) {
-        m->oom = true;
+        m->failed = true;
         return GM_DEAD;
     }
     uint32_t h = mix(0x1234567u, partial);
@@ -178,7 +210,7 @@ static uint32_t intern_state(woolly_gmatch *m, const uint32_t *ids, uint32_t n, 
     }
     if (!grow((void **)&m->states, &m->cap_states, m->n_states + 1, sizeof *m->states) ||
         !grow((void **)&m->pool, &m->cap_pool, m->n_pool + n, sizeof *m->pool)) {
-        m->oom = true;
+        m->failed = true;
         return GM_DEAD;
     }
     memcpy(m->pool + m->n_pool, ids, n * sizeof *ids);
@@ -194,7 +226,7 @@ static uint32_t advance(woolly_gmatch *m, uint32_t s, uint32_t cp)
     const woolly_grammar *g = m->g;
     m->stamp++;
     m->n_tmp = 0;
-    for (uint32_t k = 0; k < m->states[s].n && !m->oom; k++) {
+    for (uint32_t k = 0; k < m->states[s].n && !m->failed; k++) {
         const uint32_t id = m->pool[m->states[s].off + k];
         if (id == 0)
             continue;
@@ -219,7 +251,7 @@ static uint32_t pending(woolly_gmatch *m, uint32_t s, uint32_t partial, uint32_t
     if (!live)
         return GM_DEAD;
     if (!grow((void **)&m->tmp, &m->cap_tmp, m->states[s].n, sizeof *m->tmp)) {
-        m->oom = true;
+        m->failed = true;
         return GM_DEAD;
     }
     memcpy(m->tmp, m->pool + m->states[s].off, m->states[s].n * sizeof *m->tmp);
@@ -381,7 +413,15 @@ woolly_gmatch *woolly_gmatch_open(const woolly_grammar *g, woolly_error *err)
         goto oom;
     clear_tables(m);
     m->start = m->cur = start_state(m);
-    if (m->oom)
+    if (m->ambiguous) {
+        woolly_gmatch_free(m);
+        woolly_fail(err,
+                    "grammar: the grammar leaves more than %d ways to go on from its start (an ambiguous "
+                    "grammar, or a long run of rules that can match nothing)",
+                    GM_MAX_STACKS);
+        return NULL;
+    }
+    if (m->failed)
         goto oom;
     return m;
 oom:
@@ -404,6 +444,7 @@ void woolly_gmatch_free(woolly_gmatch *m)
     free(m->node_ht);
     free(m->pool);
     free(m->tmp);
+    free(m->work);
     free(m->walk);
     free(m->out_mask);
     free(m);
@@ -418,6 +459,16 @@ bool woolly_gmatch_can_end(const woolly_gmatch *m)
 {
     const gst *s = &m->states[m->cur];
     return s->n > 0 && s->partial == 0 && m->pool[s->off] == 0; /* sorted: frame 0 first */
+}
+
+const char *woolly_gmatch_failure(const woolly_gmatch *m)
+{
+    if (!m->failed)
+        return NULL;
+    if (m->ambiguous)
+        return "the grammar leaves more than " GM_XSTR(GM_MAX_STACKS) " ways to go on from a text (an "
+               "ambiguous grammar, or a long run of rules that can match nothing)";
+    return "out of memory for the grammar's matcher";
 }
 
 bool woolly_gmatch_can_continue(const woolly_gmatch *m)
@@ -507,7 +558,7 @@ const uint32_t *woolly_gmatch_mask(woolly_gmatch *m, const woolly_vocab_trie *t,
         }
         i++;
     }
-    if (m->oom) { /* a state could not be made: allow nothing rather than guess */
+    if (m->failed) { /* a state could not be made: allow nothing rather than guess */
         memset(mask, 0, words * sizeof *mask);
         n = 0;
     }
