@@ -161,7 +161,38 @@ Test(grammar_sampler, greedy_stays_in_the_language)
     woolly_model_detokenize(model, &t, 1, piece, sizeof piece);
     cr_expect(!strcmp(piece, "a") || !strcmp(piece, "b"), "picked '%s'", piece);
     cr_expect(woolly_token_is_eog(model, woolly_sampler_sample(s, logits)), "then only the end is allowed");
+    cr_expect_null(woolly_sampler_grammar_error(s), "an output the grammar ended is not a failure");
     woolly_sampler_close(s);
     free(logits);
+    woolly_grammar_close(g);
+}
+
+/* A grammar too ambiguous to follow (each letter may open up to 24 more roots, so the ways to parse a
+ * run of letters grow exponentially) ends the output as soon as the matcher gives up, and the sampler
+ * says why, for the caller to report rather than pass the cut output off as whole. */
+Test(grammar_sampler, a_grammar_that_fails_says_why)
+{
+    const char *gbnf = "root ::= [a-z] root{,24}";
+    woolly_grammar *g = woolly_grammar_open_gbnf(gbnf, strlen(gbnf));
+    cr_assert(g, "%s", woolly_last_error());
+    woolly_sampler_params p = woolly_sampler_default_params();
+    p.seed = 7;
+    woolly_sampler *s = woolly_sampler_open(model, &p);
+    cr_assert_eq(woolly_sampler_set_grammar(s, model, g), 0, "%s", woolly_last_error());
+    cr_expect_null(woolly_sampler_grammar_error(s));
+    const int32_t n_vocab = woolly_model_n_vocab(model);
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+    tu_rng rng = {99};
+    int steps = 0;
+    for (; steps < 200 && !woolly_sampler_grammar_done(s); steps++) {
+        for (int32_t i = 0; i < n_vocab; i++) /* the end never chosen while letters are allowed */
+            logits[i] = woolly_token_is_eog(model, i) ? -1e30f : 3.0f * tu_rand_normal(&rng);
+        woolly_sampler_accept(s, woolly_sampler_sample(s, logits));
+    }
+    cr_assert(woolly_sampler_grammar_done(s), "200 tokens of an exponentially ambiguous grammar followed");
+    const char *why = woolly_sampler_grammar_error(s);
+    cr_expect(why && strstr(why, "ways to go on"), "after %d tokens: %s", steps, why ? why : "(no reason)");
+    free(logits);
+    woolly_sampler_close(s);
     woolly_grammar_close(g);
 }

@@ -255,6 +255,11 @@ int woolly_cmd_run(int argc, char **argv)
                 cmd, n_gen, n_predict, n_ctx);
         status = 1;
     }
+    if (woolly_sampler_grammar_error(smp)) {
+        fprintf(stderr, "woolly %s: the grammar stopped the output after %d tokens: %s\n", cmd, n_gen,
+                woolly_sampler_grammar_error(smp));
+        status = 1;
+    }
 done:
     free(hist);
     free(buf);

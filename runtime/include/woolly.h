@@ -296,6 +296,10 @@ int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const w
 /* Whether the grammar ended the output: it picked an end-of-generation token because the grammar allows
  * nothing else (or nothing at all). False without a grammar. */
 bool woolly_sampler_grammar_done(const woolly_sampler *s);
+/* Why the grammar could not go on, when it ended the output by failing rather than by its language: it
+ * is too ambiguous (more ways to parse the text so far than the matcher holds) or memory ran out. NULL
+ * otherwise (and without a grammar). */
+const char *woolly_sampler_grammar_error(const woolly_sampler *s);
 
 /* ---- speculative decoding ------------------------------------------------------------------------- */
 

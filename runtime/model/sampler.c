@@ -159,8 +159,10 @@ int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *
     s->eog_cand = malloc(sizeof *s->eog_cand * (size_t)s->n_vocab);
     s->text_cap = woolly_tokenizer_max_token_bytes(t) + 1;
     s->text = malloc(s->text_cap);
-    if (!s->eog || !s->eog_cand || !s->text || !(s->gm = woolly_gmatch_open(g, err)))
+    if (!s->eog || !s->eog_cand || !s->text)
         return woolly_fail(err, "grammar: out of memory for a sampler's grammar");
+    if (!(s->gm = woolly_gmatch_open(g, err))) /* its message: memory, or a start too ambiguous */
+        return -1;
     for (int32_t i = 0; i < s->n_vocab; i++)
         if (woolly_tokenizer_is_eog(t, i))
             s->eog[s->n_eog++] = i;
@@ -183,6 +185,11 @@ int woolly_sampler_set_grammar(woolly_sampler *s, const woolly_model *m, const w
 bool woolly_sampler_grammar_done(const woolly_sampler *s)
 {
     return s->gm && s->grammar_done;
+}
+
+const char *woolly_sampler_grammar_error(const woolly_sampler *s)
+{
+    return s->gm ? woolly_gmatch_failure(s->gm) : NULL;
 }
 
 int woolly_sampler_set_logit_bias(woolly_sampler *s, const woolly_token *ids, const float *bias, int32_t n)

@@ -195,7 +195,11 @@ static bool sample_one(srv_slot *s, const float *logits, woolly_token *out)
     /* A grammar that ended the output (it allows nothing more, or only the end) ends the choice, whatever
      * ignore_eos says: the token it returned then is not part of the output. */
     if (woolly_sampler_grammar_done(s->smp) || (!j->ignore_eos && woolly_token_is_eog(s->model, tok))) {
-        end(s, SRV_FINISH_STOP);
+        const char *why = woolly_sampler_grammar_error(s->smp);
+        if (why)
+            fail(s, why); /* not a stop: the output was cut where the grammar gave up */
+        else
+            end(s, SRV_FINISH_STOP);
         return false;
     }
     if (j->logprobs) {
