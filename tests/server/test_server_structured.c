@@ -82,3 +82,45 @@ Test(server_structured, a_context_shift_keeps_the_grammar_state)
     cr_expect(th_wait_idle(&s, 5000));
     cr_expect_eq(th_stop(&s, NULL), 0);
 }
+
+/* What a client's grammar may cost (runtime/grammar): groups nested 100,000 deep (once a stack overflow
+ * that killed the server) are a 400 naming the bound, and a grammar too ambiguous to follow (the ways
+ * to parse a run of letters grow exponentially) ends its request with an error that says so, not a hang
+ * nor a "stop" with the text cut where it gave up. The server answers a plain request afterwards. */
+Test(server_structured, a_grammar_past_its_bounds_is_an_error)
+{
+    th_server s;
+    th_start(&s, NULL, "-m %s -t 1 --parallel 1", tu_data("models/stories260K.gguf"));
+    enum { DEEP = 100000 };
+    char *gbnf = malloc(DEEP + 64);
+    cr_assert(gbnf);
+    strcpy(gbnf, "root ::= ");
+    memset(gbnf + strlen(gbnf), '(', DEEP);
+    strcpy(gbnf + strlen("root ::= ") + DEEP, "\\\"a\\\"");
+    char *body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 4, \"grammar\": \"%s\"}", gbnf);
+    th_resp r = th_post(&s, "/v1/completions", body);
+    json_t *j = th_json(&r);
+    const char *msg = th_expect_error(j, &r, 400);
+    cr_expect(strstr(msg, "groups nested more than 256 deep"), "%s", msg);
+    json_decref(j);
+    th_resp_free(&r);
+    free(body);
+    free(gbnf);
+
+    /* the end of text (id 2) made unlikely, so that the letters go on until the matcher gives up */
+    body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 50, \"seed\": 1, \"logit_bias\": {\"2\": -100}, "
+                  "\"grammar\": \"root ::= [a-z] root{,24}\"}");
+    r = th_post(&s, "/v1/completions", body);
+    j = th_json(&r);
+    msg = th_expect_error(j, &r, 500);
+    cr_expect(strstr(msg, "ways to go on"), "%s", msg);
+    json_decref(j);
+    th_resp_free(&r);
+    free(body);
+
+    r = th_post(&s, "/v1/completions", "{\"prompt\": \"Once\", \"max_tokens\": 4}");
+    cr_expect_eq(r.status, 200, "%.*s", (int)r.len, r.body);
+    th_resp_free(&r);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+}
