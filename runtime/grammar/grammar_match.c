@@ -413,16 +413,11 @@ woolly_gmatch *woolly_gmatch_open(const woolly_grammar *g, woolly_error *err)
         goto oom;
     clear_tables(m);
     m->start = m->cur = start_state(m);
-    if (m->ambiguous) {
+    if (m->failed) { /* no memory, or a start with too many ways to go on */
+        woolly_fail(err, "grammar: %s", woolly_gmatch_failure(m));
         woolly_gmatch_free(m);
-        woolly_fail(err,
-                    "grammar: the grammar leaves more than %d ways to go on from its start (an ambiguous "
-                    "grammar, or a long run of rules that can match nothing)",
-                    GM_MAX_STACKS);
         return NULL;
     }
-    if (m->failed)
-        goto oom;
     return m;
 oom:
     woolly_gmatch_free(m);
