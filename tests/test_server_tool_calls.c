@@ -58,6 +58,8 @@ static const struct {
     {WOOLLY_TOOLS_HERMES,
      "<think>\nhm\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"q\\\": 1}\"}", 1,
      "<think>\nhm\n</think>", "f", "{\"q\": 1}", NULL, NULL}, /* arguments as a string; close tag cut off */
+    {WOOLLY_TOOLS_MISTRAL, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"Oslo\"}]", 1, "", "f", "\"Oslo\"",
+     NULL, NULL}, /* a string that holds no JSON: arguments are still JSON text, the string */
     {WOOLLY_TOOLS_HERMES, "{\"name\": \"f\", \"arguments\": {}}", 0, NULL, NULL, NULL, NULL, NULL},
     {WOOLLY_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"argu", 0, NULL, NULL, NULL, NULL, NULL},
     {WOOLLY_TOOLS_HERMES, "<tool_call>{\"arguments\": {}}</tool_call>", 0, NULL, NULL, NULL, NULL, NULL},

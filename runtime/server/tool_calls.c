@@ -468,6 +468,13 @@ static json_t *fresh_id(enum woolly_chat_tool_syntax syntax)
     return json_string(id);
 }
 
+static bool is_json_text(const char *s, size_t n)
+{
+    json_t *v = memchr(s, 0, n) ? NULL : json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    json_decref(v);
+    return v != NULL;
+}
+
 /* One call object {"name", "arguments" | "parameters"} as the API's tool call; NULL if it is not one. */
 static json_t *api_call(enum woolly_chat_tool_syntax syntax, const json_t *o)
 {
@@ -477,10 +484,12 @@ static json_t *api_call(enum woolly_chat_tool_syntax syntax, const json_t *o)
     const json_t *args = json_object_get(o, "arguments");
     if (!args)
         args = json_object_get(o, "parameters");
+    /* Some models write the arguments as a string holding their JSON text: that text, as written. A string
+     * that holds none stays the string, written as JSON: arguments are a JSON text, as clients parse them. */
     char *text;
     if (!args)
         text = strdup("{}");
-    else if (json_is_string(args)) /* some models write the arguments as a JSON string */
+    else if (json_is_string(args) && is_json_text(json_string_value(args), json_string_length(args)))
         text = strdup(json_string_value(args));
     else
         text = json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
