@@ -162,6 +162,19 @@ Test(cli_run, bad_input)
     expect_failure("run -m /no/such/model.gguf -p hi", "/no/such/model.gguf");
 }
 
+Test(cli_run, logits_that_break_down_are_an_error_not_text)
+{
+    const char *model = tu_stories_with_a_nan("stories260K-nan.gguf");
+    char args[16384];
+    const char *const modes[] = {"--temp 0", "--temp 0.8 --seed 3", "--temp 0 --lookup 2"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        snprintf(args, sizeof args, "run -m %s -p \"Once upon a time. Once upon a time\" -n 8 %s", model,
+                 modes[i]);
+        expect_failure(args, "the model's logits hold NaN (token 0)");
+    }
+    remove(model);
+}
+
 Test(cli_logits, bad_input)
 {
     char args[16384];

@@ -381,3 +381,38 @@ Test(sampler, bad_parameters_are_named)
     cr_expect_null(woolly_sampler_create(0, &p, &err));
     cr_expect(strstr(err.msg, "vocabulary") != NULL, "%s", err.msg);
 }
+
+/* Logits with a NaN or +infinity (a damaged model file, an overflow) cannot be sampled: the sampler says
+ * so, greedy or not, and its probability view refuses them; -infinity masks a token and is fine. */
+Test(sampler, logits_that_broke_down_are_an_error)
+{
+    static const struct {
+        float bad;
+        const char *named;
+    } CASES[] = {{NAN, "NaN"}, {INFINITY, "+infinity"}};
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++)
+        for (int greedy = 0; greedy < 2; greedy++) {
+            woolly_sampler_params p = plain(greedy ? 0.0f : 1.0f);
+            woolly_sampler *s = make(4, &p);
+            const float masked[4] = {-INFINITY, 0.5f, 2.0f, -INFINITY};
+            const woolly_token t = woolly_sampler_sample(s, masked);
+            cr_expect(greedy ? t == 2 : t == 1 || t == 2, "sampled %d, a masked token", t);
+            cr_expect_null(woolly_sampler_error(s), "-infinity masks a token: %s", woolly_sampler_error(s));
+            const float broken[4] = {0.5f, 2.0f, CASES[k].bad, 1.0f};
+            woolly_sampler_sample(s, broken);
+            const char *why = woolly_sampler_error(s);
+            cr_assert_not_null(why, "%s logits sampled without an error", CASES[k].named);
+            cr_expect(strstr(why, CASES[k].named) && strstr(why, "token 2"), "%s", why);
+            cr_expect_str_eq(woolly_sampler_broken(s), why);
+            cr_expect_null(woolly_sampler_grammar_error(s), "not the grammar's failure");
+            woolly_sampler_sample(s, masked);
+            cr_expect_not_null(woolly_sampler_error(s), "the error stays until a reset");
+            woolly_sampler_reset(s);
+            cr_expect_null(woolly_sampler_error(s));
+            float probs[4];
+            woolly_error err = {{0}};
+            cr_expect_eq(woolly_sampler_probs(s, broken, probs, &err), -1);
+            cr_expect(strstr(err.msg, CASES[k].named) != NULL, "%s", err.msg);
+            woolly_sampler_close(s);
+        }
+}

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gguf.h"
+
 const char *tu_data(const char *rel)
 {
     static char path[4096];
@@ -153,4 +155,24 @@ float tu_rand_normal(tu_rng *r)
     if (u1 < 1e-7f)
         u1 = 1e-7f;
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+const char *tu_stories_with_a_nan(const char *name)
+{
+    static char path[8192];
+    snprintf(path, sizeof path, "%s", tu_tmp_path(name));
+    size_t size;
+    char *bytes = tu_read_file(tu_data("models/stories260K.gguf"), &size);
+    woolly_error err = {{0}};
+    gguf_file *g = gguf_parse(bytes, size, &err);
+    cr_assert(g != NULL, "%s", err.msg);
+    const gguf_tensor *t = gguf_find_tensor(g, "blk.0.attn_norm.weight");
+    cr_assert(t && t->type == WOOLLY_TYPE_F32 && t->ne[0] > 5);
+    const float nan = NAN;
+    memcpy(bytes + g->data_offset + t->offset + 5 * sizeof(float), &nan, sizeof nan);
+    gguf_close(g);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f && fwrite(bytes, 1, size, f) == size && fclose(f) == 0, "cannot write %s", path);
+    free(bytes);
+    return path;
 }

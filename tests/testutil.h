@@ -28,6 +28,11 @@ void tu_cli_fails(const char *args, const char *message_part);
 /* A fresh path in the build's temporary folder for this test process: "<build>/tmp/<pid>-<name>". */
 const char *tu_tmp_path(const char *name);
 
+/* A copy of the shared stories260K model whose first attention norm holds a NaN, as a damaged download
+ * might: every logit is NaN from the first token on. Written to tu_tmp_path(name); returns that path
+ * (static buffer; the caller removes the file). */
+const char *tu_stories_with_a_nan(const char *name);
+
 /* Comma-separated integers; returns the count, *ids heap-allocated. */
 int tu_parse_ids(const char *s, int32_t **ids);
 

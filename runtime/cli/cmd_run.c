@@ -97,7 +97,8 @@ int woolly_cmd_run(int argc, char **argv)
         char *text = cli_read_file(cmd, grammar_path ? grammar_path : schema_path, &len);
         if (!text)
             return 1;
-        grammar = grammar_path ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
+        grammar =
+            grammar_path ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
         free(text);
         if (!grammar) {
             fprintf(stderr, "woolly %s: %s: %s\n", cmd, grammar_path ? grammar_path : schema_path,
@@ -206,6 +207,8 @@ int woolly_cmd_run(int argc, char **argv)
         n_evaluated = (int32_t)woolly_spec_get_stats(spec).n_tokens;
     while (!spec && n_gen < n_predict) {
         const woolly_token tok = woolly_sampler_sample(smp, woolly_get_logits(c, -1));
+        if (woolly_sampler_error(smp))
+            break; /* reported below */
         woolly_sampler_accept(smp, tok);
         if (woolly_sampler_grammar_done(smp) || (!ignore_eos && woolly_token_is_eog(m, tok)))
             break; /* a grammar's end is the output's, and its last token is not part of it */
@@ -258,6 +261,10 @@ int woolly_cmd_run(int argc, char **argv)
     if (woolly_sampler_grammar_error(smp)) {
         fprintf(stderr, "woolly %s: the grammar stopped the output after %d tokens: %s\n", cmd, n_gen,
                 woolly_sampler_grammar_error(smp));
+        status = 1;
+    } else if (woolly_sampler_error(smp)) {
+        fprintf(stderr, "woolly %s: the output stopped after %d tokens: %s\n", cmd, n_gen,
+                woolly_sampler_error(smp));
         status = 1;
     }
 done:

@@ -300,6 +300,12 @@ bool woolly_sampler_grammar_done(const woolly_sampler *s);
  * is too ambiguous (more ways to parse the text so far than the matcher holds) or memory ran out. NULL
  * otherwise (and without a grammar). */
 const char *woolly_sampler_grammar_error(const woolly_sampler *s);
+/* Why the output must end unfinished, or NULL: logits that hold a NaN or +infinity (the model's
+ * weights or arithmetic broke down, and any token picked from them would be noise: the sample returned is
+ * an end-of-generation token under a grammar, else token 0, and means nothing), or the grammar's failure
+ * above. It stays until woolly_sampler_reset; a caller checks it after each sample and ends the output
+ * with it as the error. */
+const char *woolly_sampler_error(const woolly_sampler *s);
 
 /* ---- speculative decoding ------------------------------------------------------------------------- */
 

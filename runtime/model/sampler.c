@@ -1,6 +1,7 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "context.h"
@@ -18,7 +19,7 @@ struct woolly_sampler {
     uint32_t *count;  /* [n_vocab] occurrences in the window during a penalty pass, 0 otherwise */
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
-    uint64_t rng; /* xorshift64* state, never 0 */
+    uint64_t rng;          /* xorshift64* state, never 0 */
     woolly_token *bias_id; /* the logit biases: bias[i] added to token bias_id[i]'s logit */
     float *bias;
     int32_t n_bias;
@@ -27,12 +28,13 @@ struct woolly_sampler {
     woolly_gmatch *gm;
     const woolly_vocab_trie *trie;
     const woolly_tokenizer *tok;
-    int32_t *eog; /* the end-of-generation ids */
+    int32_t *eog;        /* the end-of-generation ids */
     candidate *eog_cand; /* their candidates, kept aside while the allowed ones are compacted */
     int32_t n_eog;
     char *text; /* one token's bytes */
     size_t text_cap;
     bool grammar_done;
+    char broken[200]; /* why the logits cannot be sampled (woolly_sampler_error), "" while they can */
 };
 
 woolly_sampler_params woolly_sampler_default_params(void)
@@ -140,8 +142,9 @@ void woolly_sampler_close(woolly_sampler *s)
     free(s);
 }
 
-int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
-                                     const woolly_grammar *g, woolly_error *err)
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t,
+                                     const woolly_vocab_trie *trie, const woolly_grammar *g,
+                                     woolly_error *err)
 {
     woolly_gmatch_free(s->gm);
     s->gm = NULL;
@@ -192,6 +195,16 @@ const char *woolly_sampler_grammar_error(const woolly_sampler *s)
     return s->gm ? woolly_gmatch_failure(s->gm) : NULL;
 }
 
+const char *woolly_sampler_broken(const woolly_sampler *s)
+{
+    return s->broken[0] ? s->broken : NULL;
+}
+
+const char *woolly_sampler_error(const woolly_sampler *s)
+{
+    return s->broken[0] ? s->broken : woolly_sampler_grammar_error(s);
+}
+
 int woolly_sampler_set_logit_bias(woolly_sampler *s, const woolly_token *ids, const float *bias, int32_t n)
 {
     woolly_error err = {{0}};
@@ -236,6 +249,7 @@ void woolly_sampler_reset(woolly_sampler *s)
 {
     s->n_history = 0;
     s->head = 0;
+    s->broken[0] = 0;
     seed_rng(s);
     if (s->gm) {
         woolly_gmatch_reset(s->gm);
@@ -371,12 +385,37 @@ static woolly_token grammar_pick(woolly_sampler *s, woolly_token t)
 
 static woolly_token sample_candidates(woolly_sampler *s, int32_t n);
 
-woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
+/* Fills the candidates from the logits; false, saying why in s->broken, when one is NaN or +infinity
+ * (-infinity is a token masked out, as callers of the API may write it). A model whose weights hold such a
+ * value (a damaged file) or whose arithmetic overflowed gives nothing but noise from then on, which sampling
+ * would hand on as text. */
+static bool take_logits(woolly_sampler *s, const float *logits)
 {
     candidate *c = s->cand;
-    int32_t n = s->n_vocab;
-    for (int32_t i = 0; i < n; i++)
+    const int32_t n = s->n_vocab;
+    bool usable = true;
+    for (int32_t i = 0; i < n; i++) {
         c[i] = (candidate){logits[i], i};
+        usable &= logits[i] < INFINITY; /* false for NaN too */
+    }
+    if (usable)
+        return true;
+    int32_t bad = 0;
+    while (logits[bad] < INFINITY)
+        bad++;
+    snprintf(
+        s->broken, sizeof s->broken,
+        "the model's logits hold %s (token %d): its weights or its arithmetic give non-finite numbers, so "
+        "no token it picks means anything (a damaged model file?)",
+        isnan(logits[bad]) ? "NaN" : "+infinity", (int)bad);
+    return false;
+}
+
+woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
+{
+    int32_t n = s->n_vocab;
+    if (!take_logits(s, logits))
+        return s->n_eog ? s->eog[0] : 0; /* the caller ends the output: woolly_sampler_error says why */
     apply_bias(s);
     apply_penalty(s);
     if (!s->gm)
@@ -466,8 +505,8 @@ int woolly_sampler_probs(woolly_sampler *s, const float *logits, float *probs, w
                            "the tokens it accepts as it samples)");
     candidate *c = s->cand;
     const int32_t n_vocab = s->n_vocab;
-    for (int32_t i = 0; i < n_vocab; i++)
-        c[i] = (candidate){logits[i], i};
+    if (!take_logits(s, logits))
+        return woolly_fail(err, "sampler: %s", s->broken);
     apply_bias(s);
     apply_penalty(s);
     for (int32_t i = 0; i < n_vocab; i++)

@@ -31,8 +31,9 @@ woolly_sampler *woolly_sampler_create(int32_t n_vocab, const woolly_sampler_para
 int woolly_sampler_params_check(const woolly_sampler_params *p, woolly_error *err);
 
 /* Constrains s with g over tokenizer t's vocabulary (trie built from it). NULL g: no constraint. */
-int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
-                                     const woolly_grammar *g, woolly_error *err);
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t,
+                                     const woolly_vocab_trie *trie, const woolly_grammar *g,
+                                     woolly_error *err);
 
 /* The trie of a tokenizer's token texts (the caller frees it), and the model's own, built once. */
 woolly_vocab_trie *woolly_tokenizer_trie(const woolly_tokenizer *t, woolly_error *err);
@@ -51,6 +52,9 @@ woolly_token woolly_sampler_draw(woolly_sampler *s, const float *w, int32_t n);
 /* Uniform in [0, 1) from the sampler's generator. */
 double woolly_sampler_uniform(woolly_sampler *s);
 const woolly_sampler_params *woolly_sampler_get_params(const woolly_sampler *s);
+/* Why the last logits could not be sampled (a NaN or +infinity), or NULL: woolly_sampler_error without
+ * the grammar's failures, which end an output as its language would. */
+const char *woolly_sampler_broken(const woolly_sampler *s);
 bool woolly_sampler_has_grammar(const woolly_sampler *s);
 
 #endif

@@ -449,7 +449,10 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
         return woolly_fail(err, "speculative decoding: with a grammar, sample greedily (temperature 0)");
     int32_t n_out = 0;
     if (!s->pending) { /* the first token, from the prompt's logits */
-        push(s, smp, woolly_sampler_sample(smp, woolly_get_logits(s->tgt, -1)), out, &n_out);
+        const woolly_token t = woolly_sampler_sample(smp, woolly_get_logits(s->tgt, -1));
+        if (woolly_sampler_broken(smp))
+            return woolly_fail(err, "speculative decoding: %s", woolly_sampler_broken(smp));
+        push(s, smp, t, out, &n_out);
         s->pending = true;
         return 1;
     }
@@ -497,6 +500,8 @@ static int32_t spec_step(woolly_spec *s, woolly_sampler *smp, woolly_token *out,
         const float *logits = woolly_get_logits(s->tgt, j);
         if (j == n_guess || !sampling) { /* the target's own token; greedily, also the check of guess j */
             const woolly_token t = woolly_sampler_sample(smp, logits);
+            if (woolly_sampler_broken(smp))
+                return woolly_fail(err, "speculative decoding: %s", woolly_sampler_broken(smp));
             push(s, smp, t, out, &n_out);
             if (j == n_guess || t != s->guess[j] || ends(s, smp, t))
                 break;

@@ -191,15 +191,16 @@ static bool sample_one(srv_slot *s, const float *logits, woolly_token *out)
 {
     srv_job *j = s->job;
     const woolly_token tok = woolly_sampler_sample(s->smp, logits);
+    const char *why = woolly_sampler_error(s->smp);
+    if (why) { /* not a stop: the output is cut where the grammar gave up or the logits broke down */
+        fail(s, why);
+        return false;
+    }
     woolly_sampler_accept(s->smp, tok);
     /* A grammar that ended the output (it allows nothing more, or only the end) ends the choice, whatever
      * ignore_eos says: the token it returned then is not part of the output. */
     if (woolly_sampler_grammar_done(s->smp) || (!j->ignore_eos && woolly_token_is_eog(s->model, tok))) {
-        const char *why = woolly_sampler_grammar_error(s->smp);
-        if (why)
-            fail(s, why); /* not a stop: the output was cut where the grammar gave up */
-        else
-            end(s, SRV_FINISH_STOP);
+        end(s, SRV_FINISH_STOP);
         return false;
     }
     if (j->logprobs) {

@@ -2,7 +2,8 @@
  * null), the integer check at 2^63 (no out-of-range conversion), the cost of parsing a body of many
  * small JSON values (bounded; 32 worst bodies at once stay under 256 MB), requests of ambiguous length
  * (400 and closed: no smuggled second request), an empty body, an empty API key refused at start, and
- * a FIFO given as the model refused at once instead of blocking. */
+ * a FIFO given as the model refused at once instead of blocking, and a model whose logits break down (a NaN
+ * in its weights) answering with an error rather than text. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -72,8 +73,8 @@ Test(server_limits, integers_from_2_pow_63_on_are_out_of_range)
         {"top_k", "9223372036854775808.0", 400},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char *body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 2, \"%s\": %s}", CASES[i].field,
-                            CASES[i].value);
+        char *body =
+            th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 2, \"%s\": %s}", CASES[i].field, CASES[i].value);
         if (!strcmp(CASES[i].field, "max_tokens")) {
             free(body);
             body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": %s}", CASES[i].value);
@@ -101,7 +102,8 @@ Test(server_limits, an_empty_body_says_so)
 {
     th_server s;
     th_start(&s, NULL, "-m %s -np 1", stories());
-    static const char *const PATHS[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
+    static const char *const PATHS[] = {"/v1/completions", "/v1/chat/completions", "/tokenize",
+                                        "/detokenize"};
     for (size_t i = 0; i < 4; i++) {
         th_resp r = th_request(&s, "POST", PATHS[i], "", 0, NULL, 0);
         json_t *b = th_json(&r);
@@ -289,10 +291,12 @@ Test(server_limits, a_body_of_small_values_costs_a_few_times_its_size)
         cr_expect_eq(bombs[i].status, 413, "body %d", i);
     }
     const long peak = vm_hwm_kib(&s);
-    cr_log_info("peak RSS: %ld KiB at start, +%ld KiB after one worst body at a time, %ld KiB with %d at once",
-                base, one, peak, CONCURRENT);
-    fprintf(stderr, "parse cost: peak RSS %ld KiB at start, +%ld KiB after the bodies one at a time, %ld KiB "
-                    "with %d at once\n",
+    cr_log_info(
+        "peak RSS: %ld KiB at start, +%ld KiB after one worst body at a time, %ld KiB with %d at once", base,
+        one, peak, CONCURRENT);
+    fprintf(stderr,
+            "parse cost: peak RSS %ld KiB at start, +%ld KiB after the bodies one at a time, %ld KiB "
+            "with %d at once\n",
             base, one, peak, CONCURRENT);
     /* The body's buffer (1 MiB, up to 2 while it grows), the parse's bound (4 MiB and some room), the
      * connection thread's stack and allocator arena: about 9 MiB measured, against ~78 MB before. */
@@ -328,4 +332,34 @@ Test(server_limits, a_full_context_of_token_ids_still_parses)
     th_resp_free(&r);
     free(b);
     cr_expect_eq(th_stop(&s, NULL), 0);
+}
+
+/* Every logit NaN: each request is an error saying so, streamed or not, and the server goes on serving. */
+Test(server_limits, logits_that_break_down_are_an_error_not_text)
+{
+    const char *model = tu_stories_with_a_nan("server-nan.gguf");
+    th_server s;
+    th_start(&s, NULL, "-m %s -t 1 --parallel 2", model);
+    const char *const paths[] = {"/v1/completions", "/v1/chat/completions"};
+    const char *const bodies[] = {
+        "{\"prompt\": \"Once\", \"max_tokens\": 4}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 4, "
+        "\"temperature\": 0}"};
+    for (int i = 0; i < 2; i++) {
+        th_resp r = th_post(&s, paths[i], bodies[i]);
+        json_t *j = th_json(&r);
+        const char *msg = th_expect_error(j, &r, 500);
+        cr_expect(strstr(msg, "logits hold NaN"), "%s: %s", paths[i], msg);
+        json_decref(j);
+        th_resp_free(&r);
+    }
+    th_resp r = th_post(&s, "/v1/completions", "{\"prompt\": \"Once\", \"max_tokens\": 4, \"stream\": true}");
+    cr_expect(r.len > 0 && memmem(r.body, r.len, "logits hold NaN", 15), "%.*s", (int)r.len, r.body);
+    th_resp_free(&r);
+    r = th_get(&s, "/health");
+    cr_expect_eq(r.status, 200);
+    th_resp_free(&r);
+    cr_expect(th_wait_idle(&s, 5000));
+    cr_expect_eq(th_stop(&s, NULL), 0);
+    remove(model);
 }
