@@ -352,6 +352,11 @@ void srv_slot_pool_finish(srv_slot *s)
         norm += m * m;
     }
     norm = sqrt(norm);
+    if (!isfinite(norm)) { /* a NaN would turn every component into 0 below, a plausible-looking vector */
+        fail(s, "the model's hidden states hold a NaN or an infinity: its weights or its arithmetic give "
+                "non-finite numbers, so the embedding would mean nothing (a damaged model file?)");
+        return;
+    }
     for (int32_t i = 0; i < j->n_embd; i++)
         j->embd[i] = (float)(norm > 0.0 ? j->embd_sum[i] / norm : 0.0);
     s->finish = SRV_FINISH_STOP;

@@ -334,7 +334,8 @@ Test(server_limits, a_full_context_of_token_ids_still_parses)
     cr_expect_eq(th_stop(&s, NULL), 0);
 }
 
-/* Every logit NaN: each request is an error saying so, streamed or not, and the server goes on serving. */
+/* Every logit NaN: each request is an error saying so, streamed or not, embeddings too, and the server
+ * goes on serving. */
 Test(server_limits, logits_that_break_down_are_an_error_not_text)
 {
     const char *model = tu_stories_with_a_nan("server-nan.gguf");
@@ -355,6 +356,12 @@ Test(server_limits, logits_that_break_down_are_an_error_not_text)
     }
     th_resp r = th_post(&s, "/v1/completions", "{\"prompt\": \"Once\", \"max_tokens\": 4, \"stream\": true}");
     cr_expect(r.len > 0 && memmem(r.body, r.len, "logits hold NaN", 15), "%.*s", (int)r.len, r.body);
+    th_resp_free(&r);
+    r = th_post(&s, "/v1/embeddings", "{\"input\": \"Once upon a time\"}");
+    json_t *j = th_json(&r);
+    const char *msg = th_expect_error(j, &r, 500);
+    cr_expect(strstr(msg, "hidden states hold a NaN"), "embeddings: %s", msg);
+    json_decref(j);
     th_resp_free(&r);
     r = th_get(&s, "/health");
     cr_expect_eq(r.status, 200);
