@@ -172,6 +172,10 @@ Test(cli_run, logits_that_break_down_are_an_error_not_text)
                  modes[i]);
         expect_failure(args, "the model's logits hold NaN (token 0)");
     }
+    /* a draft that broke down, sampling: its distribution cannot take part in the acceptance rule */
+    snprintf(args, sizeof args, "run -m %s --draft %s -p \"Once upon a time\" -n 16 --temp 0.8 --seed 3",
+             stories(), model);
+    expect_failure(args, "the draft model: sampler: the model's logits hold NaN");
     remove(model);
 }
 

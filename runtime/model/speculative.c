@@ -379,8 +379,9 @@ static int32_t draft_model(woolly_spec *s, const woolly_sampler *smp, int32_t k,
         woolly_token t;
         if (sampling) {
             float *q = s->q + (size_t)i * (size_t)s->d_vocab;
-            if (woolly_sampler_probs(s->ds, logits, q, err))
-                return -1;
+            woolly_error e = {{0}};
+            if (woolly_sampler_probs(s->ds, logits, q, &e)) /* its logits broke down: a damaged draft */
+                return woolly_fail(err, "speculative decoding: the draft model: %s", e.msg);
             t = woolly_sampler_draw(s->ds, q, s->d_vocab);
         } else {
             t = woolly_sample_greedy(logits, s->d_vocab);
