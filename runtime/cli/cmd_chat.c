@@ -87,8 +87,7 @@ static char *render_n(const woolly_chat_format *fmt, const chat_state *s, size_t
                       char *err, size_t err_cap)
 {
     char *out;
-    return woolly_chat_format_render(fmt, s->msgs, n_msgs, add_assistant, &out, err, err_cap) < 0 ? NULL
-                                                                                                  : out;
+    return woolly_chat_format_render(fmt, s->msgs, n_msgs, add_assistant, &out, err, err_cap) < 0 ? NULL : out;
 }
 
 /* The tokens a context shift keeps: the longest common prefix of the cache and the rendering of the
@@ -194,8 +193,8 @@ int woolly_cmd_chat(int argc, char **argv)
     cli_add_model_flag(&t, &model_path);
     cli_add(&t, (cli_flag){"-s", "--system", CLI_STR, &system, 0, 0, "TEXT", "a system prompt", NULL});
     cli_template_opts tmpl_opts;
-    cli_add_template_flags(
-        &t, &tmpl_opts, "the prompt format (default: recognized from the model's tokenizer.chat_template)");
+    cli_add_template_flags(&t, &tmpl_opts,
+                           "the prompt format (default: recognized from the model's tokenizer.chat_template)");
     cli_add(&t, (cli_flag){NULL, "--context-shift", CLI_BOOL, &ctx_shift, 0, 0, NULL,
                            "when the context is full, forget the oldest turns (keeping the system prompt) "
                            "instead of stopping",

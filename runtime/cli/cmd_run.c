@@ -97,8 +97,7 @@ int woolly_cmd_run(int argc, char **argv)
         char *text = cli_read_file(cmd, grammar_path ? grammar_path : schema_path, &len);
         if (!text)
             return 1;
-        grammar =
-            grammar_path ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
+        grammar = grammar_path ? woolly_grammar_open_gbnf(text, len) : woolly_grammar_open_json_schema(text, len);
         free(text);
         if (!grammar) {
             fprintf(stderr, "woolly %s: %s: %s\n", cmd, grammar_path ? grammar_path : schema_path,

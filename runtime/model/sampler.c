@@ -19,7 +19,7 @@ struct woolly_sampler {
     uint32_t *count;  /* [n_vocab] occurrences in the window during a penalty pass, 0 otherwise */
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, head;
-    uint64_t rng;          /* xorshift64* state, never 0 */
+    uint64_t rng; /* xorshift64* state, never 0 */
     woolly_token *bias_id; /* the logit biases: bias[i] added to token bias_id[i]'s logit */
     float *bias;
     int32_t n_bias;
@@ -28,7 +28,7 @@ struct woolly_sampler {
     woolly_gmatch *gm;
     const woolly_vocab_trie *trie;
     const woolly_tokenizer *tok;
-    int32_t *eog;        /* the end-of-generation ids */
+    int32_t *eog; /* the end-of-generation ids */
     candidate *eog_cand; /* their candidates, kept aside while the allowed ones are compacted */
     int32_t n_eog;
     char *text; /* one token's bytes */
@@ -142,9 +142,8 @@ void woolly_sampler_close(woolly_sampler *s)
     free(s);
 }
 
-int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t,
-                                     const woolly_vocab_trie *trie, const woolly_grammar *g,
-                                     woolly_error *err)
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
+                                     const woolly_grammar *g, woolly_error *err)
 {
     woolly_gmatch_free(s->gm);
     s->gm = NULL;

@@ -31,9 +31,8 @@ woolly_sampler *woolly_sampler_create(int32_t n_vocab, const woolly_sampler_para
 int woolly_sampler_params_check(const woolly_sampler_params *p, woolly_error *err);
 
 /* Constrains s with g over tokenizer t's vocabulary (trie built from it). NULL g: no constraint. */
-int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t,
-                                     const woolly_vocab_trie *trie, const woolly_grammar *g,
-                                     woolly_error *err);
+int woolly_sampler_set_grammar_vocab(woolly_sampler *s, const woolly_tokenizer *t, const woolly_vocab_trie *trie,
+                                     const woolly_grammar *g, woolly_error *err);
 
 /* The trie of a tokenizer's token texts (the caller frees it), and the model's own, built once. */
 woolly_vocab_trie *woolly_tokenizer_trie(const woolly_tokenizer *t, woolly_error *err);

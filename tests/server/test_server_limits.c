@@ -73,8 +73,8 @@ Test(server_limits, integers_from_2_pow_63_on_are_out_of_range)
         {"top_k", "9223372036854775808.0", 400},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char *body =
-            th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 2, \"%s\": %s}", CASES[i].field, CASES[i].value);
+        char *body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": 2, \"%s\": %s}", CASES[i].field,
+                            CASES[i].value);
         if (!strcmp(CASES[i].field, "max_tokens")) {
             free(body);
             body = th_fmt("{\"prompt\": \"Once\", \"max_tokens\": %s}", CASES[i].value);
@@ -102,8 +102,7 @@ Test(server_limits, an_empty_body_says_so)
 {
     th_server s;
     th_start(&s, NULL, "-m %s -np 1", stories());
-    static const char *const PATHS[] = {"/v1/completions", "/v1/chat/completions", "/tokenize",
-                                        "/detokenize"};
+    static const char *const PATHS[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
     for (size_t i = 0; i < 4; i++) {
         th_resp r = th_request(&s, "POST", PATHS[i], "", 0, NULL, 0);
         json_t *b = th_json(&r);
@@ -291,12 +290,10 @@ Test(server_limits, a_body_of_small_values_costs_a_few_times_its_size)
         cr_expect_eq(bombs[i].status, 413, "body %d", i);
     }
     const long peak = vm_hwm_kib(&s);
-    cr_log_info(
-        "peak RSS: %ld KiB at start, +%ld KiB after one worst body at a time, %ld KiB with %d at once", base,
-        one, peak, CONCURRENT);
-    fprintf(stderr,
-            "parse cost: peak RSS %ld KiB at start, +%ld KiB after the bodies one at a time, %ld KiB "
-            "with %d at once\n",
+    cr_log_info("peak RSS: %ld KiB at start, +%ld KiB after one worst body at a time, %ld KiB with %d at once",
+                base, one, peak, CONCURRENT);
+    fprintf(stderr, "parse cost: peak RSS %ld KiB at start, +%ld KiB after the bodies one at a time, %ld KiB "
+                    "with %d at once\n",
             base, one, peak, CONCURRENT);
     /* The body's buffer (1 MiB, up to 2 while it grows), the parse's bound (4 MiB and some room), the
      * connection thread's stack and allocator arena: about 9 MiB measured, against ~78 MB before. */
