@@ -410,21 +410,27 @@ static bool take_logits(woolly_sampler *s, const float *logits)
     return false;
 }
 
+/* What a sample returns where the output must end: the end-of-generation token a grammar knows, else 0. */
+static woolly_token end_token(const woolly_sampler *s)
+{
+    return s->n_eog ? s->eog[0] : 0;
+}
+
 woolly_token woolly_sampler_sample(woolly_sampler *s, const float *logits)
 {
     int32_t n = s->n_vocab;
     if (!take_logits(s, logits))
-        return s->n_eog ? s->eog[0] : 0; /* the caller ends the output: woolly_sampler_error says why */
+        return end_token(s); /* the caller ends the output: woolly_sampler_error says why */
     apply_bias(s);
     apply_penalty(s);
     if (!s->gm)
         return sample_candidates(s, n);
     if (s->grammar_done) /* the grammar ended the output already: only an end can follow */
-        return s->n_eog ? s->eog[0] : 0;
+        return end_token(s);
     n = keep_grammar_tokens(s);
     if (n == 0) { /* nothing allowed: end the output rather than leave the language */
         s->grammar_done = true;
-        return s->n_eog ? s->eog[0] : 0;
+        return end_token(s);
     }
     return grammar_pick(s, sample_candidates(s, n));
 }
